@@ -1,0 +1,110 @@
+"""The ``nbrelay`` command: ``serve`` (the MCP server), ``demo`` and ``tools``.
+
+``main(argv) -> int`` is testable in process. While serving over stdio, stdout belongs to the
+MCP protocol: nothing here writes to it except the non-serving commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nbrelay import __version__
+from nbrelay.config import OPTIONS, Settings, load, read_toml
+from nbrelay.errors import NbrelayError
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="TOML file with settings (keys as below).")
+    for opt in OPTIONS:
+        kwargs: dict[str, Any] = {"dest": opt.name, "default": None, "help": opt.help}
+        if opt.kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["metavar"] = opt.name.upper()
+            if opt.choices:
+                kwargs["choices"] = opt.choices
+        parser.add_argument(opt.flag, **kwargs)
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="Log level for messages on stderr.",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nbrelay", description="An MCP server that lets agents work in Jupyter notebooks."
+    )
+    parser.add_argument("--version", action="version", version=f"nbrelay {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="Serve notebooks over MCP (stdio).")
+    _add_options(serve)
+    demo = sub.add_parser(
+        "demo", help="Start the server over stdio and drive it through a short session."
+    )
+    demo.add_argument(
+        "--dir", type=Path, default=Path("nbrelay-demo"), help="Folder for the demo notebook."
+    )
+    tools = sub.add_parser("tools", help="Print the tools a profile exposes.")
+    _add_options(tools)
+    tools.add_argument("--json", action="store_true", help="Print the full tools/list JSON.")
+    return parser
+
+
+def settings_from(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Settings:
+    flags = {opt.name: getattr(args, opt.name, None) for opt in OPTIONS}
+    toml = read_toml(args.config) if getattr(args, "config", None) else None
+    return load(flags, os.environ if environ is None else environ, toml)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "demo":
+            from nbrelay.demo import run_demo
+
+            return run_demo(args.dir)
+        settings = settings_from(args)
+        logging.basicConfig(
+            level=args.log_level, stream=sys.stderr, format="nbrelay %(levelname)s %(message)s"
+        )
+        if args.command == "tools":
+            return _print_tools(settings, as_json=args.json)
+        return _serve(settings)
+    except NbrelayError as exc:
+        sys.stderr.write(f"nbrelay: {exc}\n")
+        return 2
+
+
+def _serve(settings: Settings) -> int:
+    from nbrelay.server import build_server
+
+    server = build_server(settings)
+    server.run("stdio")
+    return 0
+
+
+def _print_tools(settings: Settings, *, as_json: bool) -> int:
+    import anyio
+
+    from nbrelay.server import build_server
+
+    server = build_server(settings)
+    tools = anyio.run(server.list_tools)
+    if as_json:
+        dumped = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+        sys.stdout.write(json.dumps(dumped, indent=1) + "\n")
+        return 0
+    for t in tools:
+        first = (t.description or "").splitlines()[0] if t.description else ""
+        sys.stdout.write(f"{t.name:22} {first}\n")
+    return 0

@@ -1,0 +1,1 @@
+"""Where code runs: local Jupyter kernels or a remote kernels API."""

@@ -1,0 +1,1 @@
+"""The pure notebook core: model, addressing, edits, history, validation, rendering."""

@@ -1,0 +1,144 @@
+"""Edit history for undo: what one change did, and the edits that revert it.
+
+A ``Change`` records, by cell id, the cells a change added, removed, modified and moved. Undo
+turns it back into primitive edits against the notebook as it is *now*, so changes other people
+made to other cells are kept; if a cell the change touched was changed again since, undo refuses.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nbrelay.errors import UndoRefused
+from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, MoveCells, UpdateCell
+from nbrelay.notebook.model import Cell
+
+# What "changed since" compares: outputs and counts may change by running, which undo ignores.
+_CONTENT_KEYS = ("cell_type", "source", "metadata", "attachments")
+
+
+@dataclass(frozen=True)
+class Change:
+    label: str
+    before_order: tuple[str, ...]
+    before: Mapping[str, Cell]  # modified and removed cells, as they were
+    after: Mapping[str, Cell]  # modified and added cells, as they became
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    moved: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.before or self.after or self.moved)
+
+
+def _content(cell: Cell) -> tuple[Any, ...]:
+    return tuple(cell.get(k) for k in _CONTENT_KEYS)
+
+
+def _longest_increasing(seq: Sequence[int]) -> set[int]:
+    """Indexes (into ``seq``) of one longest strictly increasing subsequence."""
+    tails: list[int] = []
+    tail_idx: list[int] = []
+    prev = [-1] * len(seq)
+    for i, v in enumerate(seq):
+        j = bisect.bisect_left(tails, v)
+        if j == len(tails):
+            tails.append(v)
+            tail_idx.append(i)
+        else:
+            tails[j] = v
+            tail_idx[j] = i
+        prev[i] = tail_idx[j - 1] if j else -1
+    keep: set[int] = set()
+    k = tail_idx[-1] if tail_idx else -1
+    while k != -1:
+        keep.add(k)
+        k = prev[k]
+    return keep
+
+
+def record(label: str, before: Sequence[Cell], after: Sequence[Cell]) -> Change:
+    """Describe the change from ``before`` to ``after`` (cells that are identical objects are
+    unchanged, which is how ``edits.apply`` shares them)."""
+    b_ids = [c["id"] for c in before]
+    a_ids = [c["id"] for c in after]
+    b_by = {c["id"]: c for c in before}
+    a_by = {c["id"]: c for c in after}
+    added = tuple(i for i in a_ids if i not in b_by)
+    removed = tuple(i for i in b_ids if i not in a_by)
+    modified = [i for i in a_ids if i in b_by and a_by[i] is not b_by[i] and a_by[i] != b_by[i]]
+    common = [i for i in b_ids if i in a_by]
+    pos = {cid: k for k, cid in enumerate(a_ids)}
+    keep = _longest_increasing([pos[i] for i in common])
+    moved = tuple(cid for k, cid in enumerate(common) if k not in keep)
+    return Change(
+        label=label,
+        before_order=tuple(b_ids),
+        before={i: b_by[i] for i in (*modified, *removed)},
+        after={i: a_by[i] for i in (*modified, *added)},
+        added=added,
+        removed=removed,
+        moved=moved,
+    )
+
+
+def plan_undo(current: Sequence[Cell], change: Change) -> list[Edit]:
+    """Return the edits that revert ``change`` on the current cells.
+
+    Raises:
+        UndoRefused: a cell the change added or modified was changed or deleted since.
+    """
+    by_id = {c["id"]: c for c in current}
+    for cid, after in change.after.items():
+        now = by_id.get(cid)
+        if now is None:
+            raise UndoRefused(
+                f"cannot undo {change.label!r}: cell {cid!r} it touched has been deleted since.",
+                hint="Undo only reverts changes whose cells are as nbrelay left them; edit the "
+                "notebook directly instead.",
+            )
+        if _content(now) != _content(after):
+            raise UndoRefused(
+                f"cannot undo {change.label!r}: cell {cid!r} was changed after it.",
+                hint="Undo the later change first, or edit the cell directly.",
+            )
+    for cid in change.removed:
+        if cid in by_id:
+            raise UndoRefused(
+                f"cannot undo {change.label!r}: a cell with id {cid!r} exists again.",
+                hint="Edit the notebook directly instead.",
+            )
+    edits: list[Edit] = []
+    order = [c["id"] for c in current]
+    if change.added:
+        edits.append(DeleteCells(change.added))
+        gone = set(change.added)
+        order = [i for i in order if i not in gone]
+    for cid, before in change.before.items():
+        if cid in change.removed:
+            continue
+        now = by_id[cid]
+        changes = {k: v for k, v in before.items() if now.get(k) != v}
+        remove = tuple(k for k in now if k not in before)
+        if changes or remove:
+            edits.append(UpdateCell(cid, changes, remove, base_source=now.get("source")))
+    place = set(change.removed) | set(change.moved)
+    for k, cid in enumerate(change.before_order):
+        if cid not in place:
+            continue
+        moving = cid in order
+        if moving:
+            order.remove(cid)
+        target = next(
+            (order.index(p) + 1 for p in reversed(change.before_order[:k]) if p in order), 0
+        )
+        if moving:
+            edits.append(MoveCells((cid,), target))
+        else:
+            edits.append(InsertCells(target, (change.before[cid],)))
+        order.insert(target, cid)
+    return edits

@@ -1,0 +1,328 @@
+"""The notebook model: parse and serialise nbformat v4 bytes, cell ids, and the version hash.
+
+A notebook is kept as plain dicts (the nbformat v4 JSON shape) with multi-line strings joined,
+exactly as ``nbformat.reads`` would give them but without ``NotebookNode`` wrappers. Serialising
+follows nbformat's writer byte for byte (split lines, ``indent=1``, sorted keys, trailing
+newline), so an edit changes only the lines of the cells it touches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbrelay.errors import NotebookInvalid
+
+Cell = dict[str, Any]
+IdFactory = Callable[[], str]
+
+CELL_TYPES = ("code", "markdown", "raw")
+_JSON_MIME_SUFFIX = "+json"
+_SPLIT_NON_TEXT = frozenset({"application/javascript", "image/svg+xml"})
+
+
+def version_of(raw: bytes) -> str:
+    """Return the version of a notebook: the first 16 hex digits of the sha256 of its bytes."""
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def random_id() -> str:
+    """Return a new random cell id (8 hex digits, as JupyterLab makes them)."""
+    return secrets.token_hex(4)
+
+
+@dataclass
+class Notebook:
+    """A parsed notebook.
+
+    ``data`` is the whole nbformat dict; ``ids_made`` is true when some cell ids exist only in
+    memory (notebooks older than nbformat 4.5, or duplicated ids): the next write stores them
+    and records the notebook as nbformat 4.5.
+    """
+
+    data: dict[str, Any]
+    ids_made: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def cells(self) -> list[Cell]:
+        cells: list[Cell] = self.data["cells"]
+        return cells
+
+    @property
+    def ids(self) -> list[str]:
+        return [c["id"] for c in self.data["cells"]]
+
+    def with_cells(self, cells: list[Cell]) -> Notebook:
+        """Return a notebook sharing everything but the cell list (cells are not copied)."""
+        data = dict(self.data)
+        data["cells"] = cells
+        return Notebook(data=data, ids_made=self.ids_made, problems=list(self.problems))
+
+    @property
+    def kernel_name(self) -> str | None:
+        spec = self.data.get("metadata", {}).get("kernelspec")
+        if isinstance(spec, dict) and isinstance(spec.get("name"), str):
+            return str(spec["name"])
+        return None
+
+    @property
+    def language(self) -> str | None:
+        info = self.data.get("metadata", {}).get("language_info")
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            return str(info["name"])
+        spec = self.data.get("metadata", {}).get("kernelspec")
+        if isinstance(spec, dict) and isinstance(spec.get("language"), str):
+            return str(spec["language"])
+        return None
+
+
+def parse(raw: bytes, *, name: str = "notebook") -> Notebook:
+    """Parse notebook bytes.
+
+    Raises:
+        NotebookInvalid: the bytes are not JSON (the message gives line and column), nest too
+            deeply, or are not an nbformat 4 notebook.
+    """
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise NotebookInvalid(
+            f"{name} is not UTF-8 text (byte {exc.start} is invalid).",
+            hint="Notebooks are UTF-8 JSON; re-save it from Jupyter or fix the encoding.",
+        ) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookInvalid(
+            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
+            hint="Fix the JSON by hand or restore the file from version control; nbrelay will not "
+            "write over a file it cannot read.",
+        ) from exc
+    except RecursionError as exc:
+        raise NotebookInvalid(
+            f"{name} nests JSON values too deeply to read.",
+            hint="The file is corrupt or hostile; restore it from version control.",
+        ) from exc
+    return from_dict(data, name=name)
+
+
+def from_dict(data: Any, *, name: str = "notebook") -> Notebook:
+    """Build a Notebook from an nbformat v4 dict, joining split lines and filling missing ids."""
+    if not isinstance(data, dict):
+        raise NotebookInvalid(
+            f"{name} is not a notebook: its JSON top level is a {type(data).__name__}, not an object.",
+            hint="A notebook file is a JSON object with 'cells', 'metadata' and 'nbformat' keys.",
+        )
+    major = data.get("nbformat")
+    if major != 4:
+        raise NotebookInvalid(
+            f"{name} is nbformat {major!r}; nbrelay reads nbformat 4 notebooks.",
+            hint="Convert it with `jupyter nbconvert --to notebook --nbformat 4 FILE`."
+            if isinstance(major, int) and major < 4
+            else "Check that the file is a Jupyter notebook.",
+        )
+    cells = data.get("cells")
+    if not isinstance(cells, list):
+        raise NotebookInvalid(
+            f"{name} has no 'cells' list.",
+            hint="A notebook file is a JSON object with 'cells', 'metadata' and 'nbformat' keys.",
+        )
+    if not isinstance(data.get("metadata"), dict):
+        data["metadata"] = {}
+    nb = Notebook(data=data)
+    _rejoin(cells)
+    _fill_ids(nb)
+    return nb
+
+
+def _join(value: Any) -> Any:
+    if isinstance(value, list) and all(isinstance(line, str) for line in value):
+        return "".join(value)
+    return value
+
+
+def _is_json_mime(mime: str) -> bool:
+    return mime == "application/json" or (
+        mime.startswith("application/") and mime.endswith(_JSON_MIME_SUFFIX)
+    )
+
+
+def _rejoin(cells: list[Any]) -> None:
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
+        if "source" in cell:
+            cell["source"] = _join(cell["source"])
+        for bundle in (cell.get("attachments") or {}).values():
+            if isinstance(bundle, dict):
+                for mime in list(bundle):
+                    if not _is_json_mime(mime):
+                        bundle[mime] = _join(bundle[mime])
+        if cell.get("cell_type") == "code" and isinstance(cell.get("outputs"), list):
+            for out in cell["outputs"]:
+                if not isinstance(out, dict):
+                    continue
+                if isinstance(out.get("data"), dict):
+                    data = out["data"]
+                    for mime in list(data):
+                        if not _is_json_mime(mime):
+                            data[mime] = _join(data[mime])
+                elif "text" in out:
+                    out["text"] = _join(out["text"])
+
+
+def content_id(source: str, seen: set[str]) -> str:
+    """Return an id derived from a cell's source, unique among ``seen`` (and add it)."""
+    base = hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
+    candidate, n = base, 1
+    while candidate in seen:
+        candidate = f"{base}-{n}"
+        n += 1
+    seen.add(candidate)
+    return candidate
+
+
+def _fill_ids(nb: Notebook) -> None:
+    seen: set[str] = set()
+    missing: list[dict[str, Any]] = []
+    duplicated = False
+    raw_cells: list[Any] = nb.cells
+    for cell in raw_cells:
+        if not isinstance(cell, dict):
+            continue
+        cid = cell.get("id")
+        if isinstance(cid, str) and cid and cid not in seen:
+            seen.add(cid)
+        else:
+            if isinstance(cid, str) and cid in seen:
+                duplicated = True
+            missing.append(cell)
+    for cell in missing:
+        source = cell.get("source")
+        cell["id"] = content_id(source if isinstance(source, str) else "", seen)
+    if missing:
+        nb.ids_made = True
+        if duplicated:
+            nb.problems.append(
+                "some cells shared an id; nbrelay gave the later ones new ids in memory"
+            )
+
+
+def serialize(nb: Notebook) -> bytes:
+    """Return the file bytes of a notebook, as nbformat's writer would produce them.
+
+    Notebooks whose ids were made in memory are written as nbformat 4.5, which stores ids.
+    """
+    data = dict(nb.data)
+    metadata = dict(data.get("metadata") or {})
+    for key in ("orig_nbformat", "orig_nbformat_minor", "signature"):
+        metadata.pop(key, None)
+    data["metadata"] = metadata
+    if nb.ids_made or int(data.get("nbformat_minor", 0)) < 5:
+        data["nbformat_minor"] = max(5, int(data.get("nbformat_minor", 0)))
+    data["cells"] = [_split_cell(c) for c in nb.cells]
+    text = json.dumps(data, indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+    return (text + "\n").encode("utf-8")
+
+
+def _split(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.splitlines(True)
+    return value
+
+
+def _split_bundle(bundle: dict[str, Any]) -> dict[str, Any]:
+    return {
+        mime: _split(v) if (mime.startswith("text/") or mime in _SPLIT_NON_TEXT) else v
+        for mime, v in bundle.items()
+    }
+
+
+def _split_cell(cell: Cell) -> Cell:
+    out = dict(cell)
+    if "source" in out:
+        out["source"] = _split(out["source"])
+    meta = out.get("metadata")
+    if isinstance(meta, dict) and "trusted" in meta:
+        out["metadata"] = {k: v for k, v in meta.items() if k != "trusted"}
+    if isinstance(out.get("attachments"), dict):
+        out["attachments"] = {
+            k: _split_bundle(v) if isinstance(v, dict) else v for k, v in out["attachments"].items()
+        }
+    if out.get("cell_type") == "code" and isinstance(out.get("outputs"), list):
+        outputs = []
+        for o in out["outputs"]:
+            if isinstance(o, dict):
+                o = dict(o)
+                if o.get("output_type") in ("execute_result", "display_data") and isinstance(
+                    o.get("data"), dict
+                ):
+                    o["data"] = _split_bundle(o["data"])
+                elif o.get("output_type") == "stream":
+                    o["text"] = _split(o.get("text", ""))
+            outputs.append(o)
+        out["outputs"] = outputs
+    return out
+
+
+def new_cell(
+    cell_type: str, source: str, cell_id: str, metadata: dict[str, Any] | None = None
+) -> Cell:
+    """Return a new cell dict of the given type (code cells start without outputs)."""
+    cell: Cell = {
+        "cell_type": cell_type,
+        "id": cell_id,
+        "metadata": dict(metadata or {}),
+        "source": source,
+    }
+    if cell_type == "code":
+        cell["execution_count"] = None
+        cell["outputs"] = []
+    return cell
+
+
+def new_notebook(
+    cells: Iterable[Cell] = (),
+    *,
+    kernel_name: str = "python3",
+    display_name: str | None = None,
+    language: str = "python",
+) -> Notebook:
+    """Return a new nbformat 4.5 notebook with the given kernelspec."""
+    data: dict[str, Any] = {
+        "cells": list(cells),
+        "metadata": {
+            "kernelspec": {
+                "display_name": display_name or _default_display_name(kernel_name),
+                "language": language,
+                "name": kernel_name,
+            },
+            "language_info": {"name": language},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return Notebook(data=data)
+
+
+def _default_display_name(kernel_name: str) -> str:
+    if kernel_name == "python3":
+        return "Python 3 (ipykernel)"
+    return kernel_name
+
+
+def unique_id(existing: set[str], factory: IdFactory) -> str:
+    """Return an id from ``factory`` that is not in ``existing`` (and add it)."""
+    for _ in range(1000):
+        cid = factory()
+        if cid not in existing:
+            existing.add(cid)
+            return cid
+    raise NotebookInvalid(
+        "could not make a unique cell id", hint="The id factory keeps repeating itself."
+    )

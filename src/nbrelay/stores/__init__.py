@@ -1,0 +1,1 @@
+"""Where notebooks live: files on disk, a Jupyter Server's contents API, or a live room."""

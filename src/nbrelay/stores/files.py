@@ -1,0 +1,576 @@
+"""The embedded default store: ``.ipynb`` files under a root folder.
+
+Guarantees:
+
+* **Confinement.** Every path is checked before it is used: no ``..``, no hidden component, no
+  backslash or NUL, and the resolved real path (symlinks followed) must stay inside the real root
+  (compared by path components, so ``/r-evil`` is not inside ``/r``). Files are opened with
+  ``O_NOFOLLOW`` and must be regular files.
+* **Atomic, durable writes.** A unique hidden temp file in the same folder, fsync, ``os.replace``,
+  fsync of the folder; the file's mode is kept. A crash leaves the old or the new notebook.
+* **No lost edits.** An in-process lock plus ``fcntl.flock`` on a per-notebook lock file
+  serialise writers across processes; the file's bytes are re-hashed just before the replace, so
+  a change made by someone else is reported as a conflict, never overwritten.
+* **Cheap reads.** Parsed notebooks are cached and revalidated by ``stat`` (size, mtime, ctime,
+  inode): an unchanged notebook is never re-read or re-parsed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+
+import anyio
+import anyio.to_thread
+
+from nbrelay.errors import (
+    ConflictError,
+    NotebookExists,
+    NotebookInvalid,
+    NotebookNotFound,
+    PathError,
+    StoreError,
+)
+from nbrelay.notebook import validate
+from nbrelay.notebook.edits import Edit, InsertCells, UpdateCell, apply
+from nbrelay.notebook.model import Cell, Notebook, parse, serialize, version_of
+from nbrelay.stores.base import EditOutcome, Entry, Planner, Snapshot
+
+_TMP_MARK = ".nbrelay-"
+_TMP_SUFFIX = ".tmp"
+_MAX_PATH = 1024
+_MAX_BYTES = 512 * 1024 * 1024
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+StatKey = tuple[int, int, int, int, int]
+
+
+@dataclass
+class _Cached:
+    key: StatKey
+    snapshot: Snapshot
+
+
+def _stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def _is_inside(child: str, root: str) -> bool:
+    return child == root or os.path.commonpath([child, root]) == root
+
+
+class FileStore:
+    """Notebooks as files under ``root`` (see the module docstring for the guarantees)."""
+
+    mode = "files"
+
+    def __init__(
+        self, root: Path, *, lock_dir: Path | None = None, lock_timeout: float = 10.0
+    ) -> None:
+        real = os.path.realpath(root)
+        if not os.path.isdir(real):
+            raise PathError(
+                f"root folder {root} does not exist or is not a folder.",
+                hint="Pass --root with an existing folder.",
+            )
+        self.root = Path(real)
+        self._root_s = real
+        uid = os.getuid() if hasattr(os, "getuid") else 0
+        self._lock_dir = Path(lock_dir or Path(tempfile.gettempdir()) / f"nbrelay-{uid}" / "locks")
+        self._lock_timeout = lock_timeout
+        self._locks: dict[str, anyio.Lock] = {}
+        self._cache: dict[str, _Cached] = {}
+        self._known: dict[str, str] = {}
+        self._swept: set[str] = set()
+
+    # -- paths ----------------------------------------------------------------------------
+
+    def relative(self, path: str) -> str:
+        rel, _ = self._resolve(path)
+        return rel
+
+    def _resolve(self, path: str, *, suffix: str = ".ipynb") -> tuple[str, str]:
+        """Return (relative posix path, real absolute path) or raise PathError."""
+        value: object = path
+        if not isinstance(value, str) or not value.strip():
+            raise PathError("the path is empty.", hint='Give a path like "analysis.ipynb".')
+        if "\x00" in path or len(path) > _MAX_PATH:
+            raise PathError(
+                "the path contains a NUL byte or is too long.", hint="Give a normal file path."
+            )
+        if "\\" in path:
+            raise PathError(
+                f"the path {path!r} contains a backslash.",
+                hint='Use "/" to separate folders, relative to the root.',
+            )
+        if "://" in path:
+            raise PathError(
+                f"the path {path!r} looks like a URL.",
+                hint="Give a file path relative to the root, not a URL.",
+            )
+        raw = PurePosixPath(path)
+        if raw.is_absolute():
+            if not _is_inside(os.path.normpath(path), self._root_s):
+                raise PathError(
+                    f"the path {path!r} is outside the root folder.",
+                    hint="Give a path relative to the root; list_notebooks shows what is there.",
+                )
+            raw = PurePosixPath(os.path.relpath(os.path.normpath(path), self._root_s))
+        parts = [p for p in raw.parts if p not in ("", ".")]
+        if any(p == ".." for p in parts):
+            raise PathError(
+                f"the path {path!r} contains '..'.",
+                hint="Paths may not leave the root folder; give a path relative to the root.",
+            )
+        if any(p.startswith(".") for p in parts):
+            raise PathError(
+                f"the path {path!r} is hidden (a part starts with '.').",
+                hint="Hidden files and folders are not served.",
+            )
+        if not parts:
+            raise PathError("the path names the root folder, not a notebook.")
+        if suffix and not parts[-1].endswith(suffix):
+            raise PathError(
+                f"the path {path!r} is not a {suffix} file.",
+                hint=f"Notebook paths end in {suffix}.",
+            )
+        rel = "/".join(parts)
+        real = os.path.realpath(os.path.join(self._root_s, rel))
+        if not _is_inside(real, self._root_s):
+            raise PathError(
+                f"the path {path!r} leads outside the root folder (through a symlink).",
+                hint="Only files inside the root are served.",
+            )
+        real_rel = os.path.relpath(real, self._root_s)
+        if any(p.startswith(".") for p in Path(real_rel).parts if p != "."):
+            raise PathError(
+                f"the path {path!r} leads to a hidden file.", hint="Hidden files are not served."
+            )
+        return rel, real
+
+    def _folder(self, folder: str) -> tuple[str, str]:
+        if folder in ("", ".", "/"):
+            return "", self._root_s
+        rel, real = self._resolve(folder, suffix="")
+        if not os.path.isdir(real):
+            raise NotebookNotFound(
+                f"folder {folder!r} does not exist.",
+                hint="list_notebooks with no folder lists all.",
+            )
+        return rel, real
+
+    # -- locking --------------------------------------------------------------------------
+
+    def _lock(self, real: str) -> anyio.Lock:
+        lock = self._locks.get(real)
+        if lock is None:
+            lock = self._locks[real] = anyio.Lock()
+        return lock
+
+    @contextlib.contextmanager
+    def _flock(self, real: str) -> Iterator[None]:
+        self._lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        fd = os.open(self._lock_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + self._lock_timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError as exc:
+                    if time.monotonic() > deadline:
+                        raise StoreError(
+                            f"another process has held the lock on this notebook for over "
+                            f"{self._lock_timeout:g} s.",
+                            hint="Retry in a moment; if it persists, check for a stuck nbrelay.",
+                        ) from exc
+                    time.sleep(0.002)
+            yield
+        finally:
+            os.close(fd)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _read_bytes(self, real: str, rel: str) -> tuple[bytes, os.stat_result]:
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError as exc:
+            raise NotebookNotFound(
+                f"notebook {rel!r} does not exist.",
+                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+            ) from exc
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise PathError(f"{rel!r} changed into a symlink while being opened.") from exc
+            raise StoreError(f"cannot open {rel!r}: {exc.strerror}.") from exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise PathError(
+                    f"{rel!r} is not a regular file.",
+                    hint="Only regular notebook files are served.",
+                )
+            if st.st_size > _MAX_BYTES:
+                raise NotebookInvalid(
+                    f"{rel!r} is {st.st_size:,} bytes, over the {_MAX_BYTES:,}-byte limit."
+                )
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks), st
+        finally:
+            os.close(fd)
+
+    def _snapshot(self, rel: str, real: str, *, fresh: bool = False) -> Snapshot:
+        """The current snapshot; with ``fresh`` the bytes are always re-read and re-hashed."""
+        cached = self._cache.get(real)
+        if not fresh and cached is not None:
+            try:
+                st = os.stat(real, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and _stat_key(st) == cached.key:
+                return cached.snapshot
+        raw, st = self._read_bytes(real, rel)
+        version = version_of(raw)
+        if cached is not None and cached.snapshot.version == version:
+            snap = replace(cached.snapshot, size=st.st_size, modified=st.st_mtime)
+        else:
+            nb = parse(raw, name=rel)
+            found = tuple(validate.problems(nb))
+            snap = Snapshot(
+                path=rel,
+                notebook=nb,
+                version=version,
+                size=st.st_size,
+                modified=st.st_mtime,
+                problems=found,
+            )
+        self._cache[real] = _Cached(_stat_key(st), snap)
+        return snap
+
+    def _observe(self, real: str, snap: Snapshot) -> Snapshot:
+        """Record that the agent has seen ``snap``; flag it if someone else changed the file."""
+        known = self._known.get(real)
+        self._known[real] = snap.version
+        changed = known is not None and known != snap.version
+        return replace(snap, changed_outside=changed) if changed else snap
+
+    async def load(self, path: str) -> Snapshot:
+        rel, real = self._resolve(path)
+        self._sweep_soon(real)
+        async with self._lock(real):
+            snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
+        return self._observe(real, snap)
+
+    async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
+        rel, real = self._folder(folder)
+        return await anyio.to_thread.run_sync(self._list_sync, rel, real, recursive)
+
+    def _list_sync(self, rel: str, real: str, recursive: bool) -> builtins.list[Entry]:
+        found: builtins.list[Entry] = []
+        for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            if not recursive:
+                dirnames[:] = []
+            self._sweep_dir(dirpath)
+            for name in sorted(filenames):
+                if name.startswith(".") or not name.endswith(".ipynb"):
+                    continue
+                full = os.path.join(dirpath, name)
+                rel_path = os.path.relpath(full, self._root_s).replace(os.sep, "/")
+                try:
+                    _, target = self._resolve(rel_path)
+                    st = os.stat(target)
+                except (PathError, OSError):
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    found.append(Entry(rel_path, st.st_size, st.st_mtime))
+        return found
+
+    # -- temp files -----------------------------------------------------------------------
+
+    def _sweep_soon(self, real: str) -> None:
+        folder = os.path.dirname(real)
+        if folder not in self._swept:
+            self._sweep_dir(folder)
+
+    def _sweep_dir(self, folder: str) -> None:
+        """Remove temp files left by nbrelay processes that no longer run."""
+        self._swept.add(folder)
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return
+        for name in names:
+            if not (name.startswith(".") and _TMP_MARK in name and name.endswith(_TMP_SUFFIX)):
+                continue
+            try:
+                pid = int(name.split(_TMP_MARK, 1)[1].split("-", 1)[0])
+            except ValueError:
+                continue
+            if pid != os.getpid() and _alive(pid):
+                continue
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _write_atomic(self, real: str, data: bytes, *, expect: str | None) -> os.stat_result:
+        """Write ``data`` to ``real`` atomically; ``expect`` is the version the file must still
+        have just before the replace (None: the file must not exist)."""
+        folder, name = os.path.split(real)
+        tmp = os.path.join(
+            folder, f".{name}{_TMP_MARK}{os.getpid()}-{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        )
+        try:
+            old_mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
+        except FileNotFoundError:
+            old_mode = None
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot write in {os.path.relpath(folder, self._root_s)!r}: {exc.strerror}.",
+                hint="Nothing was changed. Check the folder's permissions and free space.",
+            ) from exc
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fchmod(fd, old_mode if old_mode is not None else 0o666 & ~_UMASK)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._check_unchanged(real, expect)
+            os.replace(tmp, real)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise StoreError(
+                    f"writing {os.path.relpath(real, self._root_s)!r} failed: {exc.strerror} "
+                    f"(errno {exc.errno}).",
+                    hint="Nothing was changed; the notebook on disk is as it was.",
+                ) from exc
+            raise
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        return os.stat(real)
+
+    def _check_unchanged(self, real: str, expect: str | None) -> None:
+        rel = os.path.relpath(real, self._root_s)
+        try:
+            with open(real, "rb") as fh:
+                current: str | None = version_of(fh.read())
+        except FileNotFoundError:
+            current = None
+        if current != expect:
+            if expect is None:
+                raise NotebookExists(
+                    f"{rel!r} was created by someone else a moment ago.",
+                    hint="Read it with read_notebook, or pass overwrite=true to replace it.",
+                )
+            raise ConflictError(
+                f"{rel!r} was changed by someone else while nbrelay was writing it; "
+                "your change was not applied.",
+                current=current or "",
+                hint="Read the notebook again and retry.",
+            )
+
+    async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
+        rel, real = self._resolve(path)
+        validate.check_notebook(notebook)
+        data = serialize(notebook)
+        async with self._lock(real):
+            snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
+        return self._observe(real, snap)
+
+    def _create_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> Snapshot:
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        self._resolve(rel)  # the folders just made must not change where the path leads
+        with self._flock(real):
+            expect: str | None = None
+            if os.path.lexists(real):
+                if not overwrite:
+                    raise NotebookExists(
+                        f"{rel!r} already exists.",
+                        hint="Pick another path, or pass overwrite=true to replace it.",
+                    )
+                expect = self._snapshot_version(real, rel)
+            st = self._write_atomic(real, data, expect=expect)
+            return self._remember(rel, real, data, st)
+
+    def _snapshot_version(self, real: str, rel: str) -> str:
+        raw, _ = self._read_bytes(real, rel)
+        return version_of(raw)
+
+    def _remember(self, rel: str, real: str, data: bytes, st: os.stat_result) -> Snapshot:
+        nb = parse(data, name=rel)
+        snap = Snapshot(rel, nb, version_of(data), size=st.st_size, modified=st.st_mtime)
+        self._cache[real] = _Cached(_stat_key(st), snap)
+        return snap
+
+    async def edit(
+        self,
+        path: str,
+        planner: Planner,
+        *,
+        expected_version: str | None,
+        guard_positions: bool,
+    ) -> EditOutcome:
+        rel, real = self._resolve(path)
+        self._sweep_soon(real)
+        async with self._lock(real):
+            outcome = await anyio.to_thread.run_sync(
+                self._edit_sync, rel, real, planner, expected_version, guard_positions
+            )
+        self._known[real] = outcome.after.version
+        return outcome
+
+    def _edit_sync(
+        self,
+        rel: str,
+        real: str,
+        planner: Planner,
+        expected_version: str | None,
+        guard_positions: bool,
+    ) -> EditOutcome:
+        with self._flock(real):
+            before = self._snapshot(rel, real, fresh=True)
+            if expected_version is not None and expected_version != before.version:
+                raise ConflictError(
+                    f"{rel!r} changed since version {expected_version}: it is now version "
+                    f"{before.version}. Nothing was changed.",
+                    current=before.version,
+                    hint="Read the notebook again (read_notebook) and redo the edit against the "
+                    "new version.",
+                )
+            known = self._known.get(real)
+            outside = known is not None and known != before.version
+            if outside and guard_positions and expected_version is None:
+                raise ConflictError(
+                    f"{rel!r} was changed by someone else since you last read it, and this edit "
+                    "addresses cells by position, which may now point at other cells. Nothing "
+                    "was changed.",
+                    current=before.version,
+                    hint="Read the notebook again, or address cells by id.",
+                )
+            if before.problems:
+                raise NotebookInvalid(
+                    f"{rel!r} fails nbformat validation: {'; '.join(before.problems)}.",
+                    hint="nbrelay never writes an invalid notebook. Fix the file by hand or "
+                    "restore it from version control, then retry.",
+                )
+            plan = planner(before.notebook)
+            if not plan.edits:
+                return EditOutcome(before, before, plan, changed_outside=outside)
+            cells = apply(before.notebook.cells, plan.edits)
+            validate.check_cells(_changed_cells(cells, plan.edits))
+            after_nb = before.notebook.with_cells(cells)
+            after_nb.data["nbformat_minor"] = max(5, int(after_nb.data.get("nbformat_minor", 0)))
+            after_nb.ids_made = False
+            data = serialize(after_nb)
+            st = self._write_atomic(real, data, expect=before.version)
+            after = Snapshot(rel, after_nb, version_of(data), size=st.st_size, modified=st.st_mtime)
+            self._cache[real] = _Cached(_stat_key(st), after)
+            return EditOutcome(before, after, plan, changed_outside=outside)
+
+    # -- whole-file operations ------------------------------------------------------------
+
+    async def remove(self, path: str) -> None:
+        rel, real = self._resolve(path)
+        async with self._lock(real):
+            await anyio.to_thread.run_sync(self._remove_sync, rel, real)
+
+    def _remove_sync(self, rel: str, real: str) -> None:
+        with self._flock(real):
+            self._read_bytes(real, rel)  # exists, regular, not a symlink swap
+            os.unlink(real)
+            self._cache.pop(real, None)
+            self._known.pop(real, None)
+
+    async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
+        src_rel, src_real = self._resolve(src)
+        dst_rel, dst_real = self._resolve(dst)
+        if src_real == dst_real:
+            raise PathError(f"{src!r} and {dst!r} are the same file.")
+        first, second = sorted([src_real, dst_real])
+        async with self._lock(first), self._lock(second):
+            snap = await anyio.to_thread.run_sync(
+                self._rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
+            )
+        return self._observe(dst_real, snap)
+
+    def _rename_sync(
+        self,
+        src_rel: str,
+        src_real: str,
+        dst_rel: str,
+        dst_real: str,
+        overwrite: bool,
+        keep_source: bool,
+    ) -> Snapshot:
+        first, second = sorted([src_real, dst_real])
+        with self._flock(first), self._flock(second):
+            raw, _ = self._read_bytes(src_real, src_rel)
+            parse(raw, name=src_rel)
+            expect: str | None = None
+            if os.path.lexists(dst_real):
+                if not overwrite:
+                    raise NotebookExists(
+                        f"{dst_rel!r} already exists.",
+                        hint="Pick another path, or pass overwrite=true to replace it.",
+                    )
+                expect = self._snapshot_version(dst_real, dst_rel)
+            os.makedirs(os.path.dirname(dst_real), exist_ok=True)
+            st = self._write_atomic(dst_real, raw, expect=expect)
+            if not keep_source:
+                os.unlink(src_real)
+                self._cache.pop(src_real, None)
+                self._known.pop(src_real, None)
+            return self._remember(dst_rel, dst_real, raw, st)
+
+    async def aclose(self) -> None:
+        self._cache.clear()
+
+
+def _changed_cells(cells: list[Cell], edits: tuple[Edit, ...]) -> list[Cell]:
+    ids: set[str] = set()
+    for e in edits:
+        if isinstance(e, InsertCells):
+            ids.update(str(c["id"]) for c in e.cells)
+        elif isinstance(e, UpdateCell):
+            ids.add(e.id)
+    return [c for c in cells if c["id"] in ids]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

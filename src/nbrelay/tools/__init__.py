@@ -1,0 +1,1 @@
+"""The MCP surface: one module per profile over the workspace."""

@@ -1,0 +1,194 @@
+"""Result models (structured output) and the helpers that build them from workspace values.
+
+Field names are short and stable: agents, docs and tests rely on them. ``None`` fields are left
+out of results, so optional fields cost nothing when unused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel
+
+from nbrelay.notebook import render
+from nbrelay.notebook.model import Cell
+from nbrelay.notebook.search import Match
+from nbrelay.stores.base import EditOutcome, Entry, Snapshot
+
+
+class CellLoc(BaseModel):
+    index: int
+    id: str
+
+
+class NotebookEntry(BaseModel):
+    path: str
+    size: int
+    modified: str
+
+
+class NotebookList(BaseModel):
+    folder: str
+    count: int
+    notebooks: list[NotebookEntry]
+
+
+class OutputView(BaseModel):
+    output: int
+    type: str
+    text: str
+    name: str | None = None
+    image: str | None = None
+    cut: int | None = None
+    omitted: str | None = None
+
+
+class CellView(BaseModel):
+    index: int
+    id: str
+    type: str
+    source: str
+    execution_count: int | None = None
+    outputs: list[OutputView] | None = None
+    output_summary: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class NotebookView(BaseModel):
+    path: str
+    version: str
+    cell_count: int
+    kernel: str | None = None
+    cells: list[CellView]
+    next_start: int | None = None
+    note: str | None = None
+    problems: list[str] | None = None
+
+
+class CellRead(BaseModel):
+    path: str
+    version: str
+    cell: CellView
+    note: str | None = None
+
+
+class EditResult(BaseModel):
+    path: str
+    version: str
+    changed: list[CellLoc]
+    removed: list[CellLoc] | None = None
+    diff: str | None = None
+    replacements: int | None = None
+    undone: list[str] | None = None
+    note: str | None = None
+
+
+class MatchView(BaseModel):
+    index: int
+    id: str
+    line: int
+    text: str
+    where: str | None = None
+
+
+class SearchResult(BaseModel):
+    path: str
+    version: str
+    total: int
+    matches: list[MatchView]
+
+
+def iso(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    moment = dt.datetime.fromtimestamp(ts, tz=dt.UTC).replace(microsecond=0)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def notebook_list(folder: str, entries: list[Entry]) -> NotebookList:
+    return NotebookList(
+        folder=folder or ".",
+        count=len(entries),
+        notebooks=[
+            NotebookEntry(path=e.path, size=e.size, modified=iso(e.modified)) for e in entries
+        ],
+    )
+
+
+OUTSIDE_NOTE = (
+    "The notebook was changed outside nbrelay since it last read it; this result shows the "
+    "current file."
+)
+
+
+def cell_view(
+    cell: Cell,
+    index: int,
+    *,
+    full: bool,
+    budget: render.Budget | None,
+    preview_lines: int = 8,
+) -> CellView:
+    kind = str(cell.get("cell_type", ""))
+    source = str(cell.get("source", ""))
+    view = CellView(
+        index=index,
+        id=str(cell["id"]),
+        type=kind,
+        source=source if full else render.source_preview(source, preview_lines, 600),
+    )
+    if kind == "code":
+        count = cell.get("execution_count")
+        view.execution_count = count if isinstance(count, int) else None
+        if budget is not None and full:
+            view.outputs = [OutputView(**v) for v in render.render_outputs(cell, budget)] or None
+        elif budget is not None:
+            view.output_summary = render.outputs_summary(cell) or None
+    if full:
+        meta = {k: v for k, v in (cell.get("metadata") or {}).items() if k != "trusted"}
+        view.metadata = meta or None
+    return view
+
+
+def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
+    after_ids = outcome.after.notebook.ids
+    pos = {cid: i for i, cid in enumerate(after_ids)}
+    before_pos = {cid: i for i, cid in enumerate(outcome.before.notebook.ids)}
+    changed = [CellLoc(index=pos[c], id=c) for c in outcome.plan.touched if c in pos]
+    removed = [
+        CellLoc(index=before_pos[c], id=c)
+        for c in outcome.plan.touched
+        if c not in pos and c in before_pos
+    ]
+    detail = outcome.plan.detail
+    notes = [n for n in (note, OUTSIDE_NOTE if outcome.changed_outside else None) if n]
+    if not outcome.plan.edits:
+        notes.append("Nothing needed changing; the notebook was not written.")
+    return EditResult(
+        path=outcome.after.path,
+        version=outcome.after.version,
+        changed=sorted(changed, key=lambda c: c.index),
+        removed=removed or None,
+        diff=detail.get("diff") or None,
+        replacements=detail.get("replacements"),
+        note=" ".join(notes) or None,
+    )
+
+
+def search_result(snap: Snapshot, matches: list[Match], limit: int) -> SearchResult:
+    return SearchResult(
+        path=snap.path,
+        version=snap.version,
+        total=len(matches),
+        matches=[
+            MatchView(
+                index=m.index,
+                id=m.id,
+                line=m.line,
+                text=m.text,
+                where="output" if m.where == "output" else None,
+            )
+            for m in matches[:limit]
+        ],
+    )

@@ -1,0 +1,66 @@
+"""Small helpers shared by tests: build notebooks, counting id factories, tool-call shortcuts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp_types import CallToolResult, TextContent
+
+from nbrelay.notebook.model import Cell, Notebook, new_cell, new_notebook
+
+
+def counter_ids(prefix: str = "cell") -> Callable[[], str]:
+    """Deterministic ids: cell-1, cell-2, ..."""
+    numbers = itertools.count(1)
+    return lambda: f"{prefix}-{next(numbers)}"
+
+
+def code(source: str, cid: str, outputs: list[dict[str, Any]] | None = None) -> Cell:
+    cell = new_cell("code", source, cid)
+    if outputs:
+        cell["outputs"] = outputs
+        cell["execution_count"] = 1
+    return cell
+
+
+def markdown(source: str, cid: str) -> Cell:
+    return new_cell("markdown", source, cid)
+
+
+def notebook(*sources: str) -> Notebook:
+    """A notebook of code cells with ids c0, c1, ..."""
+    return new_notebook([code(s, f"c{i}") for i, s in enumerate(sources)])
+
+
+def write_notebook(path: Path, nb: Notebook) -> None:
+    from nbrelay.notebook.model import serialize
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(serialize(nb))
+
+
+def text_of(result: CallToolResult) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+def data_of(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, text_of(result)
+    assert isinstance(result.structured_content, dict)
+    # The text block carries the same JSON as the structured content.
+    assert json.loads(text_of(result)) == result.structured_content
+    return result.structured_content
+
+
+async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
+    return data_of(await client.call_tool(tool, args))
+
+
+async def call_error(client: Client, tool: str, **args: Any) -> str:
+    result = await client.call_tool(tool, args)
+    assert result.is_error, f"{tool} unexpectedly succeeded: {text_of(result)}"
+    return text_of(result)

@@ -1,0 +1,143 @@
+"""The notebook model: parsing, byte-exact serialisation, ids, versions."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from nbrelay.errors import NotebookInvalid
+from nbrelay.notebook.model import parse, serialize, version_of
+
+
+def _nbformat_bytes() -> bytes:
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# Title\n\nsome *text* — ünïcode"),
+            new_code_cell(
+                "x = 1\nprint(x)\n",
+                outputs=[
+                    new_output("stream", name="stdout", text="1\n2\n"),
+                    new_output(
+                        "execute_result",
+                        data={"text/plain": "a\nb", "application/json": {"k": [1, 2]}},
+                        execution_count=3,
+                    ),
+                    new_output("error", ename="E", evalue="v", traceback=["l1", "l2"]),
+                ],
+                execution_count=3,
+            ),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "P", "language": "python"}},
+    )
+    text: str = nbformat.writes(nb)
+    return (text if text.endswith("\n") else text + "\n").encode()
+
+
+def test_serialize_reproduces_nbformat_bytes_exactly() -> None:
+    raw = _nbformat_bytes()
+    assert serialize(parse(raw)) == raw
+
+
+def test_parse_joins_multiline_strings_like_nbformat_reads() -> None:
+    nb = parse(_nbformat_bytes())
+    assert nb.cells[1]["source"] == "x = 1\nprint(x)\n"
+    assert nb.cells[1]["outputs"][0]["text"] == "1\n2\n"
+    assert nb.cells[1]["outputs"][1]["data"]["text/plain"] == "a\nb"
+    assert nb.cells[1]["outputs"][1]["data"]["application/json"] == {"k": [1, 2]}
+
+
+def test_version_is_a_hash_of_the_bytes() -> None:
+    raw = _nbformat_bytes()
+    assert version_of(raw) == version_of(bytes(raw))
+    assert version_of(raw) != version_of(raw + b" ")
+    assert len(version_of(raw)) == 16
+
+
+def test_invalid_json_reports_line_and_column() -> None:
+    with pytest.raises(NotebookInvalid) as info:
+        parse(b'{\n "cells": [,\n}', name="bad.ipynb")
+    assert "bad.ipynb is not valid JSON" in info.value.message
+    assert "line 2, column 12" in info.value.message
+
+
+def test_deep_nesting_is_a_clear_error_not_a_crash() -> None:
+    deep = (
+        b'{"nbformat": 4, "cells": [], "metadata": {"a": ' + b"[" * 200_000 + b"]" * 200_000 + b"}}"
+    )
+    with pytest.raises(NotebookInvalid) as info:
+        parse(deep)
+    assert "nests JSON values too deeply" in info.value.message
+
+
+def test_nbformat_3_is_refused_with_a_conversion_hint() -> None:
+    with pytest.raises(NotebookInvalid) as info:
+        parse(json.dumps({"nbformat": 3, "worksheets": []}).encode())
+    assert "nbconvert" in info.value.hint
+
+
+def test_non_utf8_bytes_are_refused() -> None:
+    with pytest.raises(NotebookInvalid) as info:
+        parse(b'{"cells": "\xff"}')
+    assert "not UTF-8" in info.value.message
+
+
+def test_notebook_4_4_gets_stable_ids_in_memory_and_4_5_on_write() -> None:
+    nb44 = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": "a",
+            },
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": "a",
+            },
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 4,
+    }
+    raw = json.dumps(nb44).encode()
+    first, second = parse(raw), parse(raw)
+    assert first.ids == second.ids
+    assert len(set(first.ids)) == 2
+    assert first.ids_made
+    written = json.loads(serialize(first))
+    assert written["nbformat_minor"] == 5
+    assert [c["id"] for c in written["cells"]] == first.ids
+    nbformat.validate(nbformat.reads(serialize(first).decode(), as_version=4))
+
+
+def test_duplicated_ids_are_made_unique_in_memory_and_reported() -> None:
+    cell = {"cell_type": "markdown", "id": "same", "metadata": {}, "source": "x"}
+    raw = json.dumps({"cells": [cell, cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    nb = parse(raw.encode())
+    assert nb.ids[0] == "same"
+    assert nb.ids[1] != "same"
+    assert nb.problems
+    assert "shared an id" in nb.problems[0]
+
+
+def test_trusted_and_signature_are_never_written() -> None:
+    raw = json.dumps(
+        {
+            "cells": [
+                {"cell_type": "markdown", "id": "m", "metadata": {"trusted": True}, "source": ""}
+            ],
+            "metadata": {"signature": "sha256:x"},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    ).encode()
+    written = json.loads(serialize(parse(raw)))
+    assert "signature" not in written["metadata"]
+    assert "trusted" not in written["cells"][0]["metadata"]

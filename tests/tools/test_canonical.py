@@ -1,0 +1,276 @@
+"""The canonical tools through a real MCP client (in process, auto and legacy modes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from mcp import Client
+
+from nbrelay.notebook.model import parse
+from tests.helpers import call, call_error, notebook, write_notebook
+
+pytestmark = pytest.mark.anyio
+
+CANONICAL = [
+    "list_notebooks",
+    "create_notebook",
+    "read_notebook",
+    "read_cell",
+    "insert_cells",
+    "edit_cell",
+    "delete_cells",
+    "move_cells",
+    "merge_cells",
+    "split_cell",
+    "clear_outputs",
+    "search_notebook",
+    "undo",
+]
+
+
+def sources(root: Path, name: str = "n.ipynb") -> list[str]:
+    return [c["source"] for c in parse((root / name).read_bytes()).cells]
+
+
+async def test_the_tool_list_has_the_canonical_names_and_annotations(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(CANONICAL) <= set(tools)
+    assert tools["read_notebook"].annotations is not None
+    assert tools["read_notebook"].annotations.read_only_hint is True
+    assert tools["delete_cells"].annotations is not None
+    assert tools["delete_cells"].annotations.read_only_hint is not True
+    assert tools["delete_cells"].annotations.destructive_hint is not False
+    assert tools["insert_cells"].annotations is not None
+    assert tools["insert_cells"].annotations.destructive_hint is False
+    for t in tools.values():
+        assert t.description
+        assert not t.description.startswith(" ")
+        assert "Example" in t.description, t.name
+        assert "title" not in t.input_schema.get("properties", {}).get("path", {})
+
+
+async def test_create_insert_edit_read_round_trip(client: Client, root: Path) -> None:
+    created = await call(
+        client,
+        "create_notebook",
+        path="n.ipynb",
+        cells=["a = 1", {"type": "markdown", "source": "# T"}],
+    )
+    assert created["changed"] == [{"index": 0, "id": "cell-1"}, {"index": 1, "id": "cell-2"}]
+    ins = await call(
+        client,
+        "insert_cells",
+        path="n.ipynb",
+        cells=["b = 2"],
+        after="cell-1",
+        expected_version=created["version"],
+    )
+    assert ins["changed"] == [{"index": 1, "id": "cell-3"}]
+    ed = await call(client, "edit_cell", path="n.ipynb", cell="cell-3", find="2", replace="3")
+    assert "+b = 3" in ed["diff"]
+    assert sources(root) == ["a = 1", "b = 3", "# T"]
+    view = await call(client, "read_notebook", path="n.ipynb")
+    assert view["version"] == ed["version"]
+    assert [(c["index"], c["id"], c["type"]) for c in view["cells"]] == [
+        (0, "cell-1", "code"),
+        (1, "cell-3", "code"),
+        (2, "cell-2", "markdown"),
+    ]
+    nbformat.validate(nbformat.read(root / "n.ipynb", as_version=4))
+
+
+async def test_create_refuses_to_overwrite(client: Client) -> None:
+    await call(client, "create_notebook", path="n.ipynb")
+    text = await call_error(client, "create_notebook", path="n.ipynb")
+    assert "'n.ipynb' already exists" in text
+    assert "overwrite=true" in text
+    await call(client, "create_notebook", path="n.ipynb", overwrite=True, cells=["x"])
+
+
+async def test_stale_version_is_refused_and_nothing_changes(client: Client, root: Path) -> None:
+    write_notebook(root / "n.ipynb", notebook("a", "b"))
+    v1 = (await call(client, "read_notebook", path="n.ipynb"))["version"]
+    await call(client, "delete_cells", path="n.ipynb", cells=[0])
+    raw = (root / "n.ipynb").read_bytes()
+    text = await call_error(
+        client, "edit_cell", path="n.ipynb", cell=0, source="z", expected_version=v1
+    )
+    assert f"changed since version {v1}" in text
+    assert (root / "n.ipynb").read_bytes() == raw
+
+
+async def test_read_notebook_paginates_and_budgets_outputs(client: Client, root: Path) -> None:
+    nb = notebook(*[f"x{i}" for i in range(7)])
+    nb.cells[6]["outputs"] = [
+        {
+            "output_type": "stream",
+            "name": "stdout",
+            "text": "".join(f"line {i}\n" for i in range(5000)),
+        }
+    ]
+    write_notebook(root / "n.ipynb", nb)
+    page = await call(client, "read_notebook", path="n.ipynb", start=2, limit=3)
+    assert [c["index"] for c in page["cells"]] == [2, 3, 4]
+    assert page["next_start"] == 5
+    assert page["cell_count"] == 7
+    full = await call(
+        client, "read_notebook", path="n.ipynb", start=5, full=True, output_budget=500
+    )
+    out = full["cells"][1]["outputs"][0]
+    assert out["text"].startswith("line 0\n")
+    assert out["text"].rstrip().endswith("line 4999")
+    assert out["cut"] > 0
+    assert "next_start" not in full
+    summary = (await call(client, "read_notebook", path="n.ipynb", start=6))["cells"][0]
+    assert summary["output_summary"] == "[1 output] line 0"
+
+
+async def test_read_cell_by_id_and_negative_index(client: Client, root: Path) -> None:
+    write_notebook(root / "n.ipynb", notebook("a", "b"))
+    assert (await call(client, "read_cell", path="n.ipynb", cell="c1"))["cell"]["source"] == "b"
+    assert (await call(client, "read_cell", path="n.ipynb", cell=-2))["cell"]["id"] == "c0"
+    text = await call_error(client, "read_cell", path="n.ipynb", cell=5)
+    assert "cell index 5 is out of range: the notebook has 2 cells (indexes 0-1)." in text
+
+
+async def test_delete_move_merge_split_and_their_results(client: Client, root: Path) -> None:
+    write_notebook(root / "n.ipynb", notebook("a", "b", "c", "d", "e"))
+    deleted = await call(client, "delete_cells", path="n.ipynb", cells=["c1", "3:5"])
+    assert deleted["removed"] == [
+        {"index": 1, "id": "c1"},
+        {"index": 3, "id": "c3"},
+        {"index": 4, "id": "c4"},
+    ]
+    assert sources(root) == ["a", "c"]
+    moved = await call(client, "move_cells", path="n.ipynb", cells=[1], to=0)
+    assert moved["changed"] == [{"index": 0, "id": "c2"}]
+    merged = await call(client, "merge_cells", path="n.ipynb", cells=["0:2"])
+    assert sources(root) == ["c\na"]
+    assert merged["removed"] == [{"index": 1, "id": "c0"}]
+    split = await call(client, "split_cell", path="n.ipynb", cell=0, lines=[1])
+    assert sources(root) == ["c", "a"]
+    assert [c["index"] for c in split["changed"]] == [0, 1]
+
+
+async def test_edit_cell_type_metadata_and_tags(client: Client, root: Path) -> None:
+    write_notebook(root / "n.ipynb", notebook("# title"))
+    await call(
+        client,
+        "edit_cell",
+        path="n.ipynb",
+        cell=0,
+        cell_type="markdown",
+        metadata={"k": 1},
+        tags=["intro"],
+    )
+    cell = parse((root / "n.ipynb").read_bytes()).cells[0]
+    assert cell["cell_type"] == "markdown"
+    assert cell["metadata"] == {"k": 1, "tags": ["intro"]}
+    assert "outputs" not in cell
+    text = await call_error(client, "edit_cell", path="n.ipynb", cell=0)
+    assert "nothing to change" in text
+
+
+async def test_clear_outputs_and_search(client: Client, root: Path) -> None:
+    nb = notebook("import pandas as pd", "df = pd.read_csv('x')", "print('PD')")
+    nb.cells[2]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "PD\n"}]
+    nb.cells[2]["execution_count"] = 4
+    write_notebook(root / "n.ipynb", nb)
+    found = await call(client, "search_notebook", path="n.ipynb", pattern="pd")
+    assert [m["index"] for m in found["matches"]] == [0, 1, 2]
+    found = await call(
+        client,
+        "search_notebook",
+        path="n.ipynb",
+        pattern=r"read_\w+",
+        regex=True,
+        case_sensitive=True,
+    )
+    assert found["matches"] == [
+        {"index": 1, "id": "c1", "line": 0, "text": "df = pd.read_csv('x')"}
+    ]
+    found = await call(
+        client, "search_notebook", path="n.ipynb", pattern="PD", case_sensitive=True, outputs=True
+    )
+    assert {m.get("where", "source") for m in found["matches"]} == {"source", "output"}
+    assert "regular expression is invalid" in await call_error(
+        client, "search_notebook", path="n.ipynb", pattern="(", regex=True
+    )
+    cleared = await call(client, "clear_outputs", path="n.ipynb")
+    assert [c["id"] for c in cleared["changed"]] == ["c0", "c1", "c2"]
+    assert parse((root / "n.ipynb").read_bytes()).cells[2]["outputs"] == []
+
+
+async def test_undo_reverts_the_last_changes_and_refuses_past_history(
+    client: Client, root: Path
+) -> None:
+    write_notebook(root / "n.ipynb", notebook("a", "b"))
+    await call(client, "delete_cells", path="n.ipynb", cells=[0])
+    await call(client, "insert_cells", path="n.ipynb", cells=["z"], index=0)
+    assert sources(root) == ["z", "b"]
+    undone = await call(client, "undo", path="n.ipynb", steps=2)
+    assert undone["undone"] == ["insert cells", "delete cells"]
+    assert sources(root) == ["a", "b"]
+    text = await call_error(client, "undo", path="n.ipynb")
+    assert "nothing to undo" in text
+
+
+async def test_undo_refuses_when_someone_changed_the_cell(client: Client, root: Path) -> None:
+    write_notebook(root / "n.ipynb", notebook("a"))
+    await call(client, "edit_cell", path="n.ipynb", cell="c0", source="mine")
+    nb = parse((root / "n.ipynb").read_bytes())
+    nb.cells[0]["source"] = "theirs"
+    write_notebook(root / "n.ipynb", nb)
+    text = await call_error(client, "undo", path="n.ipynb")
+    assert "cell 'c0' was changed after it" in text
+    assert sources(root) == ["theirs"]
+
+
+async def test_list_notebooks_reports_size_and_time(client: Client, root: Path) -> None:
+    write_notebook(root / "a.ipynb", notebook("a"))
+    write_notebook(root / "sub/b.ipynb", notebook("b"))
+    listed = await call(client, "list_notebooks")
+    assert [n["path"] for n in listed["notebooks"]] == ["a.ipynb", "sub/b.ipynb"]
+    assert all(n["size"] > 0 and n["modified"].endswith("Z") for n in listed["notebooks"])
+    assert (await call(client, "list_notebooks", folder="sub"))["count"] == 1
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "message"),
+    [
+        ("read_notebook", {"path": "../x.ipynb"}, "contains '..'"),
+        ("read_notebook", {"path": "missing.ipynb"}, "'missing.ipynb' does not exist"),
+        (
+            "insert_cells",
+            {"path": "n.ipynb", "cells": [{"type": "sql", "source": "x"}]},
+            "Input should be",
+        ),
+        (
+            "insert_cells",
+            {"path": "n.ipynb", "cells": ["x"], "index": 9},
+            "insertion index 9 is out of range",
+        ),
+        ("edit_cell", {"path": "n.ipynb", "cell": "zzz", "source": "x"}, "no cell has id 'zzz'"),
+        (
+            "edit_cell",
+            {"path": "n.ipynb", "cell": 0, "find": "nope", "replace": "x"},
+            "does not occur",
+        ),
+        ("move_cells", {"path": "n.ipynb", "cells": [0], "to": 5}, "can start at 0-1"),
+        ("merge_cells", {"path": "n.ipynb", "cells": [0]}, "at least two cells"),
+        ("split_cell", {"path": "n.ipynb", "cell": 0, "lines": [3]}, "split lines [3]"),
+        ("delete_cells", {"path": "n.ipynb", "cells": []}, "no cells given"),
+    ],
+)
+async def test_bad_input_is_a_clear_error_and_changes_nothing(
+    client: Client, root: Path, tool: str, args: dict[str, object], message: str
+) -> None:
+    write_notebook(root / "n.ipynb", notebook("a", "b"))
+    raw = (root / "n.ipynb").read_bytes()
+    text = await call_error(client, tool, **args)
+    assert message in text
+    assert text.startswith(f"Error executing tool {tool}: ")
+    assert (root / "n.ipynb").read_bytes() == raw
+    assert sorted(p.name for p in root.iterdir()) == ["n.ipynb"]
