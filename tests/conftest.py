@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# Live mode: a real Jupyter Server for the tests that need one (started on first use).
+pytest_plugins = ["tests.live.fixtures"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:

@@ -55,7 +55,13 @@ def test_config_file_is_read(tmp_path: Path) -> None:
 def test_read_only_mode_exposes_only_reading_tools(tmp_path: Path) -> None:
     server = build_server(Settings(root=tmp_path, read_only=True))
     names = {t.name for t in anyio.run(server.list_tools)}
-    assert names == {"list_notebooks", "read_notebook", "read_cell", "search_notebook"}
+    assert names == {
+        "list_notebooks",
+        "read_notebook",
+        "read_cell",
+        "search_notebook",
+        "read_output",
+    }
 
 
 def test_unknown_tool_names_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from nbrelay import __version__
-from nbrelay.config import OPTIONS, Settings, load, read_toml
+from nbrelay.config import OPTIONS, TOKEN_ENV, Settings, load, read_toml
 from nbrelay.errors import NbrelayError
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="TOML file with settings (keys as below).")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="TOML file with settings (keys as below), or a srcbook-mcp.json.",
+    )
     for opt in OPTIONS:
         kwargs: dict[str, Any] = {"dest": opt.name, "default": None, "help": opt.help}
         if opt.kind is bool:
@@ -41,11 +45,17 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="nbrelay", description="An MCP server that lets agents work in Jupyter notebooks."
+        prog="nbrelay",
+        description="An MCP server that lets agents work in Jupyter notebooks.",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"nbrelay {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="Serve notebooks over MCP (stdio).")
+    serve = sub.add_parser(
+        "serve",
+        help="Serve notebooks over MCP (stdio, or streamable HTTP with --http).",
+        allow_abbrev=False,
+    )
     _add_options(serve)
     demo = sub.add_parser(
         "demo", help="Start the server over stdio and drive it through a short session."
@@ -53,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--dir", type=Path, default=Path("nbrelay-demo"), help="Folder for the demo notebook."
     )
-    tools = sub.add_parser("tools", help="Print the tools a profile exposes.")
+    tools = sub.add_parser("tools", help="Print the tools a profile exposes.", allow_abbrev=False)
     _add_options(tools)
     tools.add_argument("--json", action="store_true", help="Print the full tools/list JSON.")
     return parser
@@ -86,6 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(settings: Settings) -> int:
+    # Read once into Settings; kernels and other children must never inherit the token.
+    os.environ.pop(TOKEN_ENV, None)
+    if settings.http:
+        import anyio
+
+        from nbrelay.transport import serve
+
+        anyio.run(serve, settings)
+        return 0
     from nbrelay.server import build_server
 
     server = build_server(settings)

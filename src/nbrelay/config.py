@@ -9,16 +9,18 @@ list, and a test keeps them equal.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nbrelay.errors import InvalidArgument
 
-PROFILES = ("canonical",)
+PROFILES = ("canonical", "ipynb-mcp", "notebook-lr", "jupyterlab-rtc", "mcp-jupyter", "srcbook")
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,12 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("read_only", bool, False, "Expose only tools that read; no tool can change a notebook."),
     Option(
+        "no_execute",
+        bool,
+        False,
+        "Leave out every tool that runs code; the path rules are then the whole boundary.",
+    ),
+    Option(
         "output_schemas",
         bool,
         False,
@@ -83,9 +91,222 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "Folder for cross-process lock files (default: a per-user folder in the temp dir).",
     ),
+    Option(
+        "browser",
+        Path,
+        None,
+        "Chromium executable that prints PDF exports (default: chromium on PATH).",
+    ),
+    Option(
+        "export_timeout",
+        float,
+        120.0,
+        "Seconds one export or import conversion (nbconvert, Chromium) may take.",
+        lo=5,
+        hi=3600,
+    ),
+    Option("http", bool, False, "Serve streamable HTTP at /mcp instead of stdio."),
+    Option(
+        "host",
+        str,
+        "127.0.0.1",
+        "Address --http listens on; off loopback a token is required.",
+    ),
+    Option("port", int, 8765, "Port --http listens on (0 picks a free one).", lo=0, hi=65535),
+    Option(
+        "token_file",
+        Path,
+        None,
+        "File with the bearer token(s) for --http, one per line; created with a new random "
+        "token if missing. $NBRELAY_TOKEN is the alternative.",
+    ),
+    Option(
+        "allowed_hosts",
+        list,
+        (),
+        "Extra Host names clients use to reach --http (loopback names and --host are allowed).",
+    ),
+    Option(
+        "allowed_origins",
+        list,
+        (),
+        "Browser origins allowed to call --http besides loopback ones, e.g. https://lab.example.",
+    ),
+    Option(
+        "execution_timeout",
+        float,
+        600.0,
+        "Seconds a cell may run before it is interrupted, when execute gives no timeout.",
+        lo=1,
+        hi=86_400,
+    ),
+    Option(
+        "max_execution_timeout",
+        float,
+        7200.0,
+        "The longest timeout (seconds) an execute call may ask for.",
+        lo=1,
+        hi=604_800,
+    ),
+    Option(
+        "execution_wait",
+        float,
+        30.0,
+        "Seconds execute waits for results before returning a handle to poll, when the call "
+        "gives no wait.",
+        lo=0,
+        hi=3600,
+    ),
+    Option(
+        "interrupt_grace",
+        float,
+        5.0,
+        "Seconds a kernel has to stop after an interrupt before it is restarted.",
+        lo=0.5,
+        hi=600,
+    ),
+    Option(
+        "kernel_idle_timeout",
+        float,
+        3600.0,
+        "Seconds without activity after which a notebook's kernel is shut down (0: never).",
+        lo=0,
+        hi=604_800,
+    ),
+    Option(
+        "kernel_pool",
+        int,
+        1,
+        "Warm kernels (of the default kernelspec) kept ready for notebooks that have none yet.",
+        lo=0,
+        hi=8,
+    ),
+    Option(
+        "max_sessions",
+        int,
+        0,
+        "Most kernels (notebook sessions) running at once; another is refused (0: no limit).",
+        lo=0,
+        hi=10_000,
+    ),
+    Option(
+        "max_kernels",
+        int,
+        0,
+        "Most kernels running at once (the warm pool aside); a notebook that needs another waits "
+        "while the least recently used idle one is stopped, its session kept (0: no limit).",
+        lo=0,
+        hi=10_000,
+    ),
+    Option(
+        "persist_sessions",
+        bool,
+        False,
+        "Save a Python kernel's variables (with dill) when it is stopped for idleness, and "
+        "restore them when the notebook runs again.",
+    ),
+    Option(
+        "session_dir",
+        Path,
+        None,
+        "Folder for saved kernel states (default: .nbrelay-state next to each notebook).",
+    ),
+    Option(
+        "kernel_memory",
+        int,
+        None,
+        "Megabytes of memory (address space) each kernel may use (default: no limit).",
+        lo=64,
+        hi=16_777_216,
+    ),
+    Option(
+        "kernel_cpu_time",
+        int,
+        None,
+        "Seconds of CPU time each kernel may use before it is stopped (default: no limit).",
+        lo=1,
+        hi=31_536_000,
+    ),
+    Option(
+        "sandbox",
+        bool,
+        False,
+        "Run kernels in a bubblewrap sandbox: the notebook's folder read-write, the system "
+        "read-only, nothing else; no network unless --kernel-network.",
+    ),
+    Option(
+        "kernel_network",
+        bool,
+        None,
+        "Let kernels use the network (default: yes, but no with --sandbox); "
+        "--no-kernel-network cuts it off even without --sandbox.",
+    ),
+    Option(
+        "cell_output_limit",
+        int,
+        1_000_000,
+        "Characters of output stored per cell; beyond it the start and the end are kept, with a "
+        "notice of what was dropped.",
+        lo=1000,
+        hi=100_000_000,
+    ),
+    Option(
+        "jupyter_url",
+        str,
+        None,
+        "Live mode: the Jupyter Server (JupyterLab) whose notebooks to serve, e.g. "
+        "http://127.0.0.1:8888/; its token comes from $JUPYTER_TOKEN or --jupyter-token-file.",
+    ),
+    Option(
+        "jupyter_token_file",
+        Path,
+        None,
+        "Live mode: a file holding the Jupyter Server's token (instead of $JUPYTER_TOKEN).",
+    ),
+    Option(
+        "kernel_gateway_url",
+        str,
+        None,
+        "File mode: run kernels on this Jupyter Kernel Gateway or Enterprise Gateway instead of "
+        "locally; its token comes from $JUPYTER_TOKEN or --jupyter-token-file.",
+    ),
+    Option(
+        "agent_name",
+        str,
+        "nbrelay agent",
+        "Live mode: the name people see for the agent among JupyterLab's online collaborators.",
+    ),
+    Option(
+        "notebook",
+        str,
+        "notebook.ipynb",
+        "Profile notebook-lr: the current notebook its tools act on, under the root (created by "
+        "the first add_cell or save_notebook); load_notebook switches it.",
+    ),
 )
 
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+class Secret:
+    """A secret string (a token) that never shows in reprs, logs or tracebacks."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret(<hidden>)"
+
+    __str__ = __repr__
+
+
+TOKEN_ENV = "NBRELAY_TOKEN"  # noqa: S105 - the variable's name, not a token
+JUPYTER_TOKEN_ENV = "JUPYTER_TOKEN"  # noqa: S105 - the variable's name, not a token
 
 
 @dataclass(frozen=True)
@@ -99,6 +320,39 @@ class Settings:
     undo_depth: int = 50
     lock_timeout: float = 10.0
     lock_dir: Path | None = None
+    browser: Path | None = None
+    export_timeout: float = 120.0
+    no_execute: bool = False
+    http: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token_file: Path | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    execution_timeout: float = 600.0
+    max_execution_timeout: float = 7200.0
+    execution_wait: float = 30.0
+    interrupt_grace: float = 5.0
+    kernel_idle_timeout: float = 3600.0
+    kernel_pool: int = 1
+    max_sessions: int = 0
+    max_kernels: int = 0
+    persist_sessions: bool = False
+    session_dir: Path | None = None
+    kernel_memory: int | None = None
+    kernel_cpu_time: int | None = None
+    sandbox: bool = False
+    kernel_network: bool | None = None
+    cell_output_limit: int = 1_000_000
+    # From $NBRELAY_TOKEN only: never a flag (argv is visible to every local user).
+    token: Secret | None = field(default=None, repr=False, compare=False)
+    jupyter_url: str | None = None
+    jupyter_token_file: Path | None = None
+    kernel_gateway_url: str | None = None
+    agent_name: str = "nbrelay agent"
+    notebook: str = "notebook.ipynb"
+    # From $JUPYTER_TOKEN only (--jupyter-token-file is read when live mode starts).
+    jupyter_token: Secret | None = field(default=None, repr=False, compare=False)
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -155,8 +409,72 @@ def _num(value: float | None) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
 
 
+def parse_size(value: Any) -> int:
+    """Bytes from ``512MB``, ``2 GiB``, ``1g`` or a number of bytes."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return int(value)
+    found = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", str(value), re.IGNORECASE)
+    if not found:
+        raise InvalidArgument(
+            f"{value!r} is not a size.", hint='Write a size like "512MB", "2GB" or "1048576".'
+        )
+    power = " kmgt".index(found.group(2).lower() or " ")
+    return int(float(found.group(1)) * 1024**power)
+
+
+# Srcbook's srcbook-mcp.json "options" -> (setting, conversion)
+SRCBOOK_OPTIONS: dict[str, tuple[str, Any]] = {
+    "maxSessions": ("max_sessions", int),
+    "sessionTimeout": ("kernel_idle_timeout", lambda ms: float(ms) / 1000),
+    "executionTimeout": ("execution_timeout", lambda ms: float(ms) / 1000),
+    "maxExecutionTimeout": ("max_execution_timeout", lambda ms: float(ms) / 1000),
+    "maxMemoryPerSession": ("kernel_memory", lambda size: max(parse_size(size) >> 20, 1)),
+    "maxCpuTimePerSession": ("kernel_cpu_time", lambda ms: max(int(ms) // 1000, 1)),
+    "allowNetworkAccess": ("kernel_network", bool),
+    "sandbox": ("sandbox", bool),
+    "persistSessions": ("persist_sessions", bool),
+    "storageDirectory": ("session_dir", str),
+}
+
+
+def read_srcbook_json(path: Path) -> dict[str, Any]:
+    """Read a ``srcbook-mcp.json`` (Srcbook's MCP server configuration): its ``options`` become
+    settings (times in milliseconds, sizes like "512MB"; a relative ``storageDirectory`` is
+    relative to the file); the descriptive keys (name, version, capabilities…) are ignored."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InvalidArgument(
+            f"config file {path} does not exist.", hint="Check the --config path."
+        ) from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"config file {path} is not valid JSON: {exc}.") from exc
+    options = data.get("options", {}) if isinstance(data, dict) else None
+    if not isinstance(options, dict):
+        raise InvalidArgument(f'config file {path}: "options" must be an object.')
+    unknown = sorted(k for k in options if k not in SRCBOOK_OPTIONS)
+    if unknown:
+        raise InvalidArgument(
+            f"config file {path}: unknown option(s) {', '.join(unknown)}.",
+            hint=f"Known options: {', '.join(SRCBOOK_OPTIONS)}.",
+        )
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        name, convert = SRCBOOK_OPTIONS[key]
+        try:
+            out[name] = convert(value)
+        except (TypeError, ValueError, InvalidArgument) as exc:
+            raise InvalidArgument(f"config file {path}: {key} = {value!r} is not valid.") from exc
+    if "session_dir" in out:
+        out["session_dir"] = str((path.parent / out["session_dir"]).resolve())
+    return out
+
+
 def read_toml(path: Path) -> dict[str, Any]:
-    """Read a TOML settings file; keys are option names (``output_budget = 8000``)."""
+    """Read a TOML settings file; keys are option names (``output_budget = 8000``). A ``.json``
+    file is read as Srcbook's ``srcbook-mcp.json`` (``read_srcbook_json``)."""
+    if path.suffix.lower() == ".json":
+        return read_srcbook_json(path)
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
@@ -200,4 +518,10 @@ def load(
             values[opt.name] = _coerce(opt, environ[opt.env], f"${opt.env}")
         elif opt.name in toml:
             values[opt.name] = _coerce(opt, toml[opt.name], "the config file")
+    token = environ.get(TOKEN_ENV, "").strip()
+    if token:
+        values["token"] = Secret(token)
+    jupyter_token = environ.get(JUPYTER_TOKEN_ENV, "").strip()
+    if jupyter_token:
+        values["jupyter_token"] = Secret(jupyter_token)
     return Settings(**values)

@@ -1,7 +1,7 @@
 """``nbrelay demo``: start the real server over stdio and drive it with the official MCP client.
 
-It creates a notebook, inserts cells, edits one with find/replace, reads it back, and prints each
-step, leaving a notebook a person can open in Jupyter.
+It creates a notebook, inserts cells, edits one with find/replace, runs it on a local kernel,
+reads it back, and prints each step, leaving a notebook a person can open in Jupyter.
 """
 
 from __future__ import annotations
@@ -89,10 +89,21 @@ async def _session(folder: Path) -> None:
         )
         first_line = "".join(b.text for b in stale.content if isinstance(b, TextContent))
         _say(f"5. an edit against an old version is refused: {first_line[:110]}…")
-        view = _data(await client.call_tool("read_notebook", {"path": NOTEBOOK, "full": True}))
-        _say(f"6. read_notebook -> {view['cell_count']} cells, version {view['version']}:")
+        ran = _data(await client.call_tool("execute", {"path": NOTEBOOK, "cells": [ids[0]]}))
+        cell = ran["cells"][0]
+        printed = "".join(o["text"] for o in cell.get("outputs", []))
+        _say(
+            f"6. execute -> cell {cell['index']} ran on a local {ran['kernel']} kernel "
+            f"(execution count {cell['execution_count']}, {cell['status']}); it printed: "
+            f"{printed.strip()}"
+        )
+        view = _data(await client.call_tool("read_notebook", {"path": NOTEBOOK}))
+        _say(f"7. read_notebook -> {view['cell_count']} cells, version {view['version']}:")
         for cell in view["cells"]:
-            _say(f"     [{cell['index']}] {cell['type']:8} {cell['id']}  {cell['source']!r}")
+            summary = f"  -> {cell['output_summary']}" if cell.get("output_summary") else ""
+            _say(
+                f"     [{cell['index']}] {cell['type']:8} {cell['id']}  {cell['source']!r}{summary}"
+            )
     _say(f"Done. Open {folder / NOTEBOOK} in Jupyter to see the notebook.")
 
 

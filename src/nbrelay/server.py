@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 
 from nbrelay import __version__
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument
+from nbrelay.kernels.sandbox import launch_policy
 from nbrelay.stores.files import FileStore
-from nbrelay.tools import canonical
+from nbrelay.tools import canonical, resources
 from nbrelay.tools._boundary import Registrar
 from nbrelay.workspace import Workspace
+
+if TYPE_CHECKING:
+    from nbrelay.kernels.base import KernelProvider
 
 INSTRUCTIONS = (
     "nbrelay gives you Jupyter notebooks. Use its tools to read, edit and run notebooks; never "
@@ -26,25 +31,78 @@ INSTRUCTIONS = (
 )
 
 ProfileRegister = Callable[[Registrar, Workspace], None]
+ProfileResources = Callable[[MCPServer[Any], Workspace, resources.ChangeFeed], None]
 
-PROFILES: dict[str, ProfileRegister] = {"canonical": canonical.register}
+
+def _lazy(module: str, name: str = "register") -> Any:
+    """``nbrelay.tools.<module>.<name>``, imported when first called: a server imports only the
+    profile it serves, which keeps start-up short."""
+
+    def call(*args: Any) -> None:
+        getattr(importlib.import_module(f"nbrelay.tools.{module}"), name)(*args)
+
+    return call
+
+
+PROFILES: dict[str, ProfileRegister] = {
+    "canonical": canonical.register,
+    "ipynb-mcp": _lazy("ipynb_mcp"),
+    "jupyterlab-rtc": _lazy("jupyterlab_rtc"),
+    "mcp-jupyter": _lazy("mcp_jupyter"),
+    "notebook-lr": _lazy("notebook_lr"),
+    "srcbook": _lazy("srcbook"),
+}
+
+# Profiles with resources of their own (beside the nbrelay:// ones every profile has).
+PROFILE_RESOURCES: dict[str, ProfileResources] = {"srcbook": _lazy("srcbook", "register_resources")}
 
 
 def build_workspace(settings: Settings) -> Workspace:
+    if settings.jupyter_url and settings.kernel_gateway_url:
+        raise InvalidArgument(
+            "--jupyter-url and --kernel-gateway-url cannot be used together.",
+            hint="In live mode kernels come from the Jupyter Server; start that server with "
+            "--gateway-url to put its kernels on a gateway.",
+        )
+    if settings.jupyter_url:
+        return _live_workspace(settings, settings.jupyter_url)
     store = FileStore(settings.root, lock_dir=settings.lock_dir, lock_timeout=settings.lock_timeout)
+    if settings.kernel_gateway_url:
+        kernels = _gateway_kernels(settings, settings.kernel_gateway_url)
+        return Workspace(settings, store, kernels=kernels)
     return Workspace(settings, store)
+
+
+def _live_workspace(settings: Settings, url: str) -> Workspace:
+    """Live mode: the notebooks (and kernels) of a running Jupyter Server."""
+    from nbrelay.jupyter_api import JupyterAPI, load_token
+    from nbrelay.kernels.remote import RemoteKernels
+    from nbrelay.stores.rtc import RTCStore
+
+    api = JupyterAPI(url, load_token(settings))
+    store = RTCStore(api, agent_name=settings.agent_name)
+    kernels = RemoteKernels(api, server_path=store.paths.server)
+    return Workspace(settings, store, kernels=kernels)
+
+
+def _gateway_kernels(settings: Settings, url: str) -> KernelProvider:
+    """File mode with kernels on a Jupyter Kernel Gateway or Enterprise Gateway."""
+    from nbrelay.jupyter_api import JupyterAPI, load_token
+    from nbrelay.kernels.remote import RemoteKernels
+
+    return RemoteKernels(JupyterAPI(url, load_token(settings)), close_api=True)
 
 
 def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPServer[Any]:
     """The MCP server for ``settings.profile``; the workspace is closed when the server stops."""
+    launch_policy(settings)  # refuse limits and sandboxes this machine cannot enforce
     ws = workspace or build_workspace(settings)
+    feed = resources.ChangeFeed(ws)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Workspace]:
-        try:
+        async with ws.running(), feed.running():
             yield ws
-        finally:
-            await ws.aclose()
 
     register = PROFILES.get(settings.profile)
     if register is None:
@@ -53,7 +111,10 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
             hint=f"Available profiles: {', '.join(PROFILES)}.",
         )
     reg = Registrar(
-        only=settings.tools, read_only=settings.read_only, output_schemas=settings.output_schemas
+        only=settings.tools,
+        read_only=settings.read_only,
+        no_execute=settings.no_execute,
+        output_schemas=settings.output_schemas,
     )
     register(reg, ws)
     if settings.tools:
@@ -71,5 +132,11 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
         tools=reg.tools,
+        subscriptions=feed.bus,
+        middleware=[feed.middleware],
     )
+    resources.register(server, ws, feed)
+    extra = PROFILE_RESOURCES.get(settings.profile)
+    if extra is not None:
+        extra(server, ws, feed)
     return server

@@ -254,8 +254,13 @@ def plan_move(nb: Notebook, indexes: Sequence[int], to: int) -> Plan:
     return Plan(edits=(MoveCells(ids, to),), touched=ids)
 
 
-def plan_merge(nb: Notebook, indexes: Sequence[int], separator: str = "\n") -> Plan:
-    """Merge adjacent cells into the first one; code outputs are cleared (the code changed)."""
+def plan_merge(
+    nb: Notebook, indexes: Sequence[int], separator: str = "\n", cell_type: str | None = None
+) -> Plan:
+    """Merge adjacent cells into the first one; code outputs are cleared (the code changed).
+
+    The merged cell keeps the first cell's type unless ``cell_type`` is given.
+    """
     if len(indexes) < 2:
         raise InvalidArgument(
             "merging needs at least two cells.", hint='Give a range such as "3:5" or two indexes.'
@@ -270,14 +275,17 @@ def plan_merge(nb: Notebook, indexes: Sequence[int], separator: str = "\n") -> P
     parts = [c.get("source", "") for c in cells]
     merged = separator.join(p[:-1] if p.endswith("\n") else p for p in parts)
     changes: dict[str, Any] = {"source": merged}
-    if first.get("cell_type") == "code":
+    remove: tuple[str, ...] = ()
+    if cell_type is not None and cell_type != first.get("cell_type"):
+        _check_type(cell_type)
+        changes["cell_type"] = cell_type
+        remove = ("attachments",) if cell_type == "code" else ("outputs", "execution_count")
+    if (cell_type or first.get("cell_type")) == "code":
         changes.update(outputs=[], execution_count=None)
     rest = tuple(c["id"] for c in cells[1:])
+    update = UpdateCell(first["id"], changes, remove, base_source=first.get("source", ""))
     return Plan(
-        edits=(
-            UpdateCell(first["id"], changes, base_source=first.get("source", "")),
-            DeleteCells(rest),
-        ),
+        edits=(update, DeleteCells(rest)),
         touched=(first["id"], *rest),
         detail={"kept": first["id"], "removed": list(rest)},
     )

@@ -122,7 +122,7 @@ def plan_undo(current: Sequence[Cell], change: Change) -> list[Edit]:
         if cid in change.removed:
             continue
         now = by_id[cid]
-        changes = {k: v for k, v in before.items() if now.get(k) != v}
+        changes = {k: v for k, v in before.items() if k not in now or now[k] != v}
         remove = tuple(k for k in now if k not in before)
         if changes or remove:
             edits.append(UpdateCell(cid, changes, remove, base_source=now.get("source")))

@@ -31,8 +31,14 @@ def version_of(raw: bytes) -> str:
 
 
 def random_id() -> str:
-    """Return a new random cell id (8 hex digits, as JupyterLab makes them)."""
-    return secrets.token_hex(4)
+    """Return a new random cell id (8 hex digits, as JupyterLab makes them).
+
+    Never all decimal digits: such an id would read like a cell index ("12345678").
+    """
+    while True:
+        cid = secrets.token_hex(4)
+        if not cid.isdigit():
+            return cid
 
 
 @dataclass
@@ -132,6 +138,13 @@ def from_dict(data: Any, *, name: str = "notebook") -> Notebook:
             f"{name} has no 'cells' list.",
             hint="A notebook file is a JSON object with 'cells', 'metadata' and 'nbformat' keys.",
         )
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            raise NotebookInvalid(
+                f"{name}: cell {i} is a JSON {type(cell).__name__}, not an object.",
+                hint="Each cell is an object with 'cell_type', 'source' and 'metadata'; fix the "
+                "file by hand or restore it from version control.",
+            )
     if not isinstance(data.get("metadata"), dict):
         data["metadata"] = {}
     nb = Notebook(data=data)
@@ -227,7 +240,14 @@ def serialize(nb: Notebook) -> bytes:
         data["nbformat_minor"] = max(5, int(data.get("nbformat_minor", 0)))
     data["cells"] = [_split_cell(c) for c in nb.cells]
     text = json.dumps(data, indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
-    return (text + "\n").encode("utf-8")
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise NotebookInvalid(
+            "the notebook would contain text that is not valid Unicode (an unpaired surrogate, "
+            f"{text[exc.start : exc.end]!a}); nothing was written.",
+            hint="Remove unpaired surrogate characters (U+D800-U+DFFF) from the text you passed.",
+        ) from exc
 
 
 def _split(value: Any) -> Any:

@@ -260,3 +260,36 @@ def outputs_summary(cell: Cell, max_chars: int = 120) -> str:
     kinds = {str(o.get("output_type")) for o in outs}
     tag = "error" if "error" in kinds else f"{len(outs)} output{'s' if len(outs) != 1 else ''}"
     return f"[{tag}] {first}".rstrip()
+
+
+_HINT_MIMES: dict[str, tuple[str, ...]] = {
+    "image": IMAGE_MIMES,
+    "table": ("text/html", "text/markdown", "text/plain"),
+    "text": ("text/plain", "text/markdown", "text/latex", "application/json", "text/html"),
+}
+
+
+def full_output(output: dict[str, Any], type_hint: str | None = None) -> tuple[str, Any]:
+    """The complete content of one output as (mime type, data), untruncated.
+
+    Streams and errors are text (errors as a clean traceback). For rich outputs ``type_hint``
+    ("text", "image" or "table") picks the format; without it an image wins, then HTML, then
+    plain text. Image data stays base64, as stored.
+    """
+    kind = output.get("output_type")
+    if kind == "stream":
+        return "text/plain", collapse_cr(strip_ansi(_as_text(output.get("text", ""))))
+    if kind == "error":
+        return "text/plain", clean_traceback(output)
+    data = output.get("data")
+    if not isinstance(data, dict) or not data:
+        return "text/plain", ""
+    order: tuple[str, ...] = (*IMAGE_MIMES, "text/html", "text/plain")
+    if type_hint in _HINT_MIMES:
+        order = (*_HINT_MIMES[type_hint], *order)
+    for mime in order:
+        if mime in data:
+            value = data[mime]
+            return mime, value if mime == "application/json" else _as_text(value)
+    mime = next(iter(data))
+    return mime, data[mime]

@@ -7,7 +7,9 @@ the notebook's top level, which keeps a one-cell edit on a 5,000-cell notebook c
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 from collections.abc import Callable, Iterable
 from functools import cache
 from importlib import resources
@@ -24,9 +26,19 @@ _MAX_ERROR = 300
 
 @cache
 def _schema() -> dict[str, Any]:
+    # Locate nbformat's schema file without importing nbformat: its import pulls in jsonschema
+    # and compiles a grammar, which delayed the first read of a new server by seconds.
+    spec = importlib.util.find_spec("nbformat")
+    folders = list(spec.submodule_search_locations or ()) if spec else []
+    for folder in folders:
+        path = os.path.join(folder, "v4", "nbformat.v4.5.schema.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                schema: dict[str, Any] = json.load(fh)
+            return schema
     text = (resources.files("nbformat.v4") / "nbformat.v4.5.schema.json").read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 @cache

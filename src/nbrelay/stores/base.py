@@ -9,13 +9,54 @@ another.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
 
 Planner = Callable[[Notebook], Plan]
+
+# The client a store call is made for (one MCP session): what "since you last read it" means
+# when several clients share one server. "" is anyone (stdio, or a sessionless request).
+current_reader: ContextVar[str] = ContextVar("nbrelay_reader", default="")
+
+V = TypeVar("V")
+_MAX_READER_ENTRIES = 50_000
+
+
+class LastSeen(Generic[V]):
+    """What each reader last saw of each notebook (a version, a cell order), by path.
+
+    Used like a dict keyed by path. A reader that has not seen a path yet gets what anyone in
+    this process saw last, so a sessionless caller keeps the process-wide guard.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], V] = {}
+
+    def get(self, path: str, default: V | None = None) -> V | None:
+        reader = current_reader.get()
+        if reader and (reader, path) in self._seen:
+            return self._seen[reader, path]
+        return self._seen.get(("", path), default)
+
+    def __setitem__(self, path: str, value: V) -> None:
+        self._seen["", path] = value
+        reader = current_reader.get()
+        if reader:
+            self._seen.pop((reader, path), None)
+            self._seen[reader, path] = value
+            if len(self._seen) > _MAX_READER_ENTRIES:  # forget the longest-unused readers
+                for key in [k for k in self._seen if k[0]][: _MAX_READER_ENTRIES // 10]:
+                    del self._seen[key]
+
+    def pop(self, path: str, default: V | None = None) -> V | None:
+        found = self.get(path, default)
+        for key in [k for k in self._seen if k[1] == path]:
+            del self._seen[key]
+        return found
 
 
 @dataclass(frozen=True)
@@ -29,6 +70,8 @@ class Snapshot:
     modified: float | None = None
     problems: tuple[str, ...] = ()
     changed_outside: bool = False
+    # Things the agent should be told about this read (live mode: a reload, a reconnect).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -39,6 +82,8 @@ class EditOutcome:
     after: Snapshot
     plan: Plan
     changed_outside: bool = False
+    # Things the agent should be told about this edit (live mode: no live view, a reload).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +94,20 @@ class Entry:
     size: int
     modified: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Document:
+    """Any file or folder under the root, as the document tools show it (times: epoch seconds)."""
+
+    path: str
+    name: str
+    type: Literal["notebook", "file", "directory"]
+    size: int | None
+    created: float | None
+    modified: float | None
+    writable: bool
+    mimetype: str | None = None
 
 
 class NotebookStore(Protocol):
@@ -98,4 +157,48 @@ class NotebookStore(Protocol):
 
     async def aclose(self) -> None:
         """Release connections and locks. Called once when the server stops."""
+        ...
+
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """Files and folders of any kind under the root, with the notebook path rules (no suffix
+    rule). Called by the workspace's document methods; notebooks themselves are still created,
+    removed and renamed through ``NotebookStore``."""
+
+    async def list_documents(self, folder: str) -> list[Document]:
+        """The files and folders directly inside ``folder`` (hidden ones left out)."""
+        ...
+
+    async def stat_document(self, path: str) -> Document:
+        """One file or folder; raises ``NotebookNotFound`` if there is none."""
+        ...
+
+    async def read_document(self, path: str, *, limit: int | None = None) -> tuple[bytes, int]:
+        """The first ``limit`` bytes of a file (all if None) and its full size."""
+        ...
+
+    async def write_document(self, path: str, data: bytes, *, overwrite: bool) -> Document:
+        """Write a file atomically (making its folders); refuses to replace one unless asked."""
+        ...
+
+    async def remove_document(self, path: str) -> None:
+        """Delete a file, or a folder that is empty."""
+        ...
+
+    async def move_document(self, src: str, dst: str, *, keep_source: bool) -> Document:
+        """Move (or copy, with ``keep_source``) a file; never over an existing one."""
+        ...
+
+
+@runtime_checkable
+class LiveSessions(Protocol):
+    """A store whose notebooks can be held open as live collaboration sessions (live mode)."""
+
+    async def open_session(self, path: str) -> tuple[str, str]:
+        """Join (and keep) the notebook's room; return its (session id, file id)."""
+        ...
+
+    async def close_session(self, path: str) -> bool:
+        """Leave the notebook's room; False if it was not open."""
         ...

@@ -21,21 +21,29 @@ import builtins
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
+import json
+import mimetypes
 import os
+import re
 import secrets
 import stat
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 import anyio
 import anyio.to_thread
 
 from nbrelay.errors import (
     ConflictError,
+    InvalidArgument,
     NotebookExists,
     NotebookInvalid,
     NotebookNotFound,
@@ -45,8 +53,10 @@ from nbrelay.errors import (
 from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Edit, InsertCells, UpdateCell, apply
 from nbrelay.notebook.model import Cell, Notebook, parse, serialize, version_of
-from nbrelay.stores.base import EditOutcome, Entry, Planner, Snapshot
+from nbrelay.stores.base import Document, EditOutcome, Entry, LastSeen, Planner, Snapshot
 
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+_STRUCTURAL = frozenset("./\\:%~")
 _TMP_MARK = ".nbrelay-"
 _TMP_SUFFIX = ".tmp"
 _MAX_PATH = 1024
@@ -92,8 +102,11 @@ class FileStore:
         self._lock_timeout = lock_timeout
         self._locks: dict[str, anyio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
-        self._known: dict[str, str] = {}
+        self._known: LastSeen[str] = LastSeen()
         self._swept: set[str] = set()
+        # The last written notebook's cells as serialised (by cell identity), so that an edit
+        # re-encodes only the cells it made; see _serialize.
+        self._cell_bytes: dict[str, dict[int, tuple[Cell, bytes]]] = {}
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -110,6 +123,13 @@ class FileStore:
             raise PathError(
                 "the path contains a NUL byte or is too long.", hint="Give a normal file path."
             )
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise PathError(
+                f"the path {path!r} contains characters no file name can hold (a lone surrogate).",
+                hint="Give a normal file path.",
+            ) from exc
         if "\\" in path:
             raise PathError(
                 f"the path {path!r} contains a backslash.",
@@ -119,6 +139,18 @@ class FileStore:
             raise PathError(
                 f"the path {path!r} looks like a URL.",
                 hint="Give a file path relative to the root, not a URL.",
+            )
+        if _PERCENT_ESCAPE.search(path):
+            raise PathError(
+                f"the path {path!r} contains percent-encoded characters.",
+                hint="Give the path as it is on disk, not URL-encoded ('%2e' is '.').",
+            )
+        folded = unicodedata.normalize("NFKC", path)
+        if [c for c in folded if c in _STRUCTURAL] != [c for c in path if c in _STRUCTURAL]:
+            raise PathError(
+                f"the path {path!r} contains look-alikes of '.', '/' or '\\' (such as fullwidth "
+                "forms), which other tools may read as those characters.",
+                hint="Use plain '.' and '/' in paths.",
             )
         raw = PurePosixPath(path)
         if raw.is_absolute():
@@ -147,7 +179,13 @@ class FileStore:
                 hint=f"Notebook paths end in {suffix}.",
             )
         rel = "/".join(parts)
-        real = os.path.realpath(os.path.join(self._root_s, rel))
+        try:
+            real = os.path.realpath(os.path.join(self._root_s, rel))
+        except OSError as exc:  # a link on the path was replaced while it was being followed
+            raise PathError(
+                f"the path {path!r} changed while it was being checked ({exc.strerror}).",
+                hint="Retry; if this keeps happening, something keeps replacing files there.",
+            ) from exc
         if not _is_inside(real, self._root_s):
             raise PathError(
                 f"the path {path!r} leads outside the root folder (through a symlink).",
@@ -217,6 +255,7 @@ class FileStore:
                 raise PathError(f"{rel!r} changed into a symlink while being opened.") from exc
             raise StoreError(f"cannot open {rel!r}: {exc.strerror}.") from exc
         try:
+            self._check_inside(fd, rel)
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise PathError(
@@ -262,6 +301,7 @@ class FileStore:
                 modified=st.st_mtime,
                 problems=found,
             )
+            release_memory()
         self._cache[real] = _Cached(_stat_key(st), snap)
         return snap
 
@@ -276,8 +316,21 @@ class FileStore:
         rel, real = self._resolve(path)
         self._sweep_soon(real)
         async with self._lock(real):
-            snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
+            snap = self._unchanged(real)  # the common case needs one stat, not a thread
+            if snap is None:
+                snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
         return self._observe(real, snap)
+
+    def _unchanged(self, real: str) -> Snapshot | None:
+        """The cached snapshot, if the file's stat says it has not changed since."""
+        cached = self._cache.get(real)
+        if cached is None:
+            return None
+        try:
+            st = os.stat(real, follow_symlinks=False)
+        except OSError:
+            return None
+        return cached.snapshot if _stat_key(st) == cached.key else None
 
     async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
         rel, real = self._folder(folder)
@@ -332,60 +385,108 @@ class FileStore:
 
     # -- writing --------------------------------------------------------------------------
 
+    def _check_inside(self, fd: int, rel: str) -> None:
+        """Refuse an open file or folder that lies outside the root: a folder on its path was
+        replaced by a symlink between the path check and the open."""
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return  # no /proc here: the realpath check made before opening is all there is
+        if not _is_inside(where.removesuffix(" (deleted)"), self._root_s):
+            raise PathError(
+                f"{rel!r} leads outside the root folder: a folder on its path was just replaced "
+                "by a symlink. Nothing was read or changed.",
+                hint="Only files inside the root are served.",
+            )
+
+    def _open_folder(self, folder: str) -> int:
+        """Open the folder a file is written in and check that it is inside the root. Every later
+        step works relative to this descriptor, so a folder on the path swapped for a symlink
+        after the checks cannot redirect the write."""
+        rel = os.path.relpath(folder, self._root_s)
+        try:
+            dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise PathError(
+                    f"folder {rel!r} changed into a symlink while being opened."
+                ) from exc
+            raise StoreError(
+                f"cannot write in {rel!r}: {exc.strerror}.",
+                hint="Nothing was changed. Check the folder's permissions and free space.",
+            ) from exc
+        try:
+            self._check_inside(dfd, rel)
+        except BaseException:
+            os.close(dfd)
+            raise
+        return dfd
+
     def _write_atomic(self, real: str, data: bytes, *, expect: str | None) -> os.stat_result:
         """Write ``data`` to ``real`` atomically; ``expect`` is the version the file must still
         have just before the replace (None: the file must not exist)."""
         folder, name = os.path.split(real)
-        tmp = os.path.join(
-            folder, f".{name}{_TMP_MARK}{os.getpid()}-{secrets.token_hex(6)}{_TMP_SUFFIX}"
-        )
-        try:
-            old_mode: int | None = stat.S_IMODE(os.stat(real).st_mode)
-        except FileNotFoundError:
-            old_mode = None
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot write in {os.path.relpath(folder, self._root_s)!r}: {exc.strerror}.",
-                hint="Nothing was changed. Check the folder's permissions and free space.",
-            ) from exc
+        tmp = f".{name}{_TMP_MARK}{os.getpid()}-{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        dfd = self._open_folder(folder)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                os.fchmod(fd, old_mode if old_mode is not None else 0o666 & ~_UMASK)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            self._check_unchanged(real, expect)
-            os.replace(tmp, real)
-        except BaseException as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            if isinstance(exc, OSError):
+                old_mode: int | None = stat.S_IMODE(
+                    os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+                )
+            except FileNotFoundError:
+                old_mode = None
+            try:
+                fd = os.open(
+                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=dfd
+                )
+            except OSError as exc:
                 raise StoreError(
-                    f"writing {os.path.relpath(real, self._root_s)!r} failed: {exc.strerror} "
-                    f"(errno {exc.errno}).",
-                    hint="Nothing was changed; the notebook on disk is as it was.",
+                    f"cannot write in {os.path.relpath(folder, self._root_s)!r}: {exc.strerror}.",
+                    hint="Nothing was changed. Check the folder's permissions and free space.",
                 ) from exc
-            raise
-        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
+            try:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        n = os.write(fd, view)
+                        view = view[n:]
+                    os.fchmod(fd, old_mode if old_mode is not None else 0o666 & ~_UMASK)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                self._check_unchanged(real, expect, dfd=dfd)
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException as exc:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+                if isinstance(exc, OSError):
+                    raise StoreError(
+                        f"writing {os.path.relpath(real, self._root_s)!r} failed: {exc.strerror} "
+                        f"(errno {exc.errno}).",
+                        hint="Nothing was changed; the notebook on disk is as it was.",
+                    ) from exc
+                raise
             os.fsync(dfd)
+            return os.stat(name, dir_fd=dfd, follow_symlinks=False)
         finally:
             os.close(dfd)
-        return os.stat(real)
 
-    def _check_unchanged(self, real: str, expect: str | None) -> None:
+    def _check_unchanged(self, real: str, expect: str | None, *, dfd: int | None = None) -> None:
         rel = os.path.relpath(real, self._root_s)
+        target, where = (os.path.basename(real), dfd) if dfd is not None else (real, None)
         try:
-            with open(real, "rb") as fh:
-                current: str | None = version_of(fh.read())
+            fd = os.open(
+                target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=where
+            )
         except FileNotFoundError:
-            current = None
+            current: str | None = None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise PathError(f"{rel!r} changed into a symlink while being written.") from exc
+            raise
+        else:
+            with os.fdopen(fd, "rb") as fh:
+                current = version_of(fh.read())
         if current != expect:
             if expect is None:
                 raise NotebookExists(
@@ -398,6 +499,14 @@ class FileStore:
                 current=current or "",
                 hint="Read the notebook again and retry.",
             )
+
+    def _unlink(self, real: str) -> None:
+        """Remove a file through its folder's descriptor (checked inside the root)."""
+        dfd = self._open_folder(os.path.dirname(real))
+        try:
+            os.unlink(os.path.basename(real), dir_fd=dfd)
+        finally:
+            os.close(dfd)
 
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         rel, real = self._resolve(path)
@@ -491,11 +600,35 @@ class FileStore:
             after_nb = before.notebook.with_cells(cells)
             after_nb.data["nbformat_minor"] = max(5, int(after_nb.data.get("nbformat_minor", 0)))
             after_nb.ids_made = False
-            data = serialize(after_nb)
+            data = self._serialize(real, after_nb)
             st = self._write_atomic(real, data, expect=before.version)
             after = Snapshot(rel, after_nb, version_of(data), size=st.st_size, modified=st.st_mtime)
             self._cache[real] = _Cached(_stat_key(st), after)
             return EditOutcome(before, after, plan, changed_outside=outside)
+
+    def _serialize(self, real: str, nb: Notebook) -> bytes:
+        """``serialize(nb)`` byte for byte, re-encoding only the cells that are not the very
+        objects written last time. Cells are never changed in place (an edit makes new cell
+        dicts and shares the others), so an unchanged object has unchanged bytes; this turns the
+        cost of a single-cell edit from the whole notebook's JSON into one cell's."""
+        skeleton = serialize(nb.with_cells([]))
+        if not nb.cells or not skeleton.startswith(_NO_CELLS):
+            return serialize(nb)
+        known = self._cell_bytes.get(real, {})
+        current: dict[int, tuple[Cell, bytes]] = {}
+        parts = []
+        encoded = 0
+        for cell in nb.cells:
+            hit = known.get(id(cell))
+            if hit is None or hit[0] is not cell:
+                hit = (cell, _cell_bytes(cell))
+                encoded += len(hit[1])
+            current[id(cell)] = hit
+            parts.append(hit[1])
+        self._cell_bytes[real] = current
+        if encoded > _TRIM_AFTER:  # encoding goes through many small strings: give them back
+            release_memory()
+        return _CELLS_OPEN + b",\n  ".join(parts) + b"\n ]" + skeleton[len(_NO_CELLS) :]
 
     # -- whole-file operations ------------------------------------------------------------
 
@@ -507,7 +640,7 @@ class FileStore:
     def _remove_sync(self, rel: str, real: str) -> None:
         with self._flock(real):
             self._read_bytes(real, rel)  # exists, regular, not a symlink swap
-            os.unlink(real)
+            self._unlink(real)
             self._cache.pop(real, None)
             self._known.pop(real, None)
 
@@ -521,7 +654,7 @@ class FileStore:
             snap = await anyio.to_thread.run_sync(
                 self._rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
             )
-        return self._observe(dst_real, snap)
+        return self._observe(dst_real, cast(Snapshot, snap))
 
     def _rename_sync(
         self,
@@ -531,11 +664,14 @@ class FileStore:
         dst_real: str,
         overwrite: bool,
         keep_source: bool,
-    ) -> Snapshot:
+        notebook: bool = True,
+    ) -> Snapshot | None:
+        """Move or copy a file; a notebook (checked to parse) is cached and returned."""
         first, second = sorted([src_real, dst_real])
         with self._flock(first), self._flock(second):
             raw, _ = self._read_bytes(src_real, src_rel)
-            parse(raw, name=src_rel)
+            if notebook:
+                parse(raw, name=src_rel)
             expect: str | None = None
             if os.path.lexists(dst_real):
                 if not overwrite:
@@ -547,13 +683,280 @@ class FileStore:
             os.makedirs(os.path.dirname(dst_real), exist_ok=True)
             st = self._write_atomic(dst_real, raw, expect=expect)
             if not keep_source:
-                os.unlink(src_real)
+                self._unlink(src_real)
                 self._cache.pop(src_real, None)
                 self._known.pop(src_real, None)
+            if not notebook:
+                self._cache.pop(dst_real, None)
+                return None
             return self._remember(dst_rel, dst_real, raw, st)
+
+    # -- other files under the root (exports, imports) -----------------------------------
+
+    async def read_file(self, path: str) -> tuple[str, bytes]:
+        """Read any regular file under the root, with the notebook path rules (no suffix rule)."""
+        rel, real = self._resolve(path, suffix="")
+        raw, _ = await anyio.to_thread.run_sync(self._read_bytes, real, rel)
+        return rel, raw
+
+    def file_path(self, path: str) -> str:
+        """Validate a non-notebook file path under the root; return its relative form."""
+        rel, _ = self._resolve(path, suffix="")
+        return rel
+
+    async def write_files(self, files: Mapping[str, bytes], *, overwrite: bool) -> None:
+        """Write files under the root, each atomically; if one exists and not ``overwrite``,
+        nothing is written."""
+        targets = [(*self._resolve(p, suffix=""), data) for p, data in files.items()]
+        if not overwrite:
+            for rel, real, _ in targets:
+                if await anyio.to_thread.run_sync(os.path.lexists, real):
+                    raise NotebookExists(
+                        f"{rel!r} already exists.",
+                        hint="Pick another path, or pass overwrite=true to replace it.",
+                    )
+        for rel, real, data in targets:
+            async with self._lock(real):
+                await anyio.to_thread.run_sync(self._write_file_sync, rel, real, data, overwrite)
+
+    def _write_file_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> None:
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        self._resolve(rel, suffix="")  # the folders just made must not change where it leads
+        with self._flock(real):
+            expect: str | None = None
+            if os.path.lexists(real):
+                if not overwrite:
+                    raise NotebookExists(
+                        f"{rel!r} already exists.",
+                        hint="Pick another path, or pass overwrite=true to replace it.",
+                    )
+                expect = self._snapshot_version(real, rel)
+            self._write_atomic(real, data, expect=expect)
+            self._cache.pop(real, None)
+
+    # -- documents: any file or folder under the root ------------------------------------
+
+    def _document(self, rel: str, real: str, st: os.stat_result) -> Document:
+        name = PurePosixPath(rel).name
+        writable = os.access(real, os.W_OK)
+        created = getattr(st, "st_birthtime", st.st_ctime)
+        if stat.S_ISDIR(st.st_mode):
+            return Document(rel, name, "directory", None, created, st.st_mtime, writable)
+        if name.endswith(".ipynb"):
+            return Document(rel, name, "notebook", st.st_size, created, st.st_mtime, writable)
+        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return Document(rel, name, "file", st.st_size, created, st.st_mtime, writable, mime)
+
+    def _stat_document(self, rel: str, real: str) -> Document:
+        try:
+            st = os.stat(real)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise NotebookNotFound(
+                f"{rel!r} does not exist.", hint="list_documents shows what is there."
+            ) from exc
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise PathError(f"{rel!r} is not a regular file or folder.")
+        return self._document(rel, real, st)
+
+    async def list_documents(self, folder: str) -> builtins.list[Document]:
+        rel, real = self._folder(folder)
+        return await anyio.to_thread.run_sync(self._list_documents_sync, rel, real)
+
+    def _list_documents_sync(self, rel: str, real: str) -> builtins.list[Document]:
+        found: builtins.list[Document] = []
+        for name in sorted(os.listdir(real)):
+            if name.startswith("."):
+                continue
+            child = f"{rel}/{name}" if rel else name
+            try:
+                child_rel, child_real = self._resolve(child, suffix="")
+                found.append(self._stat_document(child_rel, child_real))
+            except (PathError, OSError):
+                continue
+        return found
+
+    async def stat_document(self, path: str) -> Document:
+        rel, real = self._resolve(path, suffix="")
+        return await anyio.to_thread.run_sync(self._stat_document, rel, real)
+
+    async def read_document(self, path: str, *, limit: int | None = None) -> tuple[bytes, int]:
+        rel, real = self._resolve(path, suffix="")
+        if limit is None:
+            raw, st = await anyio.to_thread.run_sync(self._read_bytes, real, rel)
+            return raw, st.st_size
+        return await anyio.to_thread.run_sync(self._read_head, real, rel, limit)
+
+    def _read_head(self, real: str, rel: str, limit: int) -> tuple[bytes, int]:
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError as exc:
+            raise NotebookNotFound(f"{rel!r} does not exist.") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot open {rel!r}: {exc.strerror}.") from exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise PathError(f"{rel!r} is not a regular file.")
+            chunks: builtins.list[bytes] = []
+            left = limit
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks), st.st_size
+        finally:
+            os.close(fd)
+
+    async def write_document(self, path: str, data: bytes, *, overwrite: bool) -> Document:
+        await self.write_files({path: data}, overwrite=overwrite)
+        return await self.stat_document(path)
+
+    async def remove_document(self, path: str) -> None:
+        rel, real = self._resolve(path, suffix="")
+        async with self._lock(real):
+            await anyio.to_thread.run_sync(self._remove_document_sync, rel, real)
+
+    def _remove_document_sync(self, rel: str, real: str) -> None:
+        if self._stat_document(rel, real).type == "directory":
+            try:
+                os.rmdir(real)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise InvalidArgument(
+                        f"folder {rel!r} is not empty.",
+                        hint="Delete the files in it first; only empty folders are deleted.",
+                    ) from exc
+                raise StoreError(f"cannot delete folder {rel!r}: {exc.strerror}.") from exc
+            return
+        with self._flock(real):
+            self._read_head(real, rel, 0)  # exists, regular, not a symlink swap
+            os.unlink(real)
+            self._cache.pop(real, None)
+            self._known.pop(real, None)
+
+    async def move_document(self, src: str, dst: str, *, keep_source: bool) -> Document:
+        src_rel, src_real = self._resolve(src, suffix="")
+        dst_rel, dst_real = self._resolve(dst, suffix="")
+        if src_real == dst_real:
+            raise PathError(f"{src!r} and {dst!r} are the same file.")
+        first, second = sorted([src_real, dst_real])
+        async with self._lock(first), self._lock(second):
+            await anyio.to_thread.run_sync(
+                functools.partial(
+                    self._rename_sync,
+                    src_rel,
+                    src_real,
+                    dst_rel,
+                    dst_real,
+                    False,
+                    keep_source,
+                    notebook=False,
+                )
+            )
+        return await self.stat_document(dst_rel)
 
     async def aclose(self) -> None:
         self._cache.clear()
+        self._cell_bytes.clear()
+
+
+_CELLS_OPEN = b'{\n "cells": [\n  '
+_NO_CELLS = b'{\n "cells": []'
+_ONE_CELL_TAIL = b'\n ],\n "metadata": {},\n "nbformat": 4,\n "nbformat_minor": 5\n}\n'
+
+
+_TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
+
+
+@functools.cache
+def _glibc(name: str) -> Callable[..., int] | None:
+    """A function of glibc's allocator, or None where there is no glibc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        found: Callable[..., int] = getattr(ctypes.CDLL("libc.so.6"), name)
+    except (OSError, AttributeError):
+        return None
+    return found
+
+
+def release_memory() -> None:
+    """Give the C heap's free pages back to the system. glibc keeps them otherwise, so the
+    megabytes that parsing, validating (the first time: compiling the schema) or serialising a
+    big notebook go through would count as the server's memory for as long as it runs."""
+    trim = _glibc("malloc_trim")
+    if trim is not None:
+        trim(0)
+
+
+def map_big_buffers() -> None:
+    """Have glibc give every buffer of 128 KiB or more a mapping of its own, which goes back to
+    the system when it is freed. By default the threshold rises to the largest buffer freed so
+    far, after which notebook-sized buffers (file bytes, serialised cells, kernel output) are
+    carved from the heap and linger there."""
+    mallopt = _glibc("mallopt")
+    if mallopt is not None:
+        mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+
+
+_LONG_TEXT = 64 * 1024  # characters of stream text written slice by slice
+
+
+def _cell_bytes(cell: Cell) -> bytes:
+    """A cell as nbformat's writer puts it inside a notebook, cut out of a one-cell notebook.
+
+    A long stream text (a print loop's) stands in as a marker and its lines are then written
+    slice by slice, exactly as the writer writes a list of lines, instead of first becoming a
+    list with a Python string per line: that list was most of the server's peak memory.
+    """
+    outputs = cell.get("outputs")
+    texts: dict[bytes, str] = {}
+    if isinstance(outputs, list) and any(_long_stream(o) for o in outputs):
+        token = secrets.token_hex(8)
+        shown = []
+        for k, out in enumerate(outputs):
+            if _long_stream(out):
+                mark = f"\x00nbrelay-{token}-{k}\x00"
+                texts[json.dumps(mark).encode()] = out["text"]
+                out = {**out, "text": mark}
+            shown.append(out)
+        cell = {**cell, "outputs": shown}
+    one = serialize(Notebook({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    body = one[len(_CELLS_OPEN) : -len(_ONE_CELL_TAIL)]
+    for quoted, text in texts.items():
+        at = body.index(quoted)
+        indent = body[body.rindex(b"\n", 0, at) + 1 : at]
+        body = body[:at] + _json_lines(text, b",\n" + indent) + body[at + len(quoted) :]
+    return body
+
+
+def _long_stream(out: object) -> bool:
+    return (
+        isinstance(out, dict)
+        and out.get("output_type") == "stream"
+        and isinstance(out.get("text"), str)
+        and len(out["text"]) > _LONG_TEXT
+    )
+
+
+def _json_lines(text: str, separator: bytes) -> bytes:
+    """The JSON strings of ``text.splitlines(True)`` joined by ``separator``, made a slice of
+    lines at a time (a slice ends after a newline, so no line break is split)."""
+    from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) uses
+
+    sep = separator.decode()
+    pieces = []
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + _LONG_TEXT // 4)
+        end = len(text) if end < 0 else end + 1
+        pieces.append(sep.join(map(encode_basestring, text[start:end].splitlines(True))).encode())
+        start = end
+    return separator.join(pieces)
 
 
 def _changed_cells(cells: list[Cell], edits: tuple[Edit, ...]) -> list[Cell]:

@@ -11,7 +11,8 @@
 
 Output schemas are declared only with ``output_schemas`` (``--output-schemas``).
 ``kind`` sets the annotations (``read``, ``write``, ``destructive``, ``execute``) and lets the
-server leave out every non-``read`` tool in read-only mode.
+server leave out every non-``read`` tool in read-only mode, and every ``execute`` tool in
+no-execute mode.
 """
 
 from __future__ import annotations
@@ -21,17 +22,20 @@ import inspect
 import json
 import logging
 import secrets
+import weakref
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any, Literal, ParamSpec
+from typing import Any, Literal, ParamSpec, cast
 
 import anyio
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from nbrelay.errors import NbrelayError
+from nbrelay.stores.base import current_reader
 
 logger = logging.getLogger("nbrelay")
 
@@ -52,16 +56,19 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def to_result(value: Any) -> Any:
-    """Shape a tool's return value: models become JSON text + structured content."""
+def to_result(value: Any, *, keep_none: bool = False) -> Any:
+    """Shape a tool's return value: models become JSON text + structured content; a
+    ``CallToolResult`` the tool built itself passes through."""
+    if isinstance(value, CallToolResult):
+        return value
     if isinstance(value, BaseModel):
-        data = value.model_dump(mode="json", exclude_none=True, by_alias=True)
+        data = value.model_dump(mode="json", exclude_none=not keep_none, by_alias=True)
         return CallToolResult(
             content=[TextContent(text=compact_json(data))], structured_content=data
         )
     if isinstance(value, tuple) and value and isinstance(value[0], BaseModel):
         model, extra = value[0], list(value[1:])
-        data = model.model_dump(mode="json", exclude_none=True, by_alias=True)
+        data = model.model_dump(mode="json", exclude_none=not keep_none, by_alias=True)
         blocks: list[ContentBlock] = [TextContent(text=compact_json(data)), *extra]
         return CallToolResult(content=blocks, structured_content=data)
     return value
@@ -86,11 +93,12 @@ def _drop_null(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def slim_schema(schema: Any) -> Any:
+def slim_schema(schema: Any, *, keep_null: bool = False) -> Any:
     """The same schema in fewer bytes of every agent's context: no auto-generated titles,
-    ``anyOf`` of plain types folded into a ``type`` list, null defaults left implicit."""
+    ``anyOf`` of plain types folded into a ``type`` list, null defaults left implicit (unless
+    ``keep_null``: compatibility profiles keep a seed's exact defaults)."""
     if isinstance(schema, list):
-        return [slim_schema(s) for s in schema]
+        return [slim_schema(s, keep_null=keep_null) for s in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
@@ -100,13 +108,15 @@ def slim_schema(schema: Any) -> Any:
             continue
         if key == "properties":
             out[key] = {
-                name: slim_schema(sub if name in required else _drop_null(sub))
+                name: slim_schema(
+                    sub if name in required or keep_null else _drop_null(sub), keep_null=keep_null
+                )
                 for name, sub in value.items()
             }
         elif key == "$defs":
-            out[key] = {name: slim_schema(sub) for name, sub in value.items()}
+            out[key] = {name: slim_schema(sub, keep_null=keep_null) for name, sub in value.items()}
         else:
-            out[key] = slim_schema(value)
+            out[key] = slim_schema(value, keep_null=keep_null)
     any_of = out.get("anyOf")
     if isinstance(any_of, list) and all(set(s) == {"type"} for s in any_of):
         types = [s["type"] for s in any_of]
@@ -122,7 +132,9 @@ class Registrar:
 
     only: Collection[str] = ()
     read_only: bool = False
+    no_execute: bool = False
     output_schemas: bool = False
+    exact: bool = False  # compatibility profiles: keep null fields in results and null defaults
     tools: list[Tool] = field(default_factory=list)
     kinds: dict[str, Kind] = field(default_factory=dict)
 
@@ -139,19 +151,28 @@ class Registrar:
                 return fn
             if self.read_only and kind != "read":
                 return fn
+            if self.no_execute and kind == "execute":
+                return fn
             annotations = _ANNOTATIONS[kind].model_copy(update={"title": title})
             tool = Tool.from_function(
-                _guard(tool_name, fn),
+                _guard(tool_name, fn, keep_none=self.exact),
                 name=tool_name,
                 description=inspect.cleandoc(fn.__doc__ or ""),
                 annotations=annotations,
+                # Without --output-schemas no output schema is built at all: generating them
+                # was most of the server's start-up, only to be dropped below.
+                structured_output=None if self.output_schemas else False,
             )
-            tool.parameters = slim_schema(tool.parameters)
+            if tool.context_kwarg is None:  # the wrapper learns which client calls (_reader_of)
+                tool.context_kwarg = _CONTEXT_KWARG
+            tool.parameters = slim_schema(tool.parameters, keep_null=self.exact)
             schema = tool.fn_metadata.output_schema
             # Results always carry structuredContent; declaring its schema is opt-in because it
             # nearly doubles the tools/list every agent pays for.
             tool.fn_metadata.output_schema = (
-                slim_schema(schema) if self.output_schemas and schema is not None else None
+                slim_schema(schema, keep_null=self.exact)
+                if self.output_schemas and schema is not None
+                else None
             )
             self.tools.append(tool)
             self.kinds[tool_name] = kind
@@ -160,11 +181,17 @@ class Registrar:
         return decorator
 
 
-def _guard(name: str, fn: Callable[P, Awaitable[Any]]) -> Callable[P, Awaitable[Any]]:
+def _guard(
+    name: str, fn: Callable[P, Awaitable[Any]], *, keep_none: bool = False
+) -> Callable[P, Awaitable[Any]]:
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+        ctx = cast(dict[str, Any], kwargs).pop(_CONTEXT_KWARG, None)
+        if ctx is None:  # the tool declares its own Context parameter
+            ctx = next((v for v in kwargs.values() if isinstance(v, Context)), None)
+        reader = current_reader.set(_reader_of(ctx)) if ctx is not None else None
         try:
-            return to_result(await fn(*args, **kwargs))
+            return to_result(await fn(*args, **kwargs), keep_none=keep_none)
         except NbrelayError as exc:
             raise ToolError(str(exc)) from exc
         except (ToolError, anyio.get_cancelled_exc_class()):
@@ -177,5 +204,36 @@ def _guard(name: str, fn: Callable[P, Awaitable[Any]]) -> Callable[P, Awaitable[
                 "The notebook was not changed by the failed step; retry, and report the error id "
                 "if it persists."
             ) from exc
+        finally:
+            if reader is not None:
+                current_reader.reset(reader)
 
     return wrapper
+
+
+_CONTEXT_KWARG = "_nbrelay_context"
+_READERS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _reader_of(ctx: Any) -> str:
+    """A stable key for the client (MCP session) a tool call comes from, so that "changed since
+    you last read it" is judged per client when several share one server. Sessionless requests
+    (protocol 2026-07-28 over HTTP) get a new key each time, so the process-wide guard applies."""
+    try:
+        context = ctx.request_context
+    except (AttributeError, ValueError):
+        return ""
+    headers = getattr(getattr(context, "request", None), "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    if session_id:
+        return f"http-{session_id}"
+    connection = getattr(context.session, "_connection", None)  # one per client connection
+    if connection is None:
+        return ""
+    try:
+        reader = _READERS.get(connection)
+        if reader is None:
+            reader = _READERS[connection] = secrets.token_hex(8)
+    except TypeError:  # not weak-referenceable
+        return f"connection-{id(connection)}"
+    return reader

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.notebook.edits import CellSpec
-from nbrelay.tools import results
+from nbrelay.tools import results, services
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.results import (
     CellRead,
@@ -24,9 +25,7 @@ from nbrelay.tools.results import (
 )
 from nbrelay.workspace import Workspace
 
-NbPath = Annotated[
-    str, Field(description="Notebook path relative to the root, e.g. 'work/a.ipynb'.")
-]
+NbPath = Annotated[str, Field(description="Notebook path relative to the root.")]
 Ref = Annotated[
     int | str,
     Field(description="Cell: 0-based index (-1 = last) or cell id."),
@@ -37,7 +36,7 @@ Refs = Annotated[
 ]
 Version = Annotated[
     str | None,
-    Field(description="`version` from your last read; refused if the notebook changed since."),
+    Field(description="`version` from your last read; refused if it changed since."),
 ]
 
 
@@ -64,6 +63,7 @@ def specs(cells: list[NewCell | str]) -> list[CellSpec]:
 
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the canonical editing tools."""
+    from nbrelay.tools import execution  # it builds on this module's argument types
 
     @reg.tool(kind="read")
     async def list_notebooks(
@@ -132,7 +132,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             kernel=snap.notebook.kernel_name,
             cells=views,
             next_start=end if end < len(cells) else None,
-            note=results.OUTSIDE_NOTE if snap.changed_outside else None,
+            note=results.snapshot_note(snap),
             problems=list(snap.problems) or None,
         )
 
@@ -155,7 +155,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ws.settings.output_budget,
         )
         view = results.cell_view(snap.notebook.cells[i], i, full=True, budget=budget)
-        note = results.OUTSIDE_NOTE if snap.changed_outside else None
+        note = results.snapshot_note(snap)
         return CellRead(path=snap.path, version=snap.version, cell=view, note=note)
 
     @reg.tool(kind="write")
@@ -169,6 +169,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
             int | str | None, Field(description="Insert right after this cell (index or id).")
         ] = None,
         expected_version: Version = None,
+        execute: Annotated[bool, Field(description="Then run the new code cells.")] = False,
+        ctx: Context | None = None,
     ) -> EditResult:
         """Insert one or more cells (code, markdown or raw). Appends unless index or after is given.
 
@@ -177,7 +179,12 @@ def register(reg: Registrar, ws: Workspace) -> None:
         outcome = await ws.insert_cells(
             path, specs(cells), index=index, after=after, expected_version=expected_version
         )
-        return results.edit_result(outcome)
+        result = results.edit_result(outcome)
+        if execute:
+            result.execution = await execution.run_after_edit(
+                ws, path, list(outcome.plan.touched), ctx
+            )
+        return result
 
     @reg.tool(kind="write")
     async def edit_cell(
@@ -195,6 +202,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         ] = None,
         tags: Annotated[list[str] | None, Field(description="New tag list.")] = None,
         expected_version: Version = None,
+        execute: Annotated[bool, Field(description="Then run the cell.")] = False,
+        ctx: Context | None = None,
     ) -> EditResult:
         """Change one cell: its whole source, a literal find/replace inside it, its type, metadata or tags.
 
@@ -213,7 +222,12 @@ def register(reg: Registrar, ws: Workspace) -> None:
             tags=tags,
             expected_version=expected_version,
         )
-        return results.edit_result(outcome)
+        result = results.edit_result(outcome)
+        if execute:
+            result.execution = await execution.run_after_edit(
+                ws, path, list(outcome.plan.touched), ctx
+            )
+        return result
 
     @reg.tool(kind="destructive")
     async def delete_cells(
@@ -322,3 +336,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         result = results.edit_result(done.outcome)
         result.undone = list(done.labels)
         return result
+
+    execution.register(reg, ws)
+    services.register(reg, ws)

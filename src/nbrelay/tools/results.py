@@ -82,6 +82,7 @@ class EditResult(BaseModel):
     replacements: int | None = None
     undone: list[str] | None = None
     note: str | None = None
+    execution: ExecutionResult | None = None
 
 
 class MatchView(BaseModel):
@@ -151,6 +152,13 @@ def cell_view(
     return view
 
 
+def snapshot_note(snap: Snapshot) -> str | None:
+    """The note a read result carries: changed outside, plus what the store wants said."""
+    notes = [OUTSIDE_NOTE] if snap.changed_outside else []
+    notes.extend(snap.notes)
+    return " ".join(notes) or None
+
+
 def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
     after_ids = outcome.after.notebook.ids
     pos = {cid: i for i, cid in enumerate(after_ids)}
@@ -163,6 +171,7 @@ def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
     ]
     detail = outcome.plan.detail
     notes = [n for n in (note, OUTSIDE_NOTE if outcome.changed_outside else None) if n]
+    notes.extend(outcome.notes)
     if not outcome.plan.edits:
         notes.append("Nothing needed changing; the notebook was not written.")
     return EditResult(
@@ -192,3 +201,38 @@ def search_result(snap: Snapshot, matches: list[Match], limit: int) -> SearchRes
             for m in matches[:limit]
         ],
     )
+
+
+class RunOutput(BaseModel):
+    """One output of a run; ``offset`` > 0 means the text before it was returned earlier."""
+
+    output: int
+    type: str
+    text: str
+    name: str | None = None
+    image: str | None = None
+    offset: int | None = None
+    cut: int | None = None
+    omitted: str | None = None
+
+
+class RunCell(BaseModel):
+    index: int | None = None
+    id: str | None = None
+    status: str
+    execution_count: int | None = None
+    seconds: float | None = None
+    outputs: list[RunOutput] | None = None
+    note: str | None = None
+
+
+class ExecutionResult(BaseModel):
+    path: str
+    status: str
+    handle: str | None = None
+    kernel: str
+    cells: list[RunCell]
+    version: str | None = None
+    seconds: float
+    state_lost: bool | None = None
+    note: str | None = None

@@ -1,0 +1,395 @@
+"""The one client of a Jupyter Server: its REST API and its WebSockets, with the token and errors.
+
+Everything nbrelay asks a Jupyter Server (JupyterLab, Jupyter Server, Kernel Gateway, Enterprise
+Gateway) goes through ``JupyterAPI``:
+
+* **One origin.** Every request is built from the configured base URL and a quoted API path, so
+  the token is only ever sent to that server. Redirects are not followed. The token travels in
+  the ``Authorization`` header, never in a URL, and is never logged.
+* **XSRF.** Requests that carry a token need no XSRF cookie; a server without a token asks for
+  one, and the client fetches it once and sends it back as ``X-XSRFToken``.
+* **Errors.** httpx2 and websockets exceptions stop here and become ``RemoteError`` (or
+  ``NotebookNotFound`` / ``PathError``) naming the server and the next step.
+
+httpx2 (already installed by the MCP SDK) and websockets are imported when first used, so file
+mode never loads them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import anyio
+
+from nbrelay.config import Secret, Settings
+from nbrelay.errors import InvalidArgument, NotebookExists, NotebookNotFound, RemoteError
+
+if TYPE_CHECKING:
+    import httpx2
+    from websockets.asyncio.client import ClientConnection
+
+logger = logging.getLogger("nbrelay.jupyter")
+
+_APP_SUFFIX = re.compile(r"/(lab|tree|notebooks|edit|doc)(/.*)?$")
+_MAX_MESSAGE = 512 * 1024 * 1024
+_MAX_ERROR_TEXT = 300
+
+
+def load_token(settings: Settings) -> Secret | None:
+    """The Jupyter token: ``--jupyter-token-file`` if given, else ``$JUPYTER_TOKEN`` (or None).
+
+    Raises:
+        InvalidArgument: the token file is missing, unreadable or empty.
+    """
+    path = settings.jupyter_token_file
+    if path is None:
+        return settings.jupyter_token
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise InvalidArgument(
+            f"--jupyter-token-file {path} cannot be read: {exc.strerror}.",
+            hint="Give a file that holds the Jupyter Server's token (`jupyter server list` shows "
+            "it), or set $JUPYTER_TOKEN instead.",
+        ) from exc
+    if not text:
+        raise InvalidArgument(
+            f"--jupyter-token-file {path} is empty.",
+            hint="Put the Jupyter Server's token in it (`jupyter server list` shows it).",
+        )
+    return Secret(text.splitlines()[0].strip())
+
+
+def base_url(url: str) -> str:
+    """Normalise ``--jupyter-url`` to the server's base URL, ending in ``/``.
+
+    A JupyterLab address such as ``http://host:8888/lab/tree/a.ipynb`` is cut back to
+    ``http://host:8888/``; a token in the URL is refused (it would show in process lists).
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidArgument(
+            f"--jupyter-url {url!r} is not an http(s) URL.",
+            hint="Give the address JupyterLab runs at, e.g. http://127.0.0.1:8888/.",
+        )
+    if "token=" in parts.query:
+        raise InvalidArgument(
+            "--jupyter-url contains a token.",
+            hint="Give the URL without ?token=… and pass the token in $JUPYTER_TOKEN or "
+            "--jupyter-token-file, so it does not show in process lists.",
+        )
+    path = _APP_SUFFIX.sub("", parts.path)
+    if not path.endswith("/"):
+        path += "/"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def api_path(*parts: str) -> str:
+    """Join API path parts, quoting each (``/`` inside a notebook path is kept)."""
+    return "/".join(quote(p.strip("/"), safe="/") for p in parts if p.strip("/"))
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 1] + "…"
+
+
+class Response:
+    """A finished response: status, parsed JSON (or None) and headers."""
+
+    def __init__(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+        self.status = status
+        self.body = body
+        self.headers = headers
+
+    def json(self) -> Any:
+        return self.body
+
+
+class JupyterAPI:
+    """A Jupyter Server at one base URL, with one token. Close it with ``aclose``."""
+
+    def __init__(self, url: str, token: Secret | None, *, timeout: float = 30.0) -> None:
+        self.base = base_url(url)
+        parts = urlsplit(self.base)
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        ws_scheme = "wss" if parts.scheme == "https" else "ws"
+        self.ws_base = urlunsplit((ws_scheme, parts.netloc, parts.path, "", ""))
+        self._token = token
+        self.timeout = timeout
+        self._client: httpx2.AsyncClient | None = None
+        self._xsrf: str | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self._token is not None:
+            headers["Authorization"] = f"token {self._token.reveal()}"
+        return headers
+
+    def _http(self) -> httpx2.AsyncClient:
+        if self._client is None:
+            import httpx2
+
+            self._client = httpx2.AsyncClient(
+                base_url=self.base,
+                headers=self._headers(),
+                timeout=self.timeout,
+                follow_redirects=False,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    def _unreachable(self, exc: Exception) -> RemoteError:
+        import httpx2
+
+        if isinstance(exc, httpx2.TimeoutException):
+            return RemoteError(
+                f"Jupyter Server at {self.origin} did not answer within {self.timeout:g} s.",
+                hint="Check that it is running and not overloaded, then retry.",
+            )
+        return RemoteError(
+            f"cannot reach Jupyter Server at {self.origin} ({type(exc).__name__}).",
+            hint="Check that it is running and that --jupyter-url is right "
+            "(`jupyter server list` shows the address).",
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        ok: tuple[int, ...] = (200, 201, 204),
+        what: str = "",
+    ) -> Response:
+        """Send one API request (``path`` below the base URL, already quoted).
+
+        Raises:
+            RemoteError: the server is unreachable, refused the token, or answered another
+                status than ``ok`` (404 is ``NotebookNotFound``, 409 ``NotebookExists``).
+        """
+        import httpx2
+
+        client = self._http()
+        headers: dict[str, str] = {}
+        content: bytes | None = None
+        if body is not None:
+            content = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        for attempt in range(2):
+            if self._xsrf and method not in ("GET", "HEAD"):
+                headers["X-XSRFToken"] = self._xsrf
+            try:
+                resp = await client.request(
+                    method, path, params=params, content=content, headers=headers
+                )
+            except httpx2.HTTPError as exc:
+                raise self._unreachable(exc) from exc
+            if (
+                resp.status_code == 403
+                and attempt == 0
+                and method not in ("GET", "HEAD")
+                and "xsrf" in resp.text.lower()
+                and await self._fetch_xsrf()
+            ):
+                continue
+            break
+        try:
+            parsed: Any = resp.json() if resp.content else None
+        except ValueError:
+            parsed = None
+        if resp.status_code in ok:
+            return Response(resp.status_code, parsed, resp.headers)
+        raise self._status_error(resp.status_code, parsed, resp.text, what or path)
+
+    async def _fetch_xsrf(self) -> bool:
+        """Get the ``_xsrf`` cookie a server without a token wants on writing requests."""
+        import httpx2
+
+        client = self._http()
+        try:
+            await client.get("login", headers={"Accept": "text/html"})
+        except httpx2.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+        value = client.cookies.get("_xsrf")
+        if value:
+            self._xsrf = value
+            return True
+        return False
+
+    def _status_error(self, status: int, body: Any, text: str, what: str) -> Exception:
+        message = ""
+        if isinstance(body, dict):
+            message = str(body.get("message") or body.get("reason") or "")
+        detail = _short(message or text or "")
+        if status in (401, 403):
+            return RemoteError(
+                f"Jupyter Server at {self.origin} refused the request ({status}"
+                f"{': ' + detail if detail else ''}).",
+                hint="Give nbrelay the server's token in $JUPYTER_TOKEN or --jupyter-token-file "
+                "(`jupyter server list` shows it).",
+            )
+        if status == 404:
+            return NotebookNotFound(
+                f"{what} does not exist on the Jupyter Server.",
+                hint="Call list_notebooks to see the notebooks; paths are relative to the "
+                "server's root folder.",
+            )
+        if status == 409:
+            return NotebookExists(
+                f"{what} already exists on the Jupyter Server.", hint="Pick another path."
+            )
+        return RemoteError(
+            f"Jupyter Server at {self.origin} answered {status} for {what}"
+            f"{': ' + detail if detail else ''}.",
+            hint="Check the server's log; retry once the problem is fixed.",
+        )
+
+    # -- contents ---------------------------------------------------------------------------
+
+    async def get_contents(
+        self, path: str, *, content: bool = True, hash: bool = False, type: str | None = None
+    ) -> dict[str, Any]:
+        """``GET /api/contents/<path>``: a file or directory model."""
+        params = {"content": "1" if content else "0"}
+        if hash:
+            params["hash"] = "1"
+        if type:
+            params["type"] = type
+        resp = await self.request(
+            "GET", api_path("api/contents", path), params=params, ok=(200,), what=repr(path)
+        )
+        if not isinstance(resp.body, dict):
+            raise RemoteError(f"Jupyter Server sent an unreadable contents model for {path!r}.")
+        return resp.body
+
+    async def exists(self, path: str) -> bool:
+        try:
+            await self.get_contents(path, content=False)
+        except NotebookNotFound:
+            return False
+        return True
+
+    async def save_contents(self, path: str, model: Mapping[str, Any]) -> dict[str, Any]:
+        """``PUT /api/contents/<path>``: write a whole file (never while a room may be open)."""
+        resp = await self.request(
+            "PUT", api_path("api/contents", path), body=dict(model), what=repr(path)
+        )
+        return resp.body if isinstance(resp.body, dict) else {}
+
+    async def make_folders(self, folder: str) -> None:
+        """Create ``folder`` and its parents on the server (existing ones are kept)."""
+        parts = [p for p in folder.split("/") if p]
+        for k in range(1, len(parts) + 1):
+            sub = "/".join(parts[:k])
+            if not await self.exists(sub):
+                await self.request(
+                    "PUT", api_path("api/contents", sub), body={"type": "directory"}, what=sub
+                )
+
+    async def delete_contents(self, path: str) -> None:
+        await self.request("DELETE", api_path("api/contents", path), what=repr(path))
+
+    async def rename_contents(self, src: str, dst: str) -> dict[str, Any]:
+        resp = await self.request(
+            "PATCH", api_path("api/contents", src), body={"path": dst}, what=repr(src)
+        )
+        return resp.body if isinstance(resp.body, dict) else {}
+
+    # -- real-time collaboration --------------------------------------------------------------
+
+    async def collaboration_session(self, path: str) -> dict[str, Any] | None:
+        """``PUT /api/collaboration/session/<path>``: the room of a notebook.
+
+        Returns ``{"fileId", "sessionId", ...}``, or None when the server has no
+        jupyter-collaboration (the endpoint does not exist).
+
+        Raises:
+            NotebookNotFound: the notebook does not exist.
+        """
+        try:
+            resp = await self.request(
+                "PUT",
+                api_path("api/collaboration/session", path),
+                body={"format": "json", "type": "notebook"},
+                ok=(200, 201),
+                what=repr(path),
+            )
+        except NotebookNotFound:
+            if await self.exists(path):
+                return None  # the file is there, so the endpoint is missing
+            raise
+        if not isinstance(resp.body, dict) or "fileId" not in resp.body:
+            return None
+        return resp.body
+
+    # -- WebSockets ---------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def websocket(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        subprotocols: tuple[str, ...] = (),
+    ) -> AsyncIterator[ClientConnection]:
+        """Open a WebSocket to ``path`` (below the base URL, already quoted).
+
+        Raises:
+            RemoteError: the server refused the upgrade or could not be reached.
+        """
+        from urllib.parse import urlencode
+
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake, InvalidStatus
+        from websockets.typing import Subprotocol
+
+        url = self.ws_base + path
+        if params:
+            url += "?" + urlencode(dict(params))
+        headers = {k: v for k, v in self._headers().items() if k != "Accept"}
+        try:
+            ws = await connect(
+                url,
+                additional_headers=headers,
+                max_size=_MAX_MESSAGE,
+                max_queue=None,
+                open_timeout=self.timeout,
+                ping_interval=20,
+                ping_timeout=20,
+                close_timeout=5,
+                compression=None,
+                subprotocols=[Subprotocol(s) for s in subprotocols] or None,
+                user_agent_header="nbrelay",
+            )
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            body = exc.response.body or b""
+            raise self._status_error(
+                status, None, body.decode("utf-8", "replace"), "the WebSocket " + path
+            ) from exc
+        except (OSError, TimeoutError, InvalidHandshake) as exc:
+            raise RemoteError(
+                f"cannot open a WebSocket to Jupyter Server at {self.origin} "
+                f"({type(exc).__name__}).",
+                hint="Check that the server is running and reachable, then retry.",
+            ) from exc
+        try:
+            yield ws
+        finally:
+            with anyio.move_on_after(5, shield=True):
+                await ws.close()

@@ -1,0 +1,234 @@
+"""The kernel interfaces: where code runs, seen from the caller's side.
+
+Two protocols, implemented by every backend (``local.py``: processes started with jupyter_client;
+``remote.py``: the kernels REST + WebSocket API of a Jupyter Server or Kernel Gateway):
+
+* ``KernelProvider`` starts, finds and stops the kernels of a workspace, one per notebook key.
+  Called by ``Workspace`` only.
+* ``KernelSession`` is one running kernel: send a request, receive its raw messages, watch its
+  liveness, interrupt, restart, shut down. Called by ``kernels.execution`` (the message loop both
+  backends share) and, for lifecycle requests, by ``Workspace``.
+
+Messages are the Jupyter wire protocol's dicts as ``jupyter_client`` deserialises them:
+``{"header": {...}, "parent_header": {...}, "msg_type": str, "content": {...}, "metadata": {...}}``
+(``header.msg_type`` is always set; ``msg_type`` at the top level may be missing). A backend never
+filters messages by parent: the loop in ``execution.py`` does that, and stops on the kernel's
+``status: idle`` for its request.
+
+Errors: every method raises ``nbrelay.errors.KernelError`` (never a backend's own exception) with a
+message that names the kernel and a hint.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+Msg = dict[str, Any]
+
+# Environment variables a kernel must never see: nbrelay's own settings and anything that looks
+# like a credential (a notebook's code could read and leak it).
+SECRET_ENV = re.compile(
+    r"^(NBRELAY_.*|JUPYTER_TOKEN|JPY_API_TOKEN|JUPYTERHUB_API_TOKEN|.*(TOKEN|SECRET|PASSWORD|"
+    r"PASSWD|CREDENTIAL|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)S?)$",
+    re.IGNORECASE,
+)
+
+
+def msg_type(msg: Msg) -> str:
+    """The message's type (``stream``, ``execute_reply``, …)."""
+    kind = msg.get("msg_type") or msg.get("header", {}).get("msg_type")
+    return str(kind or "")
+
+
+def parent_id(msg: Msg) -> str | None:
+    """The ``msg_id`` of the request a message answers (None for unsolicited messages)."""
+    parent = msg.get("parent_header") or {}
+    value = parent.get("msg_id")
+    return str(value) if value else None
+
+
+@dataclass(frozen=True)
+class KernelSpecInfo:
+    """An installed kernelspec: ``name`` is what a notebook's ``metadata.kernelspec.name`` holds."""
+
+    name: str
+    display_name: str
+    language: str
+    owned: bool = False  # registered by nbrelay itself (for example the Deno kernel)
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A running kernel as ``list_kernels`` shows it."""
+
+    key: str  # the notebook the kernel belongs to (its path relative to the root)
+    kernel_id: str
+    name: str  # kernelspec name
+    language: str
+    cwd: str
+    started: float  # epoch seconds
+    last_activity: float  # epoch seconds of the last request or message
+    state: Literal["starting", "idle", "busy", "dead", "suspended"]
+    pid: int | None = None
+    restarts: int = 0
+
+
+@dataclass(frozen=True)
+class LaunchPolicy:
+    """How a local kernel process is launched: the one place where isolation is decided.
+
+    The local provider applies every field to every kernel it starts (warm pool included), so a
+    stricter policy never misses a kernel:
+
+    * ``argv_prefix`` is put before the kernelspec's argv (a sandbox wrapper such as
+      ``("bwrap", "--die-with-parent", ...)``);
+    * ``transport`` is the ZeroMQ transport (``"ipc"`` keeps the kernel's sockets off the network
+      stack, for a sandbox without one);
+    * ``env`` is added to the kernel's environment after the secrets are removed;
+    * ``drop_env`` is the pattern of environment variable names removed from the kernel's
+      environment (nbrelay settings and credentials by default).
+
+    Resource limits (``RLIMIT_AS``, ``RLIMIT_CPU``) belong here too: the provider passes
+    ``popen_kwargs()`` to the process launch, so a ``preexec_fn`` that sets them goes there.
+    """
+
+    argv_prefix: tuple[str, ...] = ()
+    transport: Literal["tcp", "ipc"] = "tcp"
+    env: Mapping[str, str] = field(default_factory=dict)
+    drop_env: re.Pattern[str] = SECRET_ENV
+
+    def for_launch(self, *, cwd: str, connection_file: str, ipc_dir: str | None) -> LaunchPolicy:
+        """The policy for one launch of one kernel (a sandbox binds that kernel's folder,
+        connection file and socket folder); called by the provider just before ``command``."""
+        return self
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """The full command line for a kernelspec's (already formatted) argv."""
+        return [*self.argv_prefix, *argv]
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The kernel's environment: ``base`` without secrets, plus ``env``."""
+        out = {k: v for k, v in base.items() if not self.drop_env.match(k)}
+        out.update(self.env)
+        return out
+
+    def popen_kwargs(self) -> dict[str, Any]:
+        """Extra keyword arguments for ``subprocess.Popen`` (none yet; limits go here)."""
+        return {}
+
+
+class KernelSession(Protocol):
+    """One running kernel. Obtained from ``KernelProvider.session``; valid until ``shutdown``.
+
+    A session is used by one execution at a time: ``kernels.execution.Runner`` holds a lock around
+    each request, so implementations need no locking of their own for requests and receives.
+    """
+
+    @property
+    def info(self) -> KernelInfo:
+        """The kernel as it is now. Called by ``list_kernels`` and by tool results."""
+        ...
+
+    async def send(self, msg_type: str, content: Mapping[str, Any]) -> str:
+        """Send a request on the shell channel and return its ``msg_id``.
+
+        Called by ``execution.Runner`` for ``execute_request`` (and ``inspect_request`` /
+        ``kernel_info_request``). Never waits for the reply.
+        """
+        ...
+
+    async def iopub(self) -> Msg:
+        """Wait for and return the next IOPub message, whatever request it belongs to.
+
+        Called in a loop by ``execution.Runner`` while a request runs; cancelled by it when the
+        request is done, so a message must never be lost to cancellation.
+        """
+        ...
+
+    async def shell(self) -> Msg:
+        """Wait for and return the next shell-channel reply. Same contract as ``iopub``."""
+        ...
+
+    async def exit_status(self) -> str | None:
+        """None while the kernel is alive; otherwise in plain words how it ended.
+
+        For example ``"was killed by signal 9 (SIGKILL)"`` or ``"exited with code 3"``; a remote
+        backend that cannot know says ``"died"``. Called about once a second by
+        ``execution.Runner`` while a request runs (a dead kernel never replies), and by
+        ``Workspace`` before it reuses a session.
+        """
+        ...
+
+    async def interrupt(self) -> None:
+        """Interrupt the running code (SIGINT or an ``interrupt_request``, as the kernelspec
+        says). Called on timeout, on cancellation, and by ``interrupt_kernel``."""
+        ...
+
+    async def restart(self) -> None:
+        """Replace the kernel process with a fresh one (all state lost) and wait until it answers.
+
+        The session object stays valid; messages of the old process are discarded. Called by
+        ``execution.Runner`` after an unanswered interrupt or a death, and by ``restart_kernel``.
+        Raises ``KernelError`` if the new process does not start.
+        """
+        ...
+
+    async def shutdown(self) -> None:
+        """Stop the kernel (politely, then by force) and release its resources. Idempotent.
+        Called by ``KernelProvider.shutdown``/``aclose`` only."""
+        ...
+
+
+class KernelProvider(Protocol):
+    """Starts and tracks a workspace's kernels: at most one per notebook key.
+
+    Idle kernels are shut down by ``Workspace`` (it knows which kernels run code), through
+    ``shutdown``; a provider has no timers of its own.
+    """
+
+    def attach(self, tg: TaskGroup) -> None:
+        """Give the provider a task group for background work (warming kernels up). Called once
+        by ``Workspace.running`` when the server starts; without it nothing runs in the
+        background."""
+        ...
+
+    async def session(self, key: str, *, kernel_name: str, cwd: str) -> KernelSession:
+        """Return the notebook's kernel, starting one (or taking a warm one) if it has none.
+
+        ``key`` is the notebook's path relative to the root; ``kernel_name`` comes from the
+        notebook's ``metadata.kernelspec.name``; ``cwd`` is the notebook's folder: absolute
+        when the store keeps files on this machine, otherwise relative to the store's root (for a
+        Jupyter Server, its root), ``""`` meaning the root itself.
+        Called by ``Workspace`` before every execution. A session whose kernel died is returned
+        as is: the caller restarts it (``execution.Runner`` decides). Raises ``KernelError`` when
+        the kernelspec is unknown or the kernel does not start (naming the spec and the end of its
+        stderr).
+        """
+        ...
+
+    def get(self, key: str) -> KernelSession | None:
+        """The notebook's running kernel, or None (never starts one). Called by ``Workspace``."""
+        ...
+
+    def running(self) -> list[KernelInfo]:
+        """Every kernel this provider started and has not shut down. Called by ``list_kernels``."""
+        ...
+
+    async def kernelspecs(self) -> list[KernelSpecInfo]:
+        """The kernelspecs a notebook may name. Called by ``list_kernels``."""
+        ...
+
+    async def shutdown(self, key: str) -> bool:
+        """Shut down the notebook's kernel; False if it had none. Called by ``shutdown_kernel``
+        and by the idle reaper."""
+        ...
+
+    async def aclose(self) -> None:
+        """Shut down every kernel (warm ones included). Called once when the server stops."""
+        ...

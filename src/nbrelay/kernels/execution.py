@@ -1,0 +1,336 @@
+"""One execution at a time on one kernel: the message loop both backends share.
+
+``Runner.execute`` sends an ``execute_request`` and watches three things together in one task
+group, as nbclient does: the shell reply, the IOPub messages of the request (filtered by parent,
+finished on ``status: idle``), and the kernel's liveness (polled every ``poll_interval`` seconds,
+because a dead kernel never replies). It applies one policy:
+
+* **timeout or stop** → interrupt → wait ``interrupt_grace`` seconds → restart if still running;
+* **death** → outputs so far are kept, the kernel is restarted (at most ``max_restarts`` times in
+  a row) and the outcome says that state was lost.
+
+Each step is recorded in plain words (``"timed out after 5 s"``, ``"kernel interrupted"``,
+``"variables kept"``) so the agent reads what happened. Messages go to the caller's ``on_message``
+(the output fold lives in ``notebook/outputs.py``); no exception is used for control flow.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from nbrelay.errors import KernelError
+from nbrelay.kernels.base import KernelSession, Msg, msg_type, parent_id
+from nbrelay.notebook.outputs import CellOutputs, Output
+
+Status = Literal["ok", "error", "aborted", "timeout", "cancelled", "died"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Timing of one kernel's executions (seconds)."""
+
+    interrupt_grace: float = 5.0
+    poll_interval: float = 1.0
+    idle_wait: float = 3.0  # after the reply, how long to wait for the last outputs
+    # After "idle", how long to keep listening for output of the same request. ipykernel
+    # flushes before it goes idle; some kernels (Deno's) publish stdout a moment later.
+    late_output: float = 0.0
+    max_restarts: int = 5  # automatic restarts in a row before giving up
+
+
+@dataclass
+class Outcome:
+    """How an execution ended. ``steps`` tell it in plain words, in order."""
+
+    status: Status
+    execution_count: int | None = None
+    reply: Mapping[str, Any] | None = None
+    steps: list[str] = field(default_factory=list)
+    state_lost: bool = False
+    seconds: float = 0.0
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.steps)
+
+
+def _secs(value: float) -> str:
+    return f"{value:g} s" if value < 10 else f"{value:.0f} s"
+
+
+class Runner:
+    """Serialises the executions on one kernel session and applies the policy above."""
+
+    def __init__(self, session: KernelSession, policy: Policy = Policy()) -> None:
+        self.session = session
+        self.policy = policy
+        self._lock = anyio.Lock()
+        self._restarts_in_a_row = 0
+        self._stop: anyio.Event | None = None
+        self._skip_interrupt = False
+        self.last_used = time.monotonic()
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    async def execute(
+        self,
+        code: str,
+        on_message: Callable[[Msg], object],
+        *,
+        time_limit: float | None,
+        stop: anyio.Event | None = None,
+        silent: bool = False,
+        store_history: bool = True,
+    ) -> Outcome:
+        """Run ``code``; ``on_message`` receives the request's IOPub messages (no ``status``).
+
+        ``stop`` (set by the caller) ends the run like a timeout, reported as cancelled.
+        Raises ``KernelError`` only when the kernel cannot run anything (it does not start, or
+        died too often); every other ending is an ``Outcome``.
+        """
+        async with self._lock:
+            self._stop = stop or anyio.Event()
+            self._skip_interrupt = False
+            try:
+                return await self._execute(code, on_message, time_limit, silent, store_history)
+            finally:
+                self._stop = None
+                self.last_used = time.monotonic()
+
+    async def evaluate(
+        self, code: str, *, time_limit: float = 30.0
+    ) -> tuple[Outcome, list[Output]]:
+        """Run helper code without counting it or keeping it in history; return its outputs.
+
+        (Not ``silent``: a silent request publishes no output at all.)
+        """
+        cell = CellOutputs()
+        outcome = await self.execute(
+            code, cell.feed, time_limit=time_limit, silent=False, store_history=False
+        )
+        return outcome, cell.outputs()
+
+    async def interrupt(self) -> None:
+        """Interrupt whatever runs now (a no-op for an idle kernel)."""
+        self.last_used = time.monotonic()
+        await self.session.interrupt()
+
+    def stop_current(self, *, interrupt: bool = True) -> bool:
+        """End the running execution (if any), with an interrupt unless ``interrupt`` is false.
+        Returns whether something was running."""
+        if self._stop is None:
+            return False
+        self._skip_interrupt = not interrupt
+        self._stop.set()
+        return True
+
+    async def restart(self) -> None:
+        """Restart the kernel, ending any running execution first. All state is lost."""
+        self.stop_current(interrupt=False)
+        async with self._lock:
+            await self.session.restart()
+            self._restarts_in_a_row = 0
+            self.last_used = time.monotonic()
+
+    # -- one execution --------------------------------------------------------------------
+
+    async def _execute(
+        self,
+        code: str,
+        on_message: Callable[[Msg], object],
+        time_limit: float | None,
+        silent: bool,
+        store_history: bool,
+    ) -> Outcome:
+        started = time.monotonic()
+        outcome = Outcome(status="ok")
+        ended = await self.session.exit_status()
+        if ended is not None:
+            outcome.steps.append(f"the kernel {ended} after its last run")
+            outcome.state_lost = True
+            await self._recover(outcome)
+        msg_id = await self.session.send(
+            "execute_request",
+            {
+                "code": code,
+                "silent": silent,
+                "store_history": store_history,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": True,
+            },
+        )
+        run = _Run(self.session, msg_id, on_message, self.policy)
+        stop = self._stop or anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.read_iopub)
+            tg.start_soon(run.read_shell)
+            tg.start_soon(run.watch_liveness)
+            tg.start_soon(run.finish_after_reply)
+            tg.start_soon(_set_when, stop, run.wake)
+            with anyio.move_on_after(time_limit if time_limit is not None else float("inf")):
+                await run.wake.wait()
+            unanswered = False
+            if not run.finished.is_set() and run.died is None:
+                unanswered = await self._interrupt_and_wait(run, outcome, stop.is_set(), time_limit)
+            tg.cancel_scope.cancel()
+        # Restarts happen only once the readers have stopped: they would take the new
+        # process's replies.
+        if unanswered and run.died is None:
+            outcome.state_lost = True
+            await self._recover(outcome)
+        elif run.died is not None:
+            outcome.status = "died"
+            outcome.steps.append(
+                f"the kernel {run.died} while running this code; the outputs it produced "
+                "before are kept"
+            )
+            outcome.state_lost = True
+            await self._recover(outcome)
+        elif outcome.status == "ok":
+            self._restarts_in_a_row = 0
+            content = dict((run.reply or {}).get("content") or {})
+            status = str(content.get("status", "ok"))
+            outcome.status = (
+                "error" if status == "error" else "aborted" if status == "aborted" else "ok"
+            )
+        content = dict((run.reply or {}).get("content") or {})
+        count = content.get("execution_count")
+        outcome.execution_count = count if isinstance(count, int) else run.execution_count
+        outcome.reply = content or None
+        outcome.seconds = time.monotonic() - started
+        return outcome
+
+    async def _interrupt_and_wait(
+        self, run: _Run, outcome: Outcome, stopped: bool, time_limit: float | None
+    ) -> bool:
+        """Interrupt and wait the grace period; True if the code is still running."""
+        grace = self.policy.interrupt_grace
+        if stopped:
+            outcome.status = "cancelled"
+            outcome.steps.append("cancelled")
+        else:
+            outcome.status = "timeout"
+            outcome.steps.append(f"timed out after {_secs(time_limit or 0)}")
+        if stopped and self._skip_interrupt:
+            return False
+        try:
+            await self.session.interrupt()
+        except KernelError as exc:
+            outcome.steps.append(f"the interrupt failed ({exc.message})")
+        else:
+            outcome.steps.append("kernel interrupted")
+        run.wake = anyio.Event()
+        with anyio.move_on_after(grace):
+            await run.wake.wait()
+        if run.died is not None:
+            return False
+        if run.finished.is_set():
+            outcome.steps.append("variables kept")
+            return False
+        outcome.steps.append(f"it did not stop within {_secs(grace)} of the interrupt")
+        return True
+
+    async def _recover(self, outcome: Outcome) -> None:
+        """Restart after a death or an unanswered interrupt, within the restart budget."""
+        if self._restarts_in_a_row >= self.policy.max_restarts:
+            outcome.steps.append(
+                f"not restarted again: it needed {self._restarts_in_a_row} restarts in a row"
+            )
+            raise KernelError(
+                "the kernel keeps dying: " + outcome.message + ".",
+                hint="Fix the code that crashes it, then call restart_kernel.",
+            )
+        self._restarts_in_a_row += 1
+        await self.session.restart()
+        outcome.steps.append(
+            "kernel restarted; all variables were lost: re-run the cells that define them"
+        )
+
+
+async def _set_when(source: anyio.Event, target_holder: anyio.Event) -> None:
+    await source.wait()
+    target_holder.set()
+
+
+class _Run:
+    """The shared state of the tasks watching one request."""
+
+    def __init__(
+        self,
+        session: KernelSession,
+        msg_id: str,
+        on_message: Callable[[Msg], object],
+        policy: Policy,
+    ) -> None:
+        self.session = session
+        self.msg_id = msg_id
+        self.on_message = on_message
+        self.policy = policy
+        self.reply: Msg | None = None
+        self.execution_count: int | None = None
+        self.died: str | None = None
+        self.replied = anyio.Event()
+        self.idle = anyio.Event()
+        self.finished = anyio.Event()
+        self.wake = anyio.Event()
+
+    def _finish(self) -> None:
+        self.finished.set()
+        self.wake.set()
+
+    async def read_iopub(self) -> None:
+        while True:
+            msg = await self.session.iopub()
+            if parent_id(msg) != self.msg_id:
+                continue
+            kind = msg_type(msg)
+            if kind == "status":
+                if (msg.get("content") or {}).get("execution_state") == "idle":
+                    await self._late_outputs()
+                    self.idle.set()
+                    if self.replied.is_set():
+                        self._finish()
+                    return
+                continue
+            if kind == "execute_input":
+                count = (msg.get("content") or {}).get("execution_count")
+                self.execution_count = count if isinstance(count, int) else None
+            self.on_message(msg)
+
+    async def _late_outputs(self) -> None:
+        with anyio.move_on_after(self.policy.late_output):
+            while self.policy.late_output > 0:
+                msg = await self.session.iopub()
+                if parent_id(msg) == self.msg_id and msg_type(msg) != "status":
+                    self.on_message(msg)
+
+    async def read_shell(self) -> None:
+        while True:
+            msg = await self.session.shell()
+            if parent_id(msg) == self.msg_id:
+                self.reply = msg
+                self.replied.set()
+                return
+
+    async def finish_after_reply(self) -> None:
+        await self.replied.wait()
+        with anyio.move_on_after(self.policy.idle_wait):
+            await self.idle.wait()
+        self._finish()
+
+    async def watch_liveness(self) -> None:
+        while True:
+            await anyio.sleep(self.policy.poll_interval)
+            ended = await self.session.exit_status()
+            if ended is not None:
+                self.died = ended
+                self.wake.set()
+                return

@@ -1,0 +1,193 @@
+"""Code nbrelay runs inside Python kernels to look at (and save) their state, and its parsing.
+
+Each snippet runs silently (no execution count, no history) and prints one line
+``<MARKER>{json}``; ``parse`` finds that line in the outputs, so stray prints of the user's threads
+cannot confuse it. Snippets touch only names starting with ``_nbrelay`` and delete them after.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from nbrelay.errors import KernelError
+from nbrelay.notebook.outputs import Output
+from nbrelay.notebook.render import output_text
+
+MARKER = "\x1dnbrelay:"
+
+_PRELUDE = f"""
+def _nbrelay_emit(value):
+    import json as _j
+    print({MARKER!r} + _j.dumps(value, default=str), flush=True)
+
+def _nbrelay_user_names():
+    _ns = get_ipython().user_ns
+    _hidden = set(get_ipython().user_ns_hidden)
+    for _k, _v in list(_ns.items()):
+        if _k.startswith('_') or _k in _hidden or _k in ('In', 'Out', 'exit', 'quit', 'get_ipython'):
+            continue
+        yield _k, _v
+"""
+
+_CLEANUP = """
+for _n in [n for n in globals() if n.startswith('_nbrelay')]:
+    del globals()[_n]
+"""
+
+
+def _wrap(body: str) -> str:
+    return _PRELUDE + "try:\n" + _indent(body) + "\nfinally:\n" + _indent(_CLEANUP)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(
+        "    " + line if line.strip() else line for line in text.strip("\n").split("\n")
+    )
+
+
+def list_variables(limit: int) -> str:
+    body = f"""
+import sys as _nbrelay_sys, types as _nbrelay_types
+_nbrelay_rows = []
+for _nbrelay_k, _nbrelay_v in _nbrelay_user_names():
+    if isinstance(_nbrelay_v, (_nbrelay_types.ModuleType, type, _nbrelay_types.FunctionType, _nbrelay_types.BuiltinFunctionType)) and not callable(getattr(_nbrelay_v, 'shape', None)):
+        _nbrelay_kind = 'module' if isinstance(_nbrelay_v, _nbrelay_types.ModuleType) else 'class' if isinstance(_nbrelay_v, type) else 'function'
+    else:
+        _nbrelay_kind = 'value'
+    try:
+        _nbrelay_r = repr(_nbrelay_v)
+    except Exception as _nbrelay_e:
+        _nbrelay_r = '<repr failed: %s>' % type(_nbrelay_e).__name__
+    if len(_nbrelay_r) > 80:
+        _nbrelay_r = _nbrelay_r[:77] + '...'
+    _nbrelay_shape = getattr(_nbrelay_v, 'shape', None)
+    try:
+        _nbrelay_len = len(_nbrelay_v) if hasattr(_nbrelay_v, '__len__') and _nbrelay_kind == 'value' else None
+    except Exception:
+        _nbrelay_len = None
+    _nbrelay_rows.append({{
+        'name': _nbrelay_k, 'type': type(_nbrelay_v).__module__.replace('builtins', '') + ('.' if type(_nbrelay_v).__module__ != 'builtins' else '') + type(_nbrelay_v).__qualname__,
+        'kind': _nbrelay_kind, 'value': _nbrelay_r,
+        'size': (str(tuple(_nbrelay_shape)) if isinstance(_nbrelay_shape, tuple) else (f'len {{_nbrelay_len}}' if _nbrelay_len is not None else None)),
+        'bytes': _nbrelay_sys.getsizeof(_nbrelay_v, None),
+    }})
+_nbrelay_emit({{'total': len(_nbrelay_rows), 'rows': _nbrelay_rows[:{int(limit)}]}})
+"""
+    return _wrap(body)
+
+
+def inspect_variable(name: str, limit: int) -> str:
+    body = f"""
+_nbrelay_ns = get_ipython().user_ns
+if {name!r} not in _nbrelay_ns:
+    _nbrelay_emit({{'missing': True, 'names': sorted(k for k, _ in _nbrelay_user_names())[:50]}})
+else:
+    _nbrelay_v = _nbrelay_ns[{name!r}]
+    _nbrelay_out = {{'type': type(_nbrelay_v).__module__ + '.' + type(_nbrelay_v).__qualname__}}
+    for _nbrelay_attr in ('shape', 'dtype', 'dtypes', 'columns'):
+        try:
+            _nbrelay_a = getattr(_nbrelay_v, _nbrelay_attr, None)
+            if _nbrelay_a is not None:
+                _nbrelay_out[_nbrelay_attr] = str(list(_nbrelay_a) if _nbrelay_attr == 'columns' else _nbrelay_a)[:2000]
+        except Exception:
+            pass
+    try:
+        _nbrelay_out['len'] = len(_nbrelay_v)
+    except Exception:
+        pass
+    try:
+        _nbrelay_r = repr(_nbrelay_v)
+    except Exception as _nbrelay_e:
+        _nbrelay_r = '<repr failed: %r>' % _nbrelay_e
+    _nbrelay_out['total_chars'] = len(_nbrelay_r)
+    _nbrelay_out['repr'] = _nbrelay_r[:{int(limit)}]
+    _nbrelay_doc = getattr(type(_nbrelay_v), '__doc__', None) if callable(_nbrelay_v) else None
+    if _nbrelay_doc:
+        _nbrelay_out['doc'] = str(_nbrelay_doc)[:500]
+    _nbrelay_emit(_nbrelay_out)
+"""
+    return _wrap(body)
+
+
+def python_executable() -> str:
+    return _wrap("import sys as _nbrelay_s\n_nbrelay_emit({'python': _nbrelay_s.executable})")
+
+
+def refresh_imports() -> str:
+    return _wrap(
+        "import importlib as _nbrelay_il\n_nbrelay_il.invalidate_caches()\n_nbrelay_emit({})"
+    )
+
+
+def save_state(target: str) -> str:
+    body = f"""
+try:
+    import dill as _nbrelay_dill
+except ImportError:
+    _nbrelay_emit({{'no_dill': True}})
+else:
+    import types as _nbrelay_types, os as _nbrelay_os
+    _nbrelay_saved, _nbrelay_skipped, _nbrelay_modules = {{}}, {{}}, {{}}
+    for _nbrelay_k, _nbrelay_v in _nbrelay_user_names():
+        if isinstance(_nbrelay_v, _nbrelay_types.ModuleType):
+            _nbrelay_modules[_nbrelay_k] = _nbrelay_v.__name__
+            continue
+        try:
+            _nbrelay_saved[_nbrelay_k] = _nbrelay_dill.dumps(_nbrelay_v)
+        except Exception as _nbrelay_e:
+            _nbrelay_skipped[_nbrelay_k] = type(_nbrelay_e).__name__ + ': ' + str(_nbrelay_e)[:120]
+    _nbrelay_os.makedirs(_nbrelay_os.path.dirname({target!r}), exist_ok=True)
+    _nbrelay_tmp = {target!r} + '.partial'
+    with open(_nbrelay_tmp, 'wb') as _nbrelay_f:
+        _nbrelay_dill.dump({{'format': 1, 'values': _nbrelay_saved, 'modules': _nbrelay_modules}}, _nbrelay_f)
+    _nbrelay_os.replace(_nbrelay_tmp, {target!r})
+    _nbrelay_emit({{'saved': sorted(_nbrelay_saved), 'modules': sorted(_nbrelay_modules), 'skipped': _nbrelay_skipped, 'bytes': _nbrelay_os.path.getsize({target!r})}})
+"""
+    return _wrap(body)
+
+
+def restore_state(source: str) -> str:
+    body = f"""
+try:
+    import dill as _nbrelay_dill
+except ImportError:
+    _nbrelay_emit({{'no_dill': True}})
+else:
+    import importlib as _nbrelay_il
+    with open({source!r}, 'rb') as _nbrelay_f:
+        _nbrelay_state = _nbrelay_dill.load(_nbrelay_f)
+    _nbrelay_ns = get_ipython().user_ns
+    _nbrelay_failed = {{}}
+    for _nbrelay_k, _nbrelay_m in _nbrelay_state.get('modules', {{}}).items():
+        try:
+            _nbrelay_ns[_nbrelay_k] = _nbrelay_il.import_module(_nbrelay_m)
+        except Exception as _nbrelay_e:
+            _nbrelay_failed[_nbrelay_k] = type(_nbrelay_e).__name__ + ': ' + str(_nbrelay_e)[:120]
+    for _nbrelay_k, _nbrelay_b in _nbrelay_state.get('values', {{}}).items():
+        try:
+            _nbrelay_ns[_nbrelay_k] = _nbrelay_dill.loads(_nbrelay_b)
+        except Exception as _nbrelay_e:
+            _nbrelay_failed[_nbrelay_k] = type(_nbrelay_e).__name__ + ': ' + str(_nbrelay_e)[:120]
+    _nbrelay_emit({{'restored': sorted(k for k in list(_nbrelay_state.get('values', {{}})) + list(_nbrelay_state.get('modules', {{}})) if k not in _nbrelay_failed), 'failed': _nbrelay_failed}})
+"""
+    return _wrap(body)
+
+
+def parse(outputs: Sequence[Output], what: str) -> dict[str, Any]:
+    """The JSON a snippet printed; ``KernelError`` naming ``what`` if it printed none."""
+    for out in outputs:
+        if out.get("output_type") != "stream":
+            continue
+        for line in str(out.get("text", "")).split("\n"):  # not splitlines: it splits at \x1d
+            if line.startswith(MARKER):
+                value = json.loads(line[len(MARKER) :])
+                if isinstance(value, dict):
+                    return value
+    errors = [output_text(o).text for o in outputs if o.get("output_type") == "error"]
+    detail = errors[-1].strip().splitlines()[-1] if errors and errors[-1].strip() else "no answer"
+    raise KernelError(
+        f"{what} failed in the kernel: {detail}.",
+        hint="The kernel may be busy or its namespace unusual; try again after the running cell ends.",
+    )

@@ -1,0 +1,230 @@
+"""Executions that can outlast a tool call: a job runs cells one after another on a ``Runner``.
+
+A ``Job`` is created by ``Workspace.execute`` and runs in the workspace's task group, so a tool
+call can return a handle after ``wait`` seconds while the cells keep running. While it runs, the
+job folds each cell's messages into outputs (``notebook/outputs.py``), wakes whoever waits for new
+output, and saves outputs through the ``save`` callback at most every ``save_interval`` seconds
+(so a viewer, or a crash, sees progress) and when each cell ends.
+
+``CellRun.delivered`` remembers how much of each output an agent has already been shown, so a
+poll returns only what is new.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+from nbrelay.errors import KernelError, NbrelayError
+from nbrelay.kernels.base import Msg
+from nbrelay.kernels.execution import Outcome, Runner
+from nbrelay.notebook.outputs import Limits, Output, RunOutputs
+
+CellStatus = Literal[
+    "queued", "running", "ok", "error", "aborted", "timeout", "cancelled", "died", "skipped"
+]
+# Called with {cell id: (outputs, execution_count)}; returns the notebook's new version.
+Save = Callable[[Mapping[str, tuple[list[Output], int | None]]], Awaitable[str | None]]
+
+
+@dataclass
+class CellRun:
+    """One cell of a job (``id`` is None for scratch code, which is never stored)."""
+
+    id: str | None
+    index: int
+    source: str
+    status: CellStatus = "queued"
+    execution_count: int | None = None
+    message: str = ""
+    seconds: float = 0.0
+    delivered: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.id or "<scratch>"
+
+
+class Job:
+    """A run of one or more cells; see the module docstring."""
+
+    def __init__(
+        self,
+        handle: str,
+        path: str,
+        cells: list[CellRun],
+        *,
+        kernel: str,
+        timeout: float | None,
+        stop_on_error: bool = True,
+        limits: Limits | None = None,
+    ) -> None:
+        self.handle = handle
+        self.path = path
+        self.cells = cells
+        self.kernel = kernel
+        self.timeout = timeout
+        self.stop_on_error = stop_on_error
+        self.outputs = RunOutputs(limits or Limits())
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        self.done = anyio.Event()
+        self.stop = anyio.Event()
+        self.version: str | None = None
+        self.error: str | None = None
+        self.state_lost = False
+        self.notes: list[str] = []
+        self._changed = anyio.Event()
+        self._dirty: set[str] = set()
+
+    @property
+    def scratch(self) -> bool:
+        return len(self.cells) == 1 and self.cells[0].id is None
+
+    @property
+    def state(self) -> Literal["queued", "running", "done"]:
+        if self.done.is_set():
+            return "done"
+        if all(c.status == "queued" for c in self.cells):
+            return "queued"
+        return "running"
+
+    @property
+    def elapsed(self) -> float:
+        return (self.finished or time.monotonic()) - self.started
+
+    def current(self) -> CellRun | None:
+        return next((c for c in self.cells if c.status == "running"), None)
+
+    def cell_outputs(self, cell: CellRun) -> list[Output]:
+        return self.outputs.cell(cell.key).outputs()
+
+    def printed(self) -> int:
+        """Characters of output received so far (all cells)."""
+        return sum(c.printed for c in self.outputs.cells.values())
+
+    def tail_text(self, limit: int = 400) -> str:
+        """The end of what the running (or last) cell printed, for progress messages."""
+        from nbrelay.notebook.render import output_text
+
+        cell = self.current() or next(
+            (c for c in reversed(self.cells) if c.status != "queued"), None
+        )
+        if cell is None:
+            return ""
+        text = "".join(output_text(o).text for o in self.cell_outputs(cell)).rstrip()
+        return text[-limit:]
+
+    async def changed(self, seconds: float) -> None:
+        """Wait until new output arrives or the job ends (at most ``seconds``)."""
+        if self.done.is_set():
+            return
+        with anyio.move_on_after(seconds):
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _feed(self, cell: CellRun, msg: Msg) -> None:
+        changed = self.outputs.feed(cell.key, msg)
+        if changed:
+            self._dirty.update(k for k in changed if k != "<scratch>")
+            self._notify()
+
+    def _pending(self) -> dict[str, tuple[list[Output], int | None]]:
+        by_key = {c.key: c for c in self.cells}
+        out = {}
+        for key in sorted(self._dirty):
+            cell = by_key.get(key)
+            if cell is not None and cell.id is not None:
+                out[cell.id] = (self.cell_outputs(cell), cell.execution_count)
+        self._dirty.clear()
+        return out
+
+
+async def run_job(job: Job, runner: Runner, save: Save, *, save_interval: float = 2.0) -> None:
+    """Run the job's cells in order; always ends with ``job.done`` set."""
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_save_periodically, job, save, save_interval)
+            try:
+                await _run_cells(job, runner)
+            finally:
+                tg.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            await _flush(job, save)
+    finally:
+        job.finished = time.monotonic()
+        job.done.set()
+        job._notify()
+
+
+async def _run_cells(job: Job, runner: Runner) -> None:
+    for cell in job.cells:
+        if job.stop.is_set() or job.error:
+            cell.status = "cancelled" if job.stop.is_set() else "skipped"
+            continue
+        cell.status = "running"
+        if cell.id is not None:
+            # As in JupyterLab: a cell's old outputs go when it starts running.
+            job.outputs.cell(cell.key)
+            job._dirty.add(cell.key)
+        job._notify()
+        try:
+            outcome = await runner.execute(
+                cell.source,
+                lambda msg, c=cell: job._feed(c, msg),  # type: ignore[misc]
+                time_limit=job.timeout,
+                stop=job.stop,
+                silent=False,
+                store_history=cell.id is not None,
+            )
+        except KernelError as exc:
+            cell.status = "died"
+            cell.message = exc.message
+            job.error = str(exc)
+            job.state_lost = True
+            continue
+        _record(job, cell, outcome)
+        if outcome.status not in ("ok",) and job.stop_on_error and outcome.status != "cancelled":
+            job.error = f"cell {cell.index} ended with {outcome.status}"
+        if outcome.status == "cancelled":
+            job.stop.set()
+
+
+def _record(job: Job, cell: CellRun, outcome: Outcome) -> None:
+    cell.status = outcome.status
+    cell.execution_count = outcome.execution_count
+    cell.message = outcome.message
+    cell.seconds = outcome.seconds
+    if outcome.state_lost:
+        job.state_lost = True
+    if cell.id is not None:
+        job._dirty.add(cell.key)
+    job._notify()
+
+
+async def _save_periodically(job: Job, save: Save, interval: float) -> None:
+    while True:
+        await anyio.sleep(interval)
+        await _flush(job, save)
+
+
+async def _flush(job: Job, save: Save) -> None:
+    pending = job._pending()
+    if not pending:
+        return
+    try:
+        version = await save(pending)
+    except NbrelayError as exc:  # a failed save must not stop the run; the agent is told
+        note = f"outputs could not be saved to the notebook: {exc}"
+        if note not in job.notes:
+            job.notes.append(note)
+        return
+    if version is not None:
+        job.version = version

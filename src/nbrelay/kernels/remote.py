@@ -1,0 +1,517 @@
+"""Kernels of a remote server: the Jupyter kernels API (REST + the kernel WebSocket).
+
+Any server that speaks it works: a Jupyter Server or JupyterLab (live mode: the notebook's own
+session kernel, the one a person with the notebook open uses), and Jupyter Kernel Gateway or
+Enterprise Gateway (file mode with ``--kernel-gateway-url``: kernels on another machine or a
+cluster).
+
+* **Which kernel.** With a sessions API, ``POST /api/sessions`` for the notebook's path returns
+  the session JupyterLab already has for it (so the agent runs code in the person's kernel) or
+  starts one. Without it (a gateway that has none), ``POST /api/kernels`` starts a kernel per
+  notebook.
+* **Messages.** The kernel WebSocket speaks the JSON form of the Jupyter protocol; one reader
+  task puts shell replies and IOPub messages on two queues. Messages are not filtered by parent:
+  ``kernels.execution`` does that (a shared kernel also carries the person's traffic).
+* **Lifetime.** nbrelay shuts down only the kernels it started; a kernel that was already there
+  (the person's) is only disconnected from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import math
+import posixpath
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError
+from nbrelay.jupyter_api import JupyterAPI, api_path
+from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, Msg, msg_type
+
+if TYPE_CHECKING:
+    from websockets.asyncio.client import ClientConnection
+
+logger = logging.getLogger("nbrelay.kernels.remote")
+
+_READY_TIMEOUT = 60.0
+State = Literal["starting", "idle", "busy", "dead"]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+class RemoteSession:
+    """One kernel of the server, reached through its WebSocket (see ``KernelSession``)."""
+
+    def __init__(
+        self,
+        provider: RemoteKernels,
+        *,
+        key: str,
+        kernel_id: str,
+        name: str,
+        language: str,
+        session_id: str | None,
+        owned: bool,
+    ) -> None:
+        self.provider = provider
+        self.api = provider.api
+        self.key = key
+        self.kernel_id = kernel_id
+        self.name = name
+        self.language = language
+        self.session_id = session_id
+        self.owned = owned
+        self.client_session = uuid.uuid4().hex
+        self.started = time.time()
+        self.last_activity = self.started
+        self.restarts = 0
+        self._state: State = "idle"
+        self._closed = False
+        self._died: str | None = None
+        self._ws: ClientConnection | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._connected = anyio.Event()
+        self._iopub_send, self._iopub_recv = self._stream()
+        self._shell_send, self._shell_recv = self._stream()
+
+    @staticmethod
+    def _stream() -> tuple[MemoryObjectSendStream[Msg], MemoryObjectReceiveStream[Msg]]:
+        return anyio.create_memory_object_stream[Msg](math.inf)
+
+    @property
+    def info(self) -> KernelInfo:
+        return KernelInfo(
+            key=self.key,
+            kernel_id=self.kernel_id,
+            name=self.name,
+            language=self.language,
+            cwd=posixpath.dirname(self.key),
+            started=self.started,
+            last_activity=self.last_activity,
+            state="dead" if (self._died or self._closed) else self._state,
+            pid=None,
+            restarts=self.restarts,
+        )
+
+    # -- the connection ---------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold the kernel WebSocket open and read it until it closes (in the provider's task
+        group); connection errors before the start are raised to the caller."""
+        from websockets.exceptions import ConnectionClosed
+
+        started = False
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                async with self.api.websocket(
+                    api_path("api/kernels", self.kernel_id, "channels"),
+                    params={"session_id": self.client_session},
+                ) as ws:
+                    self._ws = ws
+                    self._connected.set()
+                    started = True
+                    task_status.started()
+                    try:
+                        async for frame in ws:
+                            if isinstance(frame, str):
+                                self._dispatch(frame)
+                    except ConnectionClosed:
+                        pass
+        except Exception as exc:
+            if not started:
+                if isinstance(exc, NbrelayError):
+                    raise
+                raise RemoteError(
+                    f"cannot open the {self.name} kernel's WebSocket ({type(exc).__name__}).",
+                    hint="Check that the server is running, then retry.",
+                ) from exc
+            logger.warning("kernel %s: its connection failed: %r", self.kernel_id, exc)
+        finally:
+            self._ws = None
+            self._connected = anyio.Event()
+            if not self._closed and started:
+                logger.info("kernel %s: its WebSocket closed", self.kernel_id)
+
+    def _dispatch(self, frame: str) -> None:
+        try:
+            parsed: Any = json.loads(frame)
+        except ValueError:
+            return
+        if not isinstance(parsed, dict):
+            return
+        msg: Msg = parsed
+        self.last_activity = time.time()
+        channel = msg.get("channel")
+        if channel == "iopub":
+            if msg_type(msg) == "status":
+                state = (msg.get("content") or {}).get("execution_state")
+                if state in ("idle", "busy", "starting"):
+                    self._state = state
+                elif state in ("dead", "restarting"):
+                    # The server saw the process die (and may be restarting it itself).
+                    self._died = self._died or "died"
+                    self._state = "dead"
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._iopub_send.send_nowait(msg)
+        elif channel == "shell":
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._shell_send.send_nowait(msg)
+
+    async def _ensure_connected(self) -> ClientConnection:
+        if self._closed:
+            raise KernelError(f"the {self.name} kernel was shut down.")
+        if self._ws is None:
+            await self.provider.connect(self)
+        ws = self._ws
+        if ws is None:
+            raise KernelError(
+                f"cannot reach the {self.name} kernel on the Jupyter Server.",
+                hint="Check that the server is running; restart_kernel starts it again.",
+            )
+        return ws
+
+    # -- KernelSession ----------------------------------------------------------------------
+
+    async def send(self, msg_type: str, content: Mapping[str, Any]) -> str:
+        ws = await self._ensure_connected()
+        msg_id = uuid.uuid4().hex
+        msg = {
+            "header": {
+                "msg_id": msg_id,
+                "msg_type": msg_type,
+                "username": "nbrelay",
+                "session": self.client_session,
+                "date": _now(),
+                "version": "5.3",
+            },
+            "parent_header": {},
+            "metadata": {},
+            "content": dict(content),
+            "buffers": [],
+            "channel": "shell",
+        }
+        self.last_activity = time.time()
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            await ws.send(json.dumps(msg))
+        except ConnectionClosed as exc:
+            raise KernelError(
+                f"the connection to the {self.name} kernel closed while sending a request.",
+                hint="Retry; if it keeps happening, restart_kernel.",
+            ) from exc
+        return msg_id
+
+    async def iopub(self) -> Msg:
+        return await self._receive(self._iopub_recv)
+
+    async def shell(self) -> Msg:
+        return await self._receive(self._shell_recv)
+
+    async def _receive(self, stream: MemoryObjectReceiveStream[Msg]) -> Msg:
+        try:
+            return await stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError) as exc:
+            raise KernelError(f"the {self.name} kernel was shut down.") from exc
+
+    async def exit_status(self) -> str | None:
+        if self._closed:
+            return "was shut down"
+        if self._died:
+            return self._died
+        try:
+            model = await self.provider.kernel_model(self.kernel_id)
+        except RemoteError:
+            return None  # the server is unreachable; that says nothing about the kernel
+        if model is None:
+            self._died = "is gone from the Jupyter Server (shut down or culled)"
+            return self._died
+        if model.get("execution_state") == "dead":
+            self._died = "died"
+            return self._died
+        return None
+
+    async def interrupt(self) -> None:
+        self.last_activity = time.time()
+        try:
+            await self.api.request(
+                "POST", api_path("api/kernels", self.kernel_id, "interrupt"), what="the kernel"
+            )
+        except NbrelayError as exc:
+            raise KernelError(
+                f"could not interrupt the {self.name} kernel: {exc.message}", hint=exc.hint
+            ) from exc
+
+    async def restart(self) -> None:
+        self._state = "starting"
+        try:
+            await self.api.request(
+                "POST",
+                api_path("api/kernels", self.kernel_id, "restart"),
+                ok=(200,),
+                what="the kernel",
+            )
+        except NotebookNotFound:
+            # The kernel is gone (culled, or the server restarted): start a new one.
+            await self.provider.replace(self)
+        except NbrelayError as exc:
+            self._state = "dead"
+            raise KernelError(
+                f"the {self.name} kernel could not be restarted: {exc.message}",
+                hint="Call restart_kernel again, or shut it down and run again.",
+            ) from exc
+        self._died = None
+        self._drain()
+        await self._wait_ready()
+        self.restarts += 1
+        self._state = "idle"
+        self.last_activity = time.time()
+
+    def _drain(self) -> None:
+        for stream in (self._iopub_recv, self._shell_recv):
+            while True:
+                try:
+                    stream.receive_nowait()
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+
+    async def _wait_ready(self) -> None:
+        """Ask for kernel_info until the kernel answers (it may still be starting)."""
+        deadline = time.monotonic() + _READY_TIMEOUT
+        while time.monotonic() < deadline:
+            msg_id = await self.send("kernel_info_request", {})
+            with anyio.move_on_after(2):
+                while True:
+                    reply = await self.shell()
+                    if (reply.get("parent_header") or {}).get("msg_id") == msg_id:
+                        self._drain()
+                        return
+        self._state = "dead"
+        raise KernelError(
+            f"the {self.name} kernel did not answer within {_READY_TIMEOUT:g} s after starting.",
+            hint="Check the Jupyter Server's log for the kernel's errors.",
+        )
+
+    async def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._scope is not None:
+            self._scope.cancel()
+        for stream in (self._iopub_send, self._iopub_recv, self._shell_send, self._shell_recv):
+            stream.close()
+        if not self.owned:
+            return  # someone else's kernel (the person's): leave it running
+        with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+            try:
+                if self.session_id:
+                    await self.api.request(
+                        "DELETE", api_path("api/sessions", self.session_id), what="the session"
+                    )
+                else:
+                    await self.api.request(
+                        "DELETE", api_path("api/kernels", self.kernel_id), what="the kernel"
+                    )
+            except NbrelayError as exc:
+                logger.info("kernel %s: shutdown failed: %s", self.kernel_id, exc)
+        self._state = "dead"
+
+
+class RemoteKernels:
+    """The kernels a workspace uses on one server (see the module docstring)."""
+
+    def __init__(
+        self,
+        api: JupyterAPI,
+        *,
+        server_path: Callable[[str], str] = lambda key: key,
+        close_api: bool = False,
+    ) -> None:
+        self.api = api
+        self._server_path = server_path
+        self._close_api = close_api
+        self._sessions: dict[str, RemoteSession] = {}
+        self._specs: dict[str, KernelSpecInfo] | None = None
+        self._has_sessions: bool | None = None
+        self._tg: TaskGroup | None = None
+        self._lock = anyio.Lock()
+
+    def attach(self, tg: TaskGroup) -> None:
+        self._tg = tg
+
+    def get(self, key: str) -> RemoteSession | None:
+        return self._sessions.get(key)
+
+    def running(self) -> list[KernelInfo]:
+        return [s.info for s in self._sessions.values()]
+
+    async def kernelspecs(self) -> list[KernelSpecInfo]:
+        return list((await self._kernelspecs()).values())
+
+    async def _kernelspecs(self) -> dict[str, KernelSpecInfo]:
+        if self._specs is None:
+            resp = await self.api.request("GET", "api/kernelspecs", ok=(200,), what="kernelspecs")
+            body = resp.body if isinstance(resp.body, dict) else {}
+            specs: dict[str, KernelSpecInfo] = {}
+            for name, entry in (body.get("kernelspecs") or {}).items():
+                spec = (entry or {}).get("spec") or {}
+                specs[str(name)] = KernelSpecInfo(
+                    name=str(name),
+                    display_name=str(spec.get("display_name") or name),
+                    language=str(spec.get("language") or ""),
+                )
+            self._specs = specs
+        return self._specs
+
+    async def kernel_model(self, kernel_id: str) -> dict[str, Any] | None:
+        """The server's model of a kernel, or None when it has no such kernel."""
+        try:
+            resp = await self.api.request(
+                "GET", api_path("api/kernels", kernel_id), ok=(200,), what="the kernel"
+            )
+        except NotebookNotFound:
+            return None
+        return resp.body if isinstance(resp.body, dict) else {}
+
+    async def session(self, key: str, *, kernel_name: str, cwd: str) -> RemoteSession:
+        async with self._lock:
+            found = self._sessions.get(key)
+            if found is not None and not found._closed:
+                return found
+            specs = await self._kernelspecs()
+            if kernel_name not in specs:
+                raise KernelError(
+                    f"the Jupyter Server has no kernelspec {kernel_name!r}.",
+                    hint=f"Its kernelspecs: {', '.join(sorted(specs)) or 'none'}; set the "
+                    "notebook's kernel to one of them.",
+                )
+            session = await self._open(key, kernel_name, specs[kernel_name].language)
+            self._sessions[key] = session
+        await self.connect(session)
+        if not session.owned:
+            return session
+        try:
+            await session._wait_ready()
+        except KernelError:
+            await self.shutdown(key)
+            raise
+        return session
+
+    async def _open(self, key: str, kernel_name: str, language: str) -> RemoteSession:
+        path = self._server_path(key)
+        if self._has_sessions is not False:
+            try:
+                existing = await self._find_session(path)
+                self._has_sessions = True
+            except NotebookNotFound:
+                self._has_sessions = False
+            else:
+                if existing is not None:
+                    return self._make(key, existing, owned=False, language=language)
+                body = {
+                    "path": path,
+                    "name": posixpath.basename(path),
+                    "type": "notebook",
+                    "kernel": {"name": kernel_name},
+                }
+                try:
+                    resp = await self.api.request(
+                        "POST", "api/sessions", body=body, ok=(200, 201), what="a session"
+                    )
+                except NbrelayError as exc:
+                    raise KernelError(
+                        f"the Jupyter Server could not start a {kernel_name} kernel for "
+                        f"{key!r}: {exc.message}",
+                        hint=exc.hint,
+                    ) from exc
+                model = resp.body if isinstance(resp.body, dict) else {}
+                return self._make(key, model, owned=True, language=language)
+        try:
+            resp = await self.api.request(
+                "POST", "api/kernels", body={"name": kernel_name}, ok=(200, 201), what="a kernel"
+            )
+        except NbrelayError as exc:
+            raise KernelError(
+                f"the kernel server could not start a {kernel_name} kernel: {exc.message}",
+                hint=exc.hint,
+            ) from exc
+        model = resp.body if isinstance(resp.body, dict) else {}
+        return self._make(key, {"kernel": model}, owned=True, language=language)
+
+    async def _find_session(self, path: str) -> dict[str, Any] | None:
+        resp = await self.api.request("GET", "api/sessions", ok=(200,), what="the sessions API")
+        for model in resp.body if isinstance(resp.body, list) else []:
+            if isinstance(model, dict) and model.get("path") == path and model.get("kernel"):
+                return model
+        return None
+
+    def _make(
+        self, key: str, model: Mapping[str, Any], *, owned: bool, language: str
+    ) -> RemoteSession:
+        kernel = model.get("kernel") or {}
+        kernel_id = str(kernel.get("id") or "")
+        if not kernel_id:
+            raise KernelError(f"the Jupyter Server gave no kernel for {key!r}.")
+        name = str(kernel.get("name") or "")
+        specs = self._specs or {}
+        return RemoteSession(
+            self,
+            key=key,
+            kernel_id=kernel_id,
+            name=name,
+            language=specs[name].language if name in specs else language,
+            session_id=str(model["id"]) if model.get("id") else None,
+            owned=owned,
+        )
+
+    async def connect(self, session: RemoteSession) -> None:
+        """Open (or reopen) a session's WebSocket in the background task group."""
+        if self._tg is None:
+            raise KernelError(
+                "remote kernels are not running (internal: no task group).",
+                hint="This is a bug in nbrelay; please report it.",
+            )
+        if session._ws is not None:
+            return
+        try:
+            await self._tg.start(session.run)
+        except NbrelayError as exc:
+            raise KernelError(
+                f"cannot connect to the {session.name} kernel: {exc.message}", hint=exc.hint
+            ) from exc
+
+    async def replace(self, session: RemoteSession) -> None:
+        """The server lost a session's kernel: give the session a new one (state is lost)."""
+        if session._scope is not None:
+            session._scope.cancel()
+        fresh = await self._open(session.key, session.name, session.language)
+        session.kernel_id = fresh.kernel_id
+        session.session_id = fresh.session_id
+        session.owned = fresh.owned
+        session._ws = None
+        await self.connect(session)
+
+    async def shutdown(self, key: str) -> bool:
+        session = self._sessions.pop(key, None)
+        if session is None:
+            return False
+        await session.shutdown()
+        return True
+
+    async def aclose(self) -> None:
+        for key in list(self._sessions):
+            await self.shutdown(key)
+        if self._close_api:
+            await self.api.aclose()

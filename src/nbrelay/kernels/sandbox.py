@@ -1,0 +1,235 @@
+"""Kernel isolation: the launch policy that applies nbrelay's limits and sandbox to local kernels.
+
+With ``--sandbox`` a kernel runs under bubblewrap (``bwrap``) in new user, PID, IPC, UTS and
+network namespaces with every capability dropped, and sees:
+
+* the notebook's folder, read-write (its working directory);
+* the system read-only: ``/usr`` (and the ``/bin``, ``/lib`` links), ``/etc`` without the
+  password hashes, and the kernel's own Python environment;
+* its own connection file (read-only) and socket folder (the kernel talks to nbrelay over
+  ZeroMQ's ``ipc`` transport, Unix sockets in that folder, so it needs no network);
+* a private ``/tmp`` (also ``$HOME``) that disappears with the kernel, a private ``/proc`` and a
+  minimal ``/dev`` — and nothing else of the file system.
+
+Network access is off unless ``--kernel-network`` allows it (without ``--sandbox``,
+``--no-kernel-network`` alone also runs the kernel under bwrap, in a network namespace of its
+own). A sandboxed kernel starts cold: warm kernels would have to see every folder.
+
+When the machine cannot do what the settings ask (no bwrap, namespaces refused, no rlimits),
+``launch_policy`` raises ``Unsupported`` at start-up, naming what is missing: a setting is
+never silently dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nbrelay.config import Settings
+from nbrelay.errors import Unsupported
+from nbrelay.kernels.base import LaunchPolicy
+from nbrelay.kernels.limits import KernelLimits
+
+_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+_IPYKERNEL = ("ipykernel_launcher", "ipykernel")
+_TMP = "/tmp"  # noqa: S108 - the sandbox's own private tmpfs, not the host's
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How to wrap a kernel in bwrap: ``filesystem`` confines the file system, ``network``
+    allows network access."""
+
+    bwrap: str
+    filesystem: bool = True
+    network: bool = False
+
+    def namespaces(self) -> list[str]:
+        # In its own PID namespace the kernel's parent is the namespace's init (pid 1), which
+        # ipykernel's parent poller would take for a dead nbrelay: --die-with-parent does its job.
+        flags = ["--die-with-parent", "--unshare-all", "--cap-drop", "ALL"]
+        flags += ["--unsetenv", "JPY_PARENT_PID"]
+        if self.network:
+            flags.append("--share-net")
+        return flags
+
+    def wrap(
+        self, *, cwd: str, argv0: str, files: Sequence[str], folders: Sequence[str]
+    ) -> list[str]:
+        """The bwrap command line (up to ``--``) for one kernel launch: ``files`` are bound
+        read-only, ``folders`` read-write, besides the working folder ``cwd``."""
+        args = [self.bwrap, *self.namespaces()]
+        if not self.filesystem:
+            args += ["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+            return [*args, "--chdir", cwd, "--"]
+        args += ["--ro-bind", "/usr", "/usr"]
+        for link in _SYSTEM_LINKS:
+            if os.path.islink(link):
+                args += ["--symlink", os.readlink(link), link]
+            elif os.path.isdir(link):
+                args += ["--ro-bind", link, link]
+        args += ["--ro-bind", "/etc", "/etc"]
+        for secret in _HIDDEN_FILES:
+            if os.path.exists(secret):
+                args += ["--ro-bind", "/dev/null", secret]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", _TMP, "--tmpfs", "/var" + _TMP]
+        for env_root in python_roots(argv0):
+            args += ["--ro-bind", env_root, env_root]
+        for path in files:
+            args += ["--ro-bind", path, path]
+        for path in folders:
+            args += ["--bind", path, path]
+        args += ["--bind", cwd, cwd, "--chdir", cwd]
+        args += ["--remount-ro", "/"]  # the folders made to hold the mounts stay read-only
+        for name, value in (
+            ("HOME", _TMP),
+            ("TMPDIR", _TMP),
+            ("IPYTHONDIR", _TMP + "/.ipython"),
+            ("MPLCONFIGDIR", _TMP + "/.matplotlib"),
+        ):
+            args += ["--setenv", name, value]
+        return [*args, "--"]
+
+    def probe(self) -> None:
+        """Run ``true`` in the sandbox's namespaces; raise Unsupported with bwrap's words if the
+        machine refuses them."""
+        argv = [self.bwrap, *self.namespaces(), "--ro-bind", "/", "/", "--proc", "/proc"]
+        argv += ["--dev", "/dev", "--", "true"]
+        try:
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise Unsupported(
+                f"the kernel sandbox could not start bubblewrap: {exc}.",
+                hint="Check the bwrap installation, or run without --sandbox and "
+                "--no-kernel-network.",
+            ) from exc
+        if done.returncode != 0:
+            raise Unsupported(
+                f"this machine refuses the kernel sandbox: {done.stderr.strip()[-400:]}.",
+                hint="bubblewrap needs user namespaces (sysctl kernel.unprivileged_userns_clone=1 "
+                "and user.max_user_namespaces > 0, or root); otherwise run without --sandbox and "
+                "--no-kernel-network.",
+            )
+
+
+def python_roots(argv0: str) -> list[str]:
+    """The folders the kernel's interpreter needs besides ``/usr``: its virtual environment (the
+    folder with ``pyvenv.cfg``) and its installation prefix, when outside ``/usr``."""
+    exe = argv0 if os.path.isabs(argv0) else shutil.which(argv0) or argv0
+    roots: list[str] = []
+    for candidate in (exe, os.path.realpath(exe)):
+        if not os.path.isabs(candidate):
+            continue
+        prefix = os.path.dirname(os.path.dirname(candidate))
+        wanted = os.path.exists(os.path.join(prefix, "pyvenv.cfg")) or not prefix.startswith("/usr")
+        if wanted and prefix not in ("/", "") and prefix not in roots:
+            roots.append(prefix)
+    for prefix in (sys.base_prefix,):
+        if not prefix.startswith("/usr") and prefix not in roots and exe.startswith(prefix):
+            roots.append(prefix)
+    return roots
+
+
+@dataclass(frozen=True)
+class IsolatedPolicy(LaunchPolicy):
+    """A ``LaunchPolicy`` with per-kernel rlimits and, optionally, a bwrap sandbox."""
+
+    limits: KernelLimits = field(default_factory=KernelLimits)
+    sandbox: Sandbox | None = None
+    launch_files: tuple[str, ...] = ()
+    launch_folders: tuple[str, ...] = ()
+    launch_cwd: str | None = None
+
+    def for_launch(self, *, cwd: str, connection_file: str, ipc_dir: str | None) -> LaunchPolicy:
+        if self.sandbox is None:
+            return self
+        return replace(
+            self,
+            launch_cwd=cwd,
+            launch_files=(connection_file,),
+            launch_folders=(ipc_dir,) if ipc_dir else (),
+        )
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        argv = list(argv)
+        code = self.limits.kernel_code()
+        if code and _is_ipykernel(argv):
+            argv.append(f"--IPKernelApp.exec_lines={code}")
+        prefix = list(self.argv_prefix)
+        if self.sandbox is not None and argv:
+            prefix += self.sandbox.wrap(
+                cwd=self.launch_cwd or os.getcwd(),
+                argv0=argv[0],
+                files=self.launch_files,
+                folders=self.launch_folders,
+            )
+        return [*prefix, *argv]
+
+    def popen_kwargs(self) -> dict[str, Any]:
+        preexec: Callable[[], None] | None = self.limits.preexec()
+        return {"preexec_fn": preexec} if preexec is not None else {}
+
+
+def _is_ipykernel(argv: Sequence[str]) -> bool:
+    return any(part in _IPYKERNEL or part.endswith("ipykernel_launcher.py") for part in argv)
+
+
+def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
+    """The launch policy ``settings`` ask for; Unsupported if the machine cannot enforce it."""
+    limits = KernelLimits(settings.kernel_memory, settings.kernel_cpu_time)
+    limits.check()
+    isolate = settings.sandbox or settings.kernel_network is False
+    if settings.jupyter_url and (limits.active or isolate):
+        raise Unsupported(
+            "kernel limits and the sandbox apply to kernels nbrelay starts itself; in live mode "
+            "the Jupyter Server starts them.",
+            hint="Set limits on the Jupyter Server (or its Kernel/Enterprise Gateway), or run "
+            "nbrelay in file mode (--root).",
+        )
+    if settings.sandbox and settings.persist_sessions and settings.session_dir is not None:
+        raise Unsupported(
+            "a sandboxed kernel cannot write its saved session to --session-dir, which is "
+            "outside the notebook's folder.",
+            hint="Leave --session-dir unset: sessions are then kept next to each notebook "
+            "(.nbrelay-state), where the sandboxed kernel can write.",
+        )
+    sandbox: Sandbox | None = None
+    network = (
+        settings.kernel_network if settings.kernel_network is not None else not settings.sandbox
+    )
+    if settings.sandbox or not network:
+        if not sys.platform.startswith("linux"):
+            raise Unsupported(
+                "the kernel sandbox (--sandbox, --no-kernel-network) needs Linux namespaces.",
+                hint="Run nbrelay on Linux, or without those options.",
+            )
+        found = shutil.which("bwrap")
+        if found is None:
+            raise Unsupported(
+                "the kernel sandbox (--sandbox, --no-kernel-network) needs bubblewrap, and no "
+                "bwrap is on PATH.",
+                hint="Install it (Debian/Ubuntu: apt-get install bubblewrap), or run without "
+                "those options.",
+            )
+        sandbox = Sandbox(found, filesystem=settings.sandbox, network=network)
+        if probe:
+            sandbox.probe()
+    env = {**limits.environment()}
+    if not limits.active and sandbox is None:
+        return LaunchPolicy()
+    return IsolatedPolicy(
+        transport="ipc" if sandbox is not None else "tcp", env=env, limits=limits, sandbox=sandbox
+    )

@@ -1,0 +1,303 @@
+"""Kernel messages → nbformat outputs: the fold every execution path shares.
+
+``CellOutputs.feed(msg)`` takes the IOPub messages of one cell's execution, in order, and keeps the
+cell's outputs as Jupyter front ends show them:
+
+* consecutive ``stream`` messages of one name merge into one output; carriage returns and
+  backspaces are applied as a terminal would (``10%\\r20%\\r`` keeps ``20%\\r``: a trailing ``\\r``
+  waits for the next chunk), ANSI colours are kept (readers strip them);
+* ``clear_output`` clears at once, or with ``wait=True`` just before the next output arrives;
+* ``display_data`` with a ``transient.display_id`` can be replaced later by
+  ``update_display_data`` (in any cell of the same run: ``RunOutputs`` routes the update);
+* ``execute_result`` and ``error`` are stored as nbformat has them.
+
+Memory stays bounded whatever the kernel prints: past ``limit`` characters of stored text a cell
+keeps its first outputs, a notice saying how much was dropped, and the last ``tail`` characters.
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Msg = Mapping[str, Any]
+Output = dict[str, Any]
+
+_CR = re.compile(r"[^\n]*\r(?=[^\n])")
+_BS = re.compile(r"[^\n]\x08")
+_OUTPUT_TYPES = frozenset({"stream", "display_data", "execute_result", "error"})
+
+
+def msg_type_of(msg: Msg) -> str:
+    kind = msg.get("msg_type") or (msg.get("header") or {}).get("msg_type")
+    return str(kind or "")
+
+
+def terminal_text(text: str) -> str:
+    """Apply carriage returns and backspaces the way a terminal shows them."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        text = _CR.sub("", text)
+    while "\x08" in text:
+        new = _BS.sub("", text)
+        if new == text:
+            text = text.replace("\x08", "")
+            break
+        text = new
+    return text
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much output text one cell may store: ``limit`` in total, of which ``tail`` is kept
+    from the end once the limit is passed."""
+
+    limit: int = 1_000_000
+    tail: int = 20_000
+
+
+def _size(output: Output) -> int:
+    kind = output.get("output_type")
+    if kind == "stream":
+        return len(output.get("text", ""))
+    if kind == "error":
+        return sum(len(str(x)) for x in output.get("traceback") or []) + len(
+            str(output.get("evalue", ""))
+        )
+    total = 0
+    for value in (output.get("data") or {}).values():
+        total += len(value) if isinstance(value, str) else len(str(value))
+    return total
+
+
+def _bundle(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v for k, v in data.items()}
+
+
+class CellOutputs:
+    """The outputs of one cell, built from its execution's messages (see the module docstring)."""
+
+    def __init__(self, limits: Limits = Limits()) -> None:
+        self.limits = limits
+        self.execution_count: int | None = None
+        self._outputs: list[Output] = []
+        self._clear_pending = False
+        self._displays: dict[str, list[int]] = {}
+        self._stored = 0  # characters of text in _outputs
+        self._dropped = 0  # characters past the limit (the last ``tail`` of them are kept)
+        self._dropped_outputs = 0
+        self._after: list[Output] = []  # errors that arrived past the limit
+        self._tail: deque[str] = deque()
+        self._tail_len = 0
+        self._tail_name = "stdout"
+        self.printed = 0  # characters received in stream and text outputs, ever
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def truncated(self) -> bool:
+        return self._dropped > 0 or self._dropped_outputs > 0
+
+    def outputs(self) -> list[Output]:
+        """The nbformat outputs as they stand (a new list; output dicts are copies)."""
+        out = [copy.deepcopy(o) for o in self._outputs]
+        if self.truncated:
+            out.append(self._notice())
+            out.extend(copy.deepcopy(o) for o in self._after)
+        return out
+
+    def _notice(self) -> Output:
+        parts = []
+        dropped = self._dropped - self._tail_len
+        if dropped > 0:
+            parts.append(f"{dropped:,} characters")
+        if self._dropped_outputs:
+            n = self._dropped_outputs
+            parts.append(f"{n:,} output{'s' if n != 1 else ''}")
+        tail = terminal_text("".join(self._tail))
+        what = " and ".join(parts) or "nothing"
+        text = (
+            f"\n… [output past the {self.limits.limit:,}-character limit stored per cell: "
+            f"{what} dropped; the last part follows] …\n{tail}"
+        )
+        return {"output_type": "stream", "name": self._tail_name, "text": text}
+
+    def display_indexes(self, display_id: str) -> list[int]:
+        return list(self._displays.get(display_id, ()))
+
+    # -- folding --------------------------------------------------------------------------
+
+    def feed(self, msg: Msg) -> bool:
+        """Fold one IOPub message in; return whether the outputs changed."""
+        kind = msg_type_of(msg)
+        content = msg.get("content") or {}
+        if kind == "execute_input":
+            count = content.get("execution_count")
+            if isinstance(count, int):
+                self.execution_count = count
+            return False
+        if kind == "clear_output":
+            if content.get("wait"):
+                self._clear_pending = True
+                return False
+            return self._clear()
+        if kind == "update_display_data":
+            display_id = (content.get("transient") or {}).get("display_id")
+            return self.update_display(str(display_id), content) if display_id else False
+        if kind not in _OUTPUT_TYPES:
+            return False
+        if self._clear_pending:
+            self._clear_pending = False
+            self._clear()
+        if kind == "stream":
+            return self._stream(str(content.get("name", "stdout")), str(content.get("text", "")))
+        output = self._output(kind, content)
+        if kind == "execute_result" and isinstance(output.get("execution_count"), int):
+            self.execution_count = output["execution_count"]
+        size = _size(output)
+        self.printed += size
+        if self.truncated or self._stored + size > self.limits.limit:
+            if kind == "error":
+                # The error is what the agent needs most: keep it, after the notice.
+                self._after.append(output)
+            else:
+                self._dropped_outputs += 1
+            return True
+        self._outputs.append(output)
+        self._stored += size
+        display_id = (content.get("transient") or {}).get("display_id")
+        if kind == "display_data" and display_id:
+            self._displays.setdefault(str(display_id), []).append(len(self._outputs) - 1)
+        return True
+
+    def update_display(self, display_id: str, content: Mapping[str, Any]) -> bool:
+        """Replace the data of every output shown with ``display_id``; False if there is none."""
+        found = False
+        for k in self._displays.get(display_id, ()):
+            if k < len(self._outputs):
+                old = self._outputs[k]
+                new = dict(old)
+                new["data"] = _bundle(content.get("data"))
+                new["metadata"] = dict(content.get("metadata") or {})
+                self._stored += _size(new) - _size(old)
+                self._outputs[k] = new
+                found = True
+        return found
+
+    def _clear(self) -> bool:
+        had = bool(self._outputs) or self.truncated
+        self._outputs = []
+        self._displays = {}
+        self._stored = 0
+        self._dropped = 0
+        self._dropped_outputs = 0
+        self._after = []
+        self._tail.clear()
+        self._tail_len = 0
+        return had
+
+    @staticmethod
+    def _output(kind: str, content: Mapping[str, Any]) -> Output:
+        if kind == "error":
+            return {
+                "output_type": "error",
+                "ename": str(content.get("ename", "Error")),
+                "evalue": str(content.get("evalue", "")),
+                "traceback": [str(x) for x in content.get("traceback") or []],
+            }
+        out: Output = {
+            "output_type": kind,
+            "data": _bundle(content.get("data")),
+            "metadata": dict(content.get("metadata") or {}),
+        }
+        if kind == "execute_result":
+            count = content.get("execution_count")
+            out["execution_count"] = count if isinstance(count, int) else None
+        return out
+
+    def _stream(self, name: str, text: str) -> bool:
+        self.printed += len(text)
+        if not text:
+            return False
+        if self.truncated:
+            self._add_tail(name, text)
+            return True
+        last = self._outputs[-1] if self._outputs else None
+        if last is not None and last.get("output_type") == "stream" and last.get("name") == name:
+            old = str(last.get("text", ""))
+            merged = terminal_text(old + text)
+            room = self.limits.limit - (self._stored - len(old))
+            if len(merged) <= room:
+                last["text"] = merged
+                self._stored += len(merged) - len(old)
+                return True
+            keep = max(room, 0)
+            last["text"] = merged[:keep]
+            self._stored += keep - len(old)
+            self._add_tail(name, merged[keep:])
+            return True
+        text = terminal_text(text)
+        room = self.limits.limit - self._stored
+        if len(text) <= room:
+            self._outputs.append({"output_type": "stream", "name": name, "text": text})
+            self._stored += len(text)
+            return True
+        if room > 0:
+            self._outputs.append({"output_type": "stream", "name": name, "text": text[:room]})
+            self._stored += room
+        self._add_tail(name, text[max(room, 0) :])
+        return True
+
+    def _add_tail(self, name: str, text: str) -> None:
+        self._tail_name = name
+        self._tail.append(text)
+        self._tail_len += len(text)
+        self._dropped += len(text)
+        while self._tail and self._tail_len - len(self._tail[0]) >= self.limits.tail:
+            self._tail_len -= len(self._tail.popleft())
+        if self._tail_len > 2 * self.limits.tail and self._tail:
+            joined = "".join(self._tail)[-self.limits.tail :]
+            self._tail.clear()
+            self._tail.append(joined)
+            self._tail_len = len(joined)
+
+
+class RunOutputs:
+    """The outputs of the cells of one run, so that ``update_display_data`` sent while one cell
+    runs can update a display shown by an earlier cell of the same run."""
+
+    def __init__(self, limits: Limits = Limits()) -> None:
+        self.limits = limits
+        self.cells: dict[str, CellOutputs] = {}
+
+    def cell(self, key: str) -> CellOutputs:
+        found = self.cells.get(key)
+        if found is None:
+            found = self.cells[key] = CellOutputs(self.limits)
+        return found
+
+    def feed(self, key: str, msg: Msg) -> set[str]:
+        """Fold a message of cell ``key``'s execution; return the keys of the cells it changed."""
+        kind = msg_type_of(msg)
+        if kind == "update_display_data":
+            content = msg.get("content") or {}
+            display_id = (content.get("transient") or {}).get("display_id")
+            if not display_id:
+                return set()
+            return {k for k, c in self.cells.items() if c.update_display(str(display_id), content)}
+        return {key} if self.cell(key).feed(msg) else set()
+
+
+def fold(messages: Iterable[Msg], limits: Limits = Limits()) -> list[Output]:
+    """The outputs a sequence of one cell's IOPub messages produces."""
+    cell = CellOutputs(limits)
+    for msg in messages:
+        cell.feed(msg)
+    return cell.outputs()

@@ -1,0 +1,369 @@
+"""Notebooks on a Jupyter Server through its REST contents API: the live-mode fallback.
+
+Used when the server has no jupyter-collaboration (the live store probes for it). Each edit reads
+the notebook and its hash, plans against it, checks the hash again just before writing, then
+writes the whole notebook back. Jupyter Server has no conditional write, so a change saved in the
+moment between that check and the write can still be overwritten. A browser tab that has the
+notebook open does not see the change until it reloads, and saving from that tab would overwrite
+it: every edit result says so.
+
+Versions are the first 16 hex digits of the server's sha256 of the file, which is exactly the
+version file mode reports for the same bytes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import json
+from dataclasses import replace
+from typing import Any
+
+import anyio
+
+from nbrelay.errors import (
+    ConflictError,
+    NotebookExists,
+    NotebookInvalid,
+    NotebookNotFound,
+    PathError,
+    RemoteError,
+)
+from nbrelay.jupyter_api import JupyterAPI
+from nbrelay.notebook import validate
+from nbrelay.notebook.edits import Edit, InsertCells, UpdateCell, apply
+from nbrelay.notebook.model import Cell, Notebook, from_dict, serialize, version_of
+from nbrelay.stores.base import EditOutcome, Entry, LastSeen, Planner, Snapshot
+
+NOT_LIVE_NOTE = (
+    "This Jupyter Server has no jupyter-collaboration, so the change was saved to the file, not "
+    "shown live: a browser tab with the notebook open shows it only after a reload, and saving "
+    "from such a tab would overwrite it."
+)
+
+_MAX_PATH = 1024
+_MAX_LISTED_FOLDERS = 2000
+
+
+def normalize(path: str, *, suffix: str = ".ipynb") -> str:
+    """Check a notebook path given by an agent; return it relative, with ``/`` separators.
+
+    The same rules as file mode: no ``..``, no hidden part, no backslash, NUL or URL, and the
+    right suffix. The server enforces its own root on top.
+    """
+    value: object = path
+    if not isinstance(value, str) or not value.strip():
+        raise PathError("the path is empty.", hint='Give a path like "analysis.ipynb".')
+    if "\x00" in path or len(path) > _MAX_PATH:
+        raise PathError(
+            "the path contains a NUL byte or is too long.", hint="Give a normal file path."
+        )
+    if "\\" in path:
+        raise PathError(
+            f"the path {path!r} contains a backslash.",
+            hint='Use "/" to separate folders, relative to the root.',
+        )
+    if "://" in path:
+        raise PathError(
+            f"the path {path!r} looks like a URL.",
+            hint="Give a path relative to the Jupyter Server's root folder, not a URL.",
+        )
+    if path.startswith("/") or path.startswith("~"):
+        raise PathError(
+            f"the path {path!r} is absolute.",
+            hint="In live mode paths are relative to the Jupyter Server's root folder.",
+        )
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise PathError(
+            f"the path {path!r} contains '..'.",
+            hint="Paths may not leave the root folder; give a path relative to the root.",
+        )
+    if any(p.startswith(".") for p in parts):
+        raise PathError(
+            f"the path {path!r} is hidden (a part starts with '.').",
+            hint="Hidden files and folders are not served.",
+        )
+    if not parts:
+        raise PathError("the path names the root folder, not a notebook.")
+    if suffix and not parts[-1].endswith(suffix):
+        raise PathError(
+            f"the path {path!r} is not a {suffix} file.", hint=f"Notebook paths end in {suffix}."
+        )
+    return "/".join(parts)
+
+
+def timestamp(value: Any) -> float:
+    """A contents model's ``last_modified`` (ISO 8601) as epoch seconds (0 if absent)."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def plain_notebook(nb: Notebook) -> dict[str, Any]:
+    """The notebook as the JSON the server should store: nbformat's shape, without ``trusted``.
+
+    Dropping ``trusted`` keeps the server from signing a notebook whose outputs nbrelay wrote.
+    """
+    data: dict[str, Any] = json.loads(serialize(nb))
+    return data
+
+
+def changed_cells(cells: list[Cell], edits: tuple[Edit, ...]) -> list[Cell]:
+    """The cells an edit inserted or updated (the ones to validate)."""
+    ids: set[str] = set()
+    for e in edits:
+        if isinstance(e, InsertCells):
+            ids.update(str(c["id"]) for c in e.cells)
+        elif isinstance(e, UpdateCell):
+            ids.add(e.id)
+    return [c for c in cells if c["id"] in ids]
+
+
+class Paths:
+    """Agent paths ↔ server paths, below an optional folder of the server's root."""
+
+    def __init__(self, folder: str = "") -> None:
+        self.folder = normalize(folder, suffix="") if folder.strip("/") else ""
+
+    def relative(self, path: str) -> str:
+        return normalize(path)
+
+    def server(self, rel: str) -> str:
+        return f"{self.folder}/{rel}" if self.folder else rel
+
+    def folder_of(self, folder: str) -> str:
+        if folder in ("", ".", "/"):
+            return self.folder
+        return self.server(normalize(folder, suffix=""))
+
+    def back(self, server_path: str) -> str:
+        if self.folder:
+            return server_path[len(self.folder) + 1 :]
+        return server_path
+
+
+class ContentsStore:
+    """Notebooks of a Jupyter Server through REST (see the module docstring)."""
+
+    mode = "contents"
+
+    def __init__(self, api: JupyterAPI, *, folder: str = "") -> None:
+        self.api = api
+        self.paths = Paths(folder)
+        self._locks: dict[str, anyio.Lock] = {}
+        self._known: LastSeen[str] = LastSeen()  # per MCP session (reader)
+
+    def relative(self, path: str) -> str:
+        return self.paths.relative(path)
+
+    def _lock(self, rel: str) -> anyio.Lock:
+        lock = self._locks.get(rel)
+        if lock is None:
+            lock = self._locks[rel] = anyio.Lock()
+        return lock
+
+    # -- listing -------------------------------------------------------------------------
+
+    async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
+        top = self.paths.folder_of(folder)
+        found: builtins.list[Entry] = []
+        pending = [top]
+        seen = 0
+        while pending:
+            current = pending.pop(0)
+            seen += 1
+            if seen > _MAX_LISTED_FOLDERS:
+                break
+            try:
+                model = await self.api.get_contents(current, content=True)
+            except NotebookNotFound as exc:
+                if current == top:
+                    raise NotebookNotFound(
+                        f"folder {folder!r} does not exist.",
+                        hint="list_notebooks with no folder lists all.",
+                    ) from exc
+                continue
+            if model.get("type") != "directory":
+                raise PathError(f"{folder!r} is not a folder.")
+            children = model.get("content") or []
+            for child in sorted(children, key=lambda c: str(c.get("path", ""))):
+                name = str(child.get("name", ""))
+                if name.startswith("."):
+                    continue
+                kind = child.get("type")
+                if kind == "directory" and recursive:
+                    pending.append(str(child.get("path", "")))
+                elif kind == "notebook" or (kind == "file" and name.endswith(".ipynb")):
+                    size = child.get("size")
+                    found.append(
+                        Entry(
+                            self.paths.back(str(child["path"])),
+                            int(size) if isinstance(size, int) else 0,
+                            timestamp(child.get("last_modified")),
+                        )
+                    )
+        return sorted(found, key=lambda e: e.path)
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def _fetch(self, rel: str) -> Snapshot:
+        full = self.paths.server(rel)
+        try:
+            model = await self.api.get_contents(full, content=True, hash=True, type="notebook")
+        except NotebookNotFound as exc:
+            raise NotebookNotFound(
+                f"notebook {rel!r} does not exist.",
+                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+            ) from exc
+        except RemoteError as exc:
+            if "400" in exc.message:
+                raise NotebookInvalid(
+                    f"the Jupyter Server cannot read {rel!r} as a notebook: {exc.message}",
+                    hint="Open it in JupyterLab to see the problem, or restore it.",
+                ) from exc
+            raise
+        content = model.get("content")
+        nb = from_dict(content, name=rel)
+        digest = model.get("hash")
+        version = (
+            str(digest)[:16] if isinstance(digest, str) and digest else version_of(serialize(nb))
+        )
+        size = model.get("size")
+        return Snapshot(
+            path=rel,
+            notebook=nb,
+            version=version,
+            size=int(size) if isinstance(size, int) else None,
+            modified=timestamp(model.get("last_modified")),
+            problems=tuple(validate.problems(nb)),
+        )
+
+    async def _hash(self, rel: str) -> str | None:
+        model = await self.api.get_contents(self.paths.server(rel), content=False, hash=True)
+        digest = model.get("hash")
+        return str(digest)[:16] if isinstance(digest, str) and digest else None
+
+    def _observe(self, snap: Snapshot) -> Snapshot:
+        known = self._known.get(snap.path)
+        self._known[snap.path] = snap.version
+        changed = known is not None and known != snap.version
+        return replace(snap, changed_outside=True) if changed else snap
+
+    async def load(self, path: str) -> Snapshot:
+        rel = self.relative(path)
+        return self._observe(await self._fetch(rel))
+
+    # -- writing -------------------------------------------------------------------------
+
+    async def _write(self, rel: str, nb: Notebook) -> Snapshot:
+        full = self.paths.server(rel)
+        folder = full.rsplit("/", 1)[0] if "/" in full else ""
+        if folder:
+            await self.api.make_folders(folder)
+        await self.api.save_contents(
+            full, {"type": "notebook", "format": "json", "content": plain_notebook(nb)}
+        )
+        return await self._fetch(rel)
+
+    async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
+        rel = self.relative(path)
+        validate.check_notebook(notebook)
+        async with self._lock(rel):
+            if not overwrite and await self.api.exists(self.paths.server(rel)):
+                raise NotebookExists(
+                    f"{rel!r} already exists.",
+                    hint="Pick another path, or pass overwrite=true to replace it.",
+                )
+            snap = await self._write(rel, notebook)
+        self._known[rel] = snap.version
+        return snap
+
+    async def edit(
+        self,
+        path: str,
+        planner: Planner,
+        *,
+        expected_version: str | None,
+        guard_positions: bool,
+    ) -> EditOutcome:
+        rel = self.relative(path)
+        async with self._lock(rel):
+            before = await self._fetch(rel)
+            if expected_version is not None and expected_version != before.version:
+                raise ConflictError(
+                    f"{rel!r} changed since version {expected_version}: it is now version "
+                    f"{before.version}. Nothing was changed.",
+                    current=before.version,
+                    hint="Read the notebook again (read_notebook) and redo the edit against the "
+                    "new version.",
+                )
+            known = self._known.get(rel)
+            outside = known is not None and known != before.version
+            if outside and guard_positions and expected_version is None:
+                raise ConflictError(
+                    f"{rel!r} was changed by someone else since you last read it, and this edit "
+                    "addresses cells by position, which may now point at other cells. Nothing "
+                    "was changed.",
+                    current=before.version,
+                    hint="Read the notebook again, or address cells by id.",
+                )
+            if before.problems:
+                raise NotebookInvalid(
+                    f"{rel!r} fails nbformat validation: {'; '.join(before.problems)}.",
+                    hint="nbrelay never writes an invalid notebook. Fix it in JupyterLab, then "
+                    "retry.",
+                )
+            plan = planner(before.notebook)
+            if not plan.edits:
+                return EditOutcome(before, before, plan, changed_outside=outside)
+            cells = apply(before.notebook.cells, plan.edits)
+            validate.check_cells(changed_cells(cells, plan.edits))
+            after_nb = before.notebook.with_cells(cells)
+            after_nb.data["nbformat_minor"] = max(5, int(after_nb.data.get("nbformat_minor", 0)))
+            after_nb.ids_made = False
+            current = await self._hash(rel)
+            if current is not None and current != before.version:
+                raise ConflictError(
+                    f"{rel!r} was changed by someone else while nbrelay was editing it; your "
+                    "change was not applied.",
+                    current=current,
+                    hint="Read the notebook again and retry.",
+                )
+            after = await self._write(rel, after_nb)
+            self._known[rel] = after.version
+        return EditOutcome(before, after, plan, changed_outside=outside, notes=(NOT_LIVE_NOTE,))
+
+    async def remove(self, path: str) -> None:
+        rel = self.relative(path)
+        async with self._lock(rel):
+            await self._fetch(rel)
+            await self.api.delete_contents(self.paths.server(rel))
+            self._known.pop(rel, None)
+
+    async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
+        src_rel, dst_rel = self.relative(src), self.relative(dst)
+        if src_rel == dst_rel:
+            raise PathError(f"{src!r} and {dst!r} are the same file.")
+        snap = await self._fetch(src_rel)
+        if keep_source:
+            return await self.create(dst_rel, snap.notebook, overwrite=overwrite)
+        if await self.api.exists(self.paths.server(dst_rel)):
+            if not overwrite:
+                raise NotebookExists(
+                    f"{dst_rel!r} already exists.",
+                    hint="Pick another path, or pass overwrite=true to replace it.",
+                )
+            await self.api.delete_contents(self.paths.server(dst_rel))
+        full = self.paths.server(dst_rel)
+        if "/" in full:
+            await self.api.make_folders(full.rsplit("/", 1)[0])
+        await self.api.rename_contents(self.paths.server(src_rel), full)
+        self._known.pop(src_rel, None)
+        return await self.load(dst_rel)
+
+    async def aclose(self) -> None:
+        await self.api.aclose()

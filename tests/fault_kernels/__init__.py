@@ -1,0 +1,1 @@
+"""Kernels that misbehave on purpose: real ipykernel kernels, installed as kernelspecs."""

@@ -1,0 +1,72 @@
+"""Kernel fixtures: a private Jupyter data and runtime folder with the fault kernels, and
+servers whose kernels are real processes (stopped by the fixtures that start them)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from nbrelay.config import Settings
+from nbrelay.server import build_server
+from nbrelay.stores.files import FileStore
+from nbrelay.workspace import Workspace
+from tests.fault_kernels.install import install
+from tests.helpers import counter_ids
+
+
+@pytest.fixture(autouse=True)
+def jupyter_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Kernelspecs of the fault kernels in a private data folder; a private runtime folder (for
+    connection files)."""
+    data = tmp_path / "jupyter-data"
+    runtime = tmp_path / "jupyter-runtime"
+    runtime.mkdir()
+    install(data)
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    return runtime
+
+
+async def eventually(check: Callable[[], bool | Awaitable[bool]], seconds: float) -> None:
+    """Poll an outside state (a process, a file) until ``check`` holds; fail after ``seconds``."""
+    with anyio.fail_after(seconds):
+        while True:
+            done = check()
+            if not isinstance(done, bool):
+                done = await done
+            if done:
+                return
+            await anyio.sleep(0.1)
+
+
+def settings_for(root: Path, tmp_path: Path, **changes: object) -> Settings:
+    base = Settings(
+        root=root,
+        lock_dir=tmp_path / "locks",
+        kernel_pool=0,
+        interrupt_grace=3.0,
+    )
+    return base.replace(**changes)
+
+
+@contextlib.asynccontextmanager
+async def serve(settings: Settings) -> AsyncIterator[Client]:
+    ws = Workspace(
+        settings,
+        FileStore(settings.root, lock_dir=settings.lock_dir),
+        id_factory=counter_ids(),
+    )
+    async with Client(build_server(settings, ws), mode="legacy") as client:
+        yield client
+
+
+@pytest.fixture
+async def client(root: Path, tmp_path: Path) -> AsyncIterator[Client]:
+    """An MCP client on a server that runs code on local kernels (no warm pool)."""
+    async with serve(settings_for(root, tmp_path)) as c:
+        yield c

@@ -1,0 +1,345 @@
+"""Local kernels and the shared execution loop, on real ipykernel processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from nbrelay.errors import KernelError
+from nbrelay.kernels.base import LaunchPolicy
+from nbrelay.kernels.execution import Outcome, Policy, Runner
+from nbrelay.kernels.local import LocalKernels, LocalSession
+from nbrelay.notebook.outputs import CellOutputs, Output
+from nbrelay.notebook.render import output_text
+from tests.kernels.conftest import eventually
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def kernels() -> AsyncIterator[LocalKernels]:
+    provider = LocalKernels(pool_size=0)
+    try:
+        yield provider
+    finally:
+        await provider.aclose()
+
+
+async def run(runner: Runner, code: str, limit: float = 30) -> tuple[Outcome, list[Output]]:
+    cell = CellOutputs()
+    with anyio.fail_after(limit + 20):
+        outcome = await runner.execute(code, cell.feed, time_limit=limit)
+    return outcome, cell.outputs()
+
+
+def texts(outputs: list[Output]) -> str:
+    return "".join(output_text(o).text for o in outputs)
+
+
+async def test_every_kind_of_output_is_folded_into_nbformat_outputs(
+    kernels: LocalKernels, tmp_path: Path
+) -> None:
+    session = await kernels.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+    runner = Runner(session)
+    code = (
+        "import sys, base64\n"
+        "from IPython.display import display, HTML, Image, clear_output, update_display\n"
+        "print('out 1'); print('out 2')\n"
+        "sys.stderr.write('err\\n')\n"
+        "display(HTML('<b>bold</b>'))\n"
+        "h = display({'text/plain': 'v1'}, raw=True, display_id='d')\n"
+        "update_display({'text/plain': 'v2'}, raw=True, display_id='d')\n"
+        "png = base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==')\n"
+        "display(Image(png))\n"
+        "'result'"
+    )
+    outcome, outputs = await run(runner, code)
+    assert outcome.status == "ok"
+    assert outcome.execution_count == 1
+    kinds = [(o["output_type"], o.get("name")) for o in outputs]
+    assert kinds == [
+        ("stream", "stdout"),
+        ("stream", "stderr"),
+        ("display_data", None),
+        ("display_data", None),
+        ("display_data", None),
+        ("execute_result", None),
+    ]
+    assert outputs[0]["text"] == "out 1\nout 2\n"
+    assert outputs[2]["data"]["text/html"] == "<b>bold</b>"
+    assert outputs[3]["data"] == {"text/plain": "v2"}
+    assert "image/png" in outputs[4]["data"]
+    assert outputs[5]["data"]["text/plain"] == "'result'"
+    assert outputs[5]["execution_count"] == 1
+
+    outcome, outputs = await run(
+        runner,
+        "from IPython.display import clear_output\n"
+        "print('old')\nclear_output(wait=True)\nprint('new')\n1/0",
+    )
+    assert outcome.status == "error"
+    assert [o["output_type"] for o in outputs] == ["stream", "error"]
+    assert outputs[0]["text"] == "new\n"
+    assert outputs[1]["ename"] == "ZeroDivisionError"
+
+
+async def test_kernel_runs_in_the_notebook_folder_without_secrets(
+    kernels: LocalKernels, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NBRELAY_TOKEN", "nbrelay-secret")
+    monkeypatch.setenv("JUPYTER_TOKEN", "jupyter-secret")
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "api-secret")
+    monkeypatch.setenv("PLAIN_SETTING", "kept")
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    session = await kernels.session("sub/a.ipynb", kernel_name="python3", cwd=str(folder))
+    outcome, outputs = await run(
+        Runner(session),
+        "import os\nprint(os.getcwd())\n"
+        "print(sorted(k for k in os.environ if os.environ[k].endswith('-secret') or k == 'PLAIN_SETTING'))",
+    )
+    assert outcome.status == "ok"
+    assert texts(outputs) == f"{folder}\n['PLAIN_SETTING']\n"
+
+
+async def test_timeout_interrupts_and_keeps_variables(
+    kernels: LocalKernels, tmp_path: Path
+) -> None:
+    session = await kernels.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+    runner = Runner(session, Policy(interrupt_grace=5))
+    await run(runner, "x = 41")
+    started = time.monotonic()
+    outcome, outputs = await run(runner, "while True: pass", limit=2)
+    assert time.monotonic() - started < 4
+    assert outcome.status == "timeout"
+    assert outcome.message == "timed out after 2 s; kernel interrupted; variables kept"
+    assert not outcome.state_lost
+    assert outputs[-1]["ename"] == "KeyboardInterrupt"
+    outcome, outputs = await run(runner, "x + 1")
+    assert (outcome.status, texts(outputs)) == ("ok", "42")
+
+
+async def test_interrupt_stops_a_running_cell(kernels: LocalKernels, tmp_path: Path) -> None:
+    session = await kernels.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+    runner = Runner(session)
+    results: list[Outcome] = []
+
+    async def long_cell() -> None:
+        outcome, _ = await run(runner, "import time\nprint('started', flush=True)\ntime.sleep(60)")
+        results.append(outcome)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(long_cell)
+        await eventually(lambda: session.info.state == "busy", 20)
+        await anyio.sleep(0.3)
+        await runner.interrupt()
+    assert results[0].status == "error"
+    assert results[0].reply is not None
+    assert results[0].reply["ename"] == "KeyboardInterrupt"
+
+
+@pytest.mark.parametrize(
+    ("code", "how"),
+    [
+        ("os.kill(os.getpid(), 9)", "was killed by signal 9 (SIGKILL)"),
+        ("os._exit(3)", "exited with code 3"),
+    ],
+)
+async def test_a_kernel_that_dies_mid_run_is_detected_and_restarted(
+    kernels: LocalKernels, tmp_path: Path, code: str, how: str
+) -> None:
+    session = await kernels.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+    runner = Runner(session)
+    await run(runner, "x = 1")
+    old_pid = session.pid
+    started = time.monotonic()
+    outcome, outputs = await run(
+        runner, f"import os, time\nprint('before', flush=True)\ntime.sleep(0.5)\n{code}"
+    )
+    assert time.monotonic() - started < 3 + 0.5 + 10  # detection ≤ 3 s, then a restart
+    assert outcome.status == "died"
+    assert outcome.state_lost
+    assert outcome.message == (
+        f"the kernel {how} while running this code; the outputs it produced before are kept; "
+        "kernel restarted; all variables were lost: re-run the cells that define them"
+    )
+    assert texts(outputs) == "before\n"
+    assert session.pid != old_pid
+    outcome, outputs = await run(runner, "'x' in dir()")
+    assert (outcome.status, texts(outputs)) == ("ok", "False")
+
+
+async def test_a_kernel_that_ignores_interrupts_is_restarted_after_the_grace_period(
+    kernels: LocalKernels, tmp_path: Path
+) -> None:
+    session = await kernels.session("a.ipynb", kernel_name="fault-deaf", cwd=str(tmp_path))
+    runner = Runner(session, Policy(interrupt_grace=2))
+    started = time.monotonic()
+    outcome, _ = await run(runner, "while True: pass", limit=1)
+    assert time.monotonic() - started < 15
+    assert outcome.status == "timeout"
+    assert outcome.state_lost
+    assert outcome.message == (
+        "timed out after 1 s; kernel interrupted; it did not stop within 2 s of the interrupt; "
+        "kernel restarted; all variables were lost: re-run the cells that define them"
+    )
+    outcome, outputs = await run(runner, "6 * 7")
+    assert texts(outputs) == "42"
+
+
+async def test_a_kernel_that_fails_to_start_names_the_spec_and_its_stderr(
+    kernels: LocalKernels, tmp_path: Path
+) -> None:
+    with anyio.fail_after(60), pytest.raises(KernelError) as info:
+        await kernels.session("a.ipynb", kernel_name="fault-dies-at-start", cwd=str(tmp_path))
+    assert info.value.message == (
+        "the 'fault-dies-at-start' kernel died during start-up. Its last stderr lines:\n"
+        "fault kernel: failing at start, as asked"
+    )
+    with anyio.fail_after(60), pytest.raises(KernelError) as info:
+        await kernels.session("a.ipynb", kernel_name="fault-missing", cwd=str(tmp_path))
+    assert info.value.message.startswith("the 'fault-missing' kernel ")
+    assert "no-such-kernel-command" in info.value.message
+    with pytest.raises(KernelError) as info:
+        await kernels.session("a.ipynb", kernel_name="no-such-spec", cwd=str(tmp_path))
+    assert info.value.message == "no kernelspec named 'no-such-spec' is installed."
+    assert kernels.running() == []
+
+
+async def test_kernel_output_on_its_own_fds_never_reaches_ours(
+    kernels: LocalKernels, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    session = await kernels.session("a.ipynb", kernel_name="fault-chatty", cwd=str(tmp_path))
+    outcome, _ = await run(
+        Runner(session),
+        "import os, subprocess\nos.write(1, b'fd1\\n')\nos.system('echo shell')\n"
+        "subprocess.run(['echo', 'sub'])",
+    )
+    assert outcome.status == "ok"
+    await anyio.sleep(0.5)
+    assert capfd.readouterr().out == ""
+
+
+async def test_start_and_shutdown_leave_no_process_file_or_descriptor(
+    tmp_path: Path, jupyter_dirs: Path
+) -> None:
+    me = psutil.Process()
+
+    async def cycle() -> int:
+        provider = LocalKernels(pool_size=0)
+        try:
+            session = await provider.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+            outcome, _ = await run(Runner(session), "1 + 1")
+            assert outcome.status == "ok"
+            pid = session.pid
+            assert pid is not None
+        finally:
+            await provider.aclose()
+        return pid
+
+    await cycle()  # the first cycle opens what is kept for good (zmq context, imports)
+    fds = me.num_fds()
+    pids = [await cycle() for _ in range(4)]
+    await eventually(lambda: not any(_running(p) for p in pids), 10)
+    assert abs(me.num_fds() - fds) <= 5
+    assert list(jupyter_dirs.glob("kernel-*.json")) == []
+    assert [c for c in me.children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE] == []
+
+
+async def test_warm_kernel_moves_to_the_notebook_folder(tmp_path: Path) -> None:
+    provider = LocalKernels(pool_size=1, pool_cwd=str(tmp_path))
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    try:
+        async with anyio.create_task_group() as tg:
+            provider.attach(tg)
+            first = await provider.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+            await eventually(lambda: bool(provider._pool), 60)
+            warm_pid = provider._pool[0].pid
+            second = await provider.session("nb/b.ipynb", kernel_name="python3", cwd=str(folder))
+            assert second.pid == warm_pid != first.pid
+            _, outputs = await run(
+                Runner(second), "import os\nprint(os.getcwd(), os.environ['JPY_SESSION_NAME'])"
+            )
+            assert texts(outputs) == f"{folder} nb/b.ipynb\n"
+            assert second.info.cwd == str(folder)
+            tg.cancel_scope.cancel()
+    finally:
+        await provider.aclose()
+
+
+async def test_launch_policy_prefix_and_ipc_transport_apply_to_every_kernel(
+    tmp_path: Path,
+) -> None:
+    policy = LaunchPolicy(
+        argv_prefix=("env", "NBRELAY_POLICY_MARK=1"), transport="ipc", env={"EXTRA": "yes"}
+    )
+    provider = LocalKernels(policy=policy, pool_size=0)
+    try:
+        session = await provider.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+        assert isinstance(session, LocalSession)
+        assert session.km.transport == "ipc"
+        _, outputs = await run(
+            Runner(session),
+            "import os\nprint(os.environ.get('EXTRA'), 'NBRELAY_POLICY_MARK' in os.environ)",
+        )
+        assert texts(outputs) == "yes True\n"
+    finally:
+        await provider.aclose()
+
+
+def test_no_kernel_outlives_a_killed_server(tmp_path: Path) -> None:
+    """The server is SIGKILLed (no clean-up runs): its kernel still goes within seconds."""
+    import subprocess
+
+    script = (
+        "import anyio, sys\n"
+        "from nbrelay.kernels.local import LocalKernels\n"
+        "async def main():\n"
+        "    p = LocalKernels(pool_size=0)\n"
+        f"    s = await p.session('a.ipynb', kernel_name='python3', cwd={str(tmp_path)!r})\n"
+        "    sys.stderr.write(f'PID {s.pid}\\n'); sys.stderr.flush()\n"
+        "    await anyio.sleep(120)\n"
+        "anyio.run(main)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = ""
+        deadline = time.monotonic() + 60
+        while not line.startswith("PID") and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+        kernel_pid = int(line.split()[1])
+        assert psutil.pid_exists(kernel_pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _running(kernel_pid):
+            time.sleep(0.1)
+        assert not _running(kernel_pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -1,0 +1,74 @@
+"""Session and limit settings from Srcbook's srcbook-mcp.json, and sizes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nbrelay.cli import build_parser, settings_from
+from nbrelay.config import parse_size
+from nbrelay.errors import InvalidArgument
+
+SEED_CONFIG = {
+    "name": "srcbook-notebook",
+    "version": "1.0.0",
+    "description": "Srcbook notebook execution for AI agents",
+    "main": "./dist/mcp-server.js",
+    "capabilities": {"tools": True, "resources": True, "events": True},
+    "options": {
+        "maxSessions": 10,
+        "sessionTimeout": 3600000,
+        "executionTimeout": 30000,
+        "maxMemoryPerSession": "512MB",
+        "allowNetworkAccess": False,
+        "persistSessions": True,
+        "storageDirectory": "./notebook-sessions",
+    },
+}
+
+
+def test_the_seed_configuration_maps_onto_nbrelay_settings(tmp_path: Path) -> None:
+    cfg = tmp_path / "srcbook-mcp.json"
+    cfg.write_text(json.dumps(SEED_CONFIG))
+    args = build_parser().parse_args(["serve", "--config", str(cfg), "--max-sessions", "3"])
+    s = settings_from(args, environ={"NBRELAY_EXECUTION_TIMEOUT": "45"})
+    assert s.max_sessions == 3  # the flag wins
+    assert s.execution_timeout == 45.0  # then the environment
+    assert s.kernel_idle_timeout == 3600.0
+    assert s.kernel_memory == 512
+    assert s.kernel_network is False
+    assert s.persist_sessions is True
+    assert s.session_dir == tmp_path / "notebook-sessions"
+    plain = settings_from(build_parser().parse_args(["serve", "--config", str(cfg)]), environ={})
+    assert (plain.max_sessions, plain.execution_timeout) == (10, 30.0)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"options": []}', '"options" must be an object'),
+        ('{"options": {"maxSessions": 2, "turbo": true}}', "unknown option(s) turbo"),
+        ('{"options": {"maxMemoryPerSession": "lots"}}', "maxMemoryPerSession = 'lots'"),
+        ('{"options": {"maxSessions": -1}}', "outside the accepted range"),
+    ],
+)
+def test_bad_srcbook_configuration_names_the_problem(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    cfg = tmp_path / "srcbook-mcp.json"
+    cfg.write_text(content)
+    with pytest.raises(InvalidArgument) as info:
+        settings_from(build_parser().parse_args(["serve", "--config", str(cfg)]), environ={})
+    assert message in str(info.value)
+
+
+def test_sizes() -> None:
+    assert parse_size("512MB") == 512 * 2**20
+    assert parse_size("2 GiB") == 2 * 2**30
+    assert parse_size("1g") == 2**30
+    assert parse_size(4096) == 4096
+    with pytest.raises(InvalidArgument, match="is not a size"):
+        parse_size("big")

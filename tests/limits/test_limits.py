@@ -1,0 +1,220 @@
+"""Kernel limits and the sandbox, enforced for real on real kernels."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from nbrelay.config import Settings
+from nbrelay.errors import Unsupported
+from nbrelay.server import build_server
+from tests.helpers import call
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX kernels"),
+]
+
+NB = "work/nb.ipynb"
+
+
+async def run(client: Client, code: str) -> dict[str, Any]:
+    """Run scratch code in the notebook's kernel; return the one cell's result."""
+    done = await call(client, "execute", path=NB, code=code, wait=120)
+    assert done["status"] == "done", done
+    cell: dict[str, Any] = done["cells"][0]
+    return cell
+
+
+def text(cell: dict[str, Any]) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []))
+
+
+@pytest.fixture
+def folders(root: Path, tmp_path: Path) -> dict[str, Path]:
+    (root / "work").mkdir()
+    (root / "other").mkdir()
+    (root / "other" / "neighbour.txt").write_text("NEIGHBOUR")
+    (tmp_path / "canary.txt").write_text("CANARY")
+    return {"root": root, "work": root / "work", "outside": tmp_path}
+
+
+async def open_client(settings: Settings) -> AsyncIterator[Client]:
+    async with Client(build_server(settings), mode="auto") as c:
+        await call(c, "create_notebook", path=NB)
+        yield c
+
+
+@pytest.fixture
+async def limited(folders: dict[str, Path], tmp_path: Path) -> AsyncIterator[Client]:
+    settings = Settings(
+        root=folders["root"],
+        lock_dir=tmp_path / "locks",
+        kernel_memory=1024,
+        kernel_cpu_time=3,
+        kernel_pool=0,
+    )
+    async for c in open_client(settings):
+        yield c
+
+
+@pytest.fixture
+async def sandboxed(folders: dict[str, Path], tmp_path: Path) -> AsyncIterator[Client]:
+    settings = Settings(root=folders["root"], lock_dir=tmp_path / "locks", sandbox=True)
+    async for c in open_client(settings):
+        yield c
+
+
+async def test_memory_over_the_limit_is_a_clear_error_and_the_kernel_lives_on(
+    limited: Client,
+) -> None:
+    small = await run(limited, "block = bytearray(100 * 2**20)\nprint(len(block) // 2**20)")
+    assert text(small) == "100\n"
+    big = await run(limited, "huge = bytearray(3 * 2**30)")
+    assert big["status"] == "error"
+    assert "MemoryError: the kernel reached its memory limit of 1024 MB" in text(big)
+    after = await run(limited, "print(len(block) // 2**20)")
+    assert text(after) == "100\n"  # same kernel, state kept
+
+
+async def test_cpu_time_over_the_limit_is_a_clear_error_and_nbrelay_stays_up(
+    limited: Client,
+) -> None:
+    spin = await run(limited, "while True:\n    pass")
+    assert spin["status"] == "error"
+    assert "CPUTimeLimitExceeded: the kernel used up its CPU time limit of 3 s" in text(spin)
+    assert "__nbrelay_limits" not in text(spin)
+    listed = await call(limited, "list_notebooks")
+    assert listed["count"] == 1
+    fresh = await call(limited, "restart_kernel", path=NB)
+    assert fresh
+    assert text(await run(limited, "print(6 * 7)")) == "42\n"
+
+
+async def test_a_sandboxed_kernel_sees_only_its_folder(
+    sandboxed: Client, folders: dict[str, Path]
+) -> None:
+    work, outside = folders["work"], folders["outside"]
+    probe = f"""
+import os
+def attempt(action):
+    try:
+        return repr(action())
+    except Exception as exc:
+        return type(exc).__name__
+print("cwd", os.getcwd() == {str(work)!r})
+print("canary", attempt(lambda: open({str(outside / "canary.txt")!r}).read()))
+print("neighbour", attempt(lambda: open({str(folders["root"] / "other" / "neighbour.txt")!r}).read()))
+print("home", attempt(lambda: os.listdir(os.path.expanduser("~root"))))
+print("write-outside", attempt(lambda: open({str(outside / "escaped.txt")!r}, "w").write("x")))
+print("write-system", attempt(lambda: open("/usr/escaped.txt", "w").write("x")))
+print("write-etc", attempt(lambda: open("/etc/escaped.txt", "w").write("x")))
+print("write-root", attempt(lambda: open("/escaped.txt", "w").write("x")))
+print("write-own", attempt(lambda: open("made-here.txt", "w").write("ok")))
+print("tmp", attempt(lambda: open("/tmp/private.txt", "w").write("t")))
+print("shadow", attempt(lambda: open("/etc/shadow").read()))
+print("system", os.path.exists("/usr/bin/env"))
+"""
+    lines = dict(line.split(" ", 1) for line in text(await run(sandboxed, probe)).splitlines())
+    assert lines["cwd"] == "True"
+    assert lines["canary"] == "FileNotFoundError"
+    assert lines["neighbour"] == "FileNotFoundError"
+    assert lines["write-root"] == "OSError"  # read-only file system
+    assert lines["write-system"] == "OSError"  # read-only file system
+    assert lines["write-etc"] == "OSError"
+    assert lines["write-own"] == "2"
+    assert lines["tmp"] == "1"
+    assert lines["shadow"] in ("''", "PermissionError")
+    assert lines["system"] == "True"
+    assert "CANARY" not in str(lines)
+    assert "NEIGHBOUR" not in str(lines)
+    assert (work / "made-here.txt").read_text() == "ok"
+    assert not (outside / "escaped.txt").exists()
+    assert not Path("/usr/escaped.txt").exists()
+    assert not Path("/etc/escaped.txt").exists()
+    assert not Path("/escaped.txt").exists()
+    assert not Path("/tmp/private.txt").exists()
+
+
+async def test_a_sandboxed_kernel_has_no_network(sandboxed: Client) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        probe = f"""
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=5).close()
+    print("connected")
+except OSError as exc:
+    print("refused", type(exc).__name__)
+"""
+        result = text(await run(sandboxed, probe))
+    assert result.startswith("refused"), result
+
+
+async def test_network_can_be_cut_off_without_the_file_sandbox(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    settings = Settings(root=folders["root"], lock_dir=tmp_path / "locks", kernel_network=False)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        async for c in open_client(settings):
+            code = f"""
+import socket
+print(open({str(folders["outside"] / "canary.txt")!r}).read())
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=5).close()
+    print("connected")
+except OSError as exc:
+    print("refused")
+"""
+            assert text(await run(c, code)) == "CANARY\nrefused\n"
+
+
+async def test_the_sandbox_leaves_no_temporary_files(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    settings = Settings(root=folders["root"], lock_dir=tmp_path / "locks", sandbox=True)
+    code = (
+        "import os\nopen('/tmp/scratch', 'w').write('x')\n"
+        "print(*[n for n in os.listdir('/tmp') if n.startswith('nbrelay-ipc-')])"
+    )
+    async for c in open_client(settings):
+        sockets = text(await run(c, code)).split()
+        assert len(sockets) == 1  # its own socket folder is all the kernel sees of the host's /tmp
+        assert (Path("/tmp") / sockets[0]).is_dir()
+    # the server stopped, and its kernel with it: the socket folder is gone, /tmp untouched
+    assert not (Path("/tmp") / sockets[0]).exists()
+    assert not Path("/tmp/scratch").exists()
+
+
+def test_settings_the_machine_cannot_enforce_are_refused(
+    folders: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    for settings in (
+        Settings(root=folders["root"], sandbox=True),
+        Settings(root=folders["root"], kernel_network=False),
+    ):
+        with pytest.raises(Unsupported) as info:
+            build_server(settings)
+        assert "needs bubblewrap, and no bwrap is on PATH" in info.value.message
+        assert "apt-get install bubblewrap" in info.value.hint
+    monkeypatch.undo()
+    with pytest.raises(Unsupported, match="in live mode the Jupyter Server starts them"):
+        build_server(
+            Settings(root=folders["root"], kernel_memory=512, jupyter_url="http://127.0.0.1:9/")
+        )
+    assert shutil.which("bwrap")

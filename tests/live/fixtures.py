@@ -1,0 +1,66 @@
+"""Fixtures for live mode, loaded as a pytest plugin by the root conftest.
+
+``jupyter`` is one JupyterLab server (with jupyter-collaboration) for the whole session; each
+test gets a folder of its own in its root (``live_folder``), so tests never see each other's
+notebooks. Tests that restart or break a server start their own with ``start_jupyter``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.live.server import JupyterServer, free_port
+
+_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def jupyter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    base = tmp_path_factory.mktemp("jupyter")
+    server = JupyterServer(root=base / "root", work=base / "work", port=free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def live_folder(jupyter: JupyterServer) -> tuple[str, Path]:
+    """A fresh folder in the session server's root: (its server path, its local path)."""
+    name = f"t{next(_numbers):04d}"
+    path = jupyter.root / name
+    path.mkdir()
+    return name, path
+
+
+@pytest.fixture
+def start_jupyter(tmp_path: Path) -> Iterator[Callable[..., JupyterServer]]:
+    """Start servers of a test's own (stopped by PID at the end)."""
+    started: list[JupyterServer] = []
+
+    def start(
+        *, collaboration: bool = True, kind: str = "lab", args: Sequence[str] = ()
+    ) -> JupyterServer:
+        n = len(started)
+        server = JupyterServer(
+            root=tmp_path / f"root{n}",
+            work=tmp_path / f"work{n}",
+            port=free_port(),
+            collaboration=collaboration,
+            kind=kind,
+            extra_args=list(args),
+        )
+        started.append(server)
+        server.start()
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()

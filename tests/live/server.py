@@ -1,0 +1,200 @@
+"""A real Jupyter Server (JupyterLab + jupyter-collaboration) for the live-mode tests.
+
+It listens on 127.0.0.1 on a free port with a fixed token and serves a temporary root. Its
+configuration, data, runtime folders, collaboration session store and YStore all live in a
+temporary work folder, never in the repository. ``stop`` ends it by PID: SIGTERM to its process
+group, then SIGKILL after a grace period (a server with RTC clients connected can hang on
+SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+TOKEN = "nbrelay-test-token"  # a fixed token for a loopback test server
+
+
+async def wait_for(
+    check: Callable[[], Awaitable[bool] | bool], *, seconds: float, interval: float = 0.1
+) -> None:
+    """Poll ``check`` until it is true; fail after ``seconds``."""
+    with anyio.fail_after(seconds):
+        while True:
+            result = check()
+            if not isinstance(result, bool):
+                result = await result
+            if result:
+                return
+            await anyio.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _user_settings(folder: Path) -> None:
+    """JupyterLab settings for a quiet test browser: no news, no update checks."""
+    notification = (
+        folder / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    )
+    notification.parent.mkdir(parents=True, exist_ok=True)
+    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+
+
+@dataclass
+class JupyterServer:
+    """A running server; ``url`` ends with ``/``."""
+
+    root: Path
+    work: Path
+    port: int
+    collaboration: bool = True
+    kind: str = "lab"
+    token: str = TOKEN
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def log(self) -> Path:
+        return self.work / "server.log"
+
+    def _command(self) -> list[str]:
+        if self.kind == "gateway":
+            return [
+                sys.executable,
+                "-m",
+                "kernel_gateway",
+                "--KernelGatewayApp.ip=127.0.0.1",
+                f"--KernelGatewayApp.port={self.port}",
+                "--KernelGatewayApp.port_retries=0",
+                f"--KernelGatewayApp.auth_token={self.token}",
+                "--KernelGatewayApp.allow_origin=",
+                "--JupyterWebsocketPersonality.list_kernels=True",
+                *self.extra_args,
+            ]
+        args = [
+            sys.executable,
+            "-m",
+            "jupyterlab" if self.kind == "lab" else "jupyter_server",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--port-retries=0",
+            "--allow-root",
+            f"--ServerApp.root_dir={self.root}",
+            f"--IdentityProvider.token={self.token}",
+            f"--YDocExtension.session_store_path={self.work / 'collaboration_sessions.json'}",
+            f"--SQLiteYStore.db_path={self.work / 'ystore.db'}",
+            "--ServerApp.shutdown_no_activity_timeout=0",
+        ]
+        return [*args, *self.extra_args]
+
+    def start(self, timeout: float = 90.0) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "NBRELAY_", "JPY_"))
+        }
+        env.update(
+            JUPYTER_CONFIG_DIR=str(self.work / "config"),
+            JUPYTER_DATA_DIR=str(self.work / "data"),
+            JUPYTER_RUNTIME_DIR=str(self.work / "runtime"),
+            JUPYTERLAB_SETTINGS_DIR=str(self.work / "lab-settings"),
+            JUPYTERLAB_WORKSPACES_DIR=str(self.work / "lab-workspaces"),
+            IPYTHONDIR=str(self.work / "ipython"),
+            PYTHONUNBUFFERED="1",
+        )
+        _user_settings(self.work / "lab-settings")
+        # Language servers are not needed (and looking for them is slow).
+        extensions = {"jupyter_lsp": False}
+        if not self.collaboration:
+            extensions["jupyter_server_ydoc"] = False
+        config = self.work / "config" / "jupyter_server_config.json"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(json.dumps({"ServerApp": {"jpserver_extensions": extensions}}))
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self._command(),
+                cwd=self.work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.starts += 1
+        deadline = time.monotonic() + timeout
+        status = "api/kernelspecs" if self.kind == "gateway" else "api/status"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the Jupyter server exited with {self.proc.returncode}:\n{self.tail()}"
+                )
+            request = urllib.request.Request(  # noqa: S310 - a loopback http URL
+                self.url + status, headers={"Authorization": f"token {self.token}"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=2) as resp:  # noqa: S310
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the Jupyter server did not start within {timeout:g} s:\n{self.tail()}")
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the server's process group, then SIGKILL after ``grace`` seconds."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        # Kernels the server started run in its process group: make sure none is left.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def kill(self) -> None:
+        """SIGKILL the server at once (a crash)."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()

@@ -1,0 +1,172 @@
+"""Running code in live mode (the notebook's session kernel on the Jupyter Server), and on a
+Jupyter Kernel Gateway in file mode.
+
+A person's RTC client watches the cell: outputs must arrive while the cell runs, with
+JupyterLab's running state (``[*]``), which must be reset however the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+
+from nbrelay.config import Secret, Settings
+from nbrelay.jupyter_api import JupyterAPI
+from nbrelay.kernels.remote import RemoteKernels
+from nbrelay.server import build_server
+from nbrelay.stores.files import FileStore
+from nbrelay.workspace import Workspace
+from tests.helpers import call, counter_ids, notebook, write_notebook
+from tests.live.conftest import agent
+from tests.live.person import person
+from tests.live.server import JupyterServer, wait_for
+
+pytestmark = pytest.mark.anyio
+
+TICKS = "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.25)"
+
+
+def stored(path: Path) -> list[dict[str, Any]]:
+    """The file's cells (Jupyter Server rewrites files in place: a read mid-write is retried)."""
+    for _ in range(100):
+        try:
+            cells: list[dict[str, Any]] = json.loads(path.read_text())["cells"]
+            return cells
+        except ValueError:
+            time.sleep(0.01)
+    cells = json.loads(path.read_text())["cells"]
+    return cells
+
+
+async def test_outputs_stream_into_the_shared_cell_while_it_runs(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook(TICKS, "1/0"))
+    seen: list[tuple[float, Any, str]] = []
+    async with agent(jupyter, folder) as client, person(jupyter, f"{folder}/n.ipynb") as p:
+        await call(client, "execute", path="n.ipynb", code="1")  # the kernel is up
+        done = anyio.Event()
+
+        async def watch() -> None:
+            while not done.is_set():
+                cell = p.cell("c0")
+                outs = cell["outputs"]
+                text = str(outs[0]["text"]) if len(outs) else ""
+                seen.append((time.monotonic(), cell.get("execution_state"), text))
+                await anyio.sleep(0.02)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            result = await call(client, "execute", path="n.ipynb", cells=["c0"])
+            ended = time.monotonic()
+            await anyio.sleep(0.3)
+            done.set()
+        assert result["cells"][0]["status"] == "ok"
+        running = [s for s in seen if s[1] == "running"]
+        assert running, "the person never saw the cell running ([*])"
+        partial = {text for when, _, text in seen if when < ended - 0.2 and text}
+        assert len(partial) >= 3, f"outputs did not stream in while the cell ran: {partial}"
+        assert seen[-1][1] == "idle"
+        assert seen[-1][2] == "".join(f"{i}\n" for i in range(6))
+        # A failing run ends idle too, with its error in the cell.
+        failed = await call(client, "execute", path="n.ipynb", cells=["c1"])
+        assert failed["cells"][0]["status"] == "error"
+        await wait_for(lambda: p.cell("c1").get("execution_state") == "idle", seconds=5)
+        assert p.cell("c1")["outputs"][0]["output_type"] == "error"
+    on_disk = stored(local / "n.ipynb")
+    assert on_disk[0]["outputs"][0]["text"] == [f"{i}\n" for i in range(6)]
+    assert on_disk[0]["execution_count"] == result["cells"][0]["execution_count"]
+    assert on_disk[1]["outputs"][0]["ename"] == "ZeroDivisionError"
+    assert all("execution_state" not in c for c in on_disk)
+
+
+async def test_a_timed_out_run_is_interrupted_and_shows_idle(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("import time\ntime.sleep(60)"))
+    async with agent(jupyter, folder) as client, person(jupyter, f"{folder}/n.ipynb") as p:
+        result = await call(client, "execute", path="n.ipynb", cells=[0], timeout=2)
+        assert result["cells"][0]["status"] == "timeout"
+        await wait_for(lambda: p.cell("c0").get("execution_state") == "idle", seconds=10)
+        after = await call(client, "execute", path="n.ipynb", code="21 * 2")
+        assert after["cells"][0]["outputs"][0]["text"] == "42"
+
+
+async def _sessions(server: JupyterServer) -> list[dict[str, Any]]:
+    async with httpx2.AsyncClient(
+        base_url=server.url, headers={"Authorization": f"token {server.token}"}
+    ) as http:
+        resp = await http.get("api/sessions")
+        data: list[dict[str, Any]] = resp.json()
+        return data
+
+
+async def test_the_agent_runs_code_in_the_persons_kernel_and_leaves_it_running(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("shared = 'from the agent'"))
+    path = f"{folder}/n.ipynb"
+    # The person opens the notebook in JupyterLab, which starts its session kernel.
+    async with httpx2.AsyncClient(
+        base_url=jupyter.url, headers={"Authorization": f"token {jupyter.token}"}
+    ) as http:
+        resp = await http.post(
+            "api/sessions",
+            json={
+                "path": path,
+                "name": "n.ipynb",
+                "type": "notebook",
+                "kernel": {"name": "python3"},
+            },
+        )
+        kernel_id = resp.json()["kernel"]["id"]
+    async with agent(jupyter, folder) as client:
+        await call(client, "execute", path="n.ipynb", cells=[0])
+        value = await call(client, "execute", path="n.ipynb", code="shared")
+        assert value["cells"][0]["outputs"][0]["text"] == "'from the agent'"
+    mine = [s for s in await _sessions(jupyter) if s["path"] == path]
+    assert [s["kernel"]["id"] for s in mine] == [kernel_id]  # one session: the person's, alive
+
+
+async def test_kernels_on_a_kernel_gateway_run_file_mode_notebooks(
+    start_jupyter: Any, tmp_path: Path
+) -> None:
+    gateway: JupyterServer = start_jupyter(kind="gateway")
+    root = tmp_path / "files"
+    write_notebook(root / "g.ipynb", notebook("import os\nx = 6", "x * 7", "print(os.getpid())"))
+    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
+    kernels = RemoteKernels(JupyterAPI(gateway.url, Secret(gateway.token)), close_api=True)
+    ws = Workspace(
+        settings,
+        FileStore(root, lock_dir=tmp_path / "locks"),
+        id_factory=counter_ids(),
+        kernels=kernels,
+    )
+    async with Client(build_server(settings, ws)) as client:
+        result = await call(client, "execute", path="g.ipynb", cells=[":"])
+        assert [c["status"] for c in result["cells"]] == ["ok", "ok", "ok"]
+        assert result["cells"][1]["outputs"][0]["text"] == "42"
+        remote_pid = int(result["cells"][2]["outputs"][0]["text"])
+        listed = await call(client, "list_kernels")
+        assert [k["path"] for k in listed["kernels"]] == ["g.ipynb"]
+        await call(client, "restart_kernel", path="g.ipynb")
+        after = await call(client, "execute", path="g.ipynb", code="'x' in globals()")
+        assert after["cells"][0]["outputs"][0]["text"] == "False"
+    cells = stored(root / "g.ipynb")
+    assert cells[1]["outputs"][0]["data"]["text/plain"] == ["42"]
+    assert remote_pid > 0
+    # nbrelay started that kernel, so it shut it down when it stopped.
+    async with httpx2.AsyncClient(
+        base_url=gateway.url, headers={"Authorization": f"token {gateway.token}"}
+    ) as http:
+        assert (await http.get("api/kernels")).json() == []

@@ -1,0 +1,377 @@
+"""Live mode against a real Jupyter Server with jupyter-collaboration.
+
+A second RTC client (``tests.live.person``, built from upstream pycrdt parts only) plays the person
+in JupyterLab. What must hold: the person's keystrokes and the agent's edits both survive, cells
+are never duplicated, the person's document, a fresh client and the file on disk agree; changes
+made outside (the file rewritten under an open room, the server restarted) reach the agent as a
+conflict or a note, never as an edit applied at a stale index.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import websockets
+from mcp import Client
+
+from nbrelay.config import Secret
+from nbrelay.errors import InvalidArgument, NotebookInvalid, RemoteError
+from nbrelay.jupyter_api import JupyterAPI, base_url
+from nbrelay.notebook.model import parse
+from nbrelay.stores.contents import NOT_LIVE_NOTE
+from nbrelay.stores.rtc import RECONNECT_NOTE, RELOAD_NOTE
+from tests.helpers import call, call_error, code, notebook, write_notebook
+from tests.live.conftest import AGENT, agent, live_store
+from tests.live.person import fresh_sources, person
+from tests.live.server import JupyterServer, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+def disk(path: Path) -> tuple[list[str], list[str]]:
+    """(ids, sources) of the file; Jupyter Server rewrites files in place, so a read can land
+    mid-write: it is retried for a moment."""
+    for _ in range(100):
+        try:
+            nb = parse(path.read_bytes())
+            return nb.ids, [str(c["source"]) for c in nb.cells]
+        except NotebookInvalid:
+            time.sleep(0.01)
+    nb = parse(path.read_bytes())
+    return nb.ids, [str(c["source"]) for c in nb.cells]
+
+
+async def until_on_disk(path: Path, want: tuple[list[str], list[str]], seconds: float = 15) -> None:
+    def saved() -> bool:
+        try:
+            return disk(path) == want
+        except NotebookInvalid:  # Jupyter Server rewrites files in place: caught mid-write
+            return False
+
+    await wait_for(saved, seconds=seconds)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_a_person_types_while_the_agent_works_and_nothing_is_lost(
+    jupyter: JupyterServer, live_folder: tuple[str, Path], seed: int
+) -> None:
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("x = 0\n", "y = 0", "z = 0", "w = 0"))
+    rng = random.Random(seed)
+    typed = "".join(rng.choice(string.ascii_letters + " ") for _ in range(60))
+    expected: dict[str, str] = {"c0": "x = 0\n", "c1": "y = 0", "c2": "z = 0", "c3": "w = 0"}
+    agent_ops = 0
+    async with agent(jupyter, folder, prefix=f"s{seed}") as client:
+        await call(client, "read_notebook", path="n.ipynb")
+        await call(client, "execute", path="n.ipynb", code="0")  # the kernel is up
+        async with person(jupyter, f"{folder}/n.ipynb") as p:
+            done = anyio.Event()
+
+            async def type_keys() -> None:
+                await p.type("c0", typed, interval=0.05)  # 20 keystrokes a second
+                done.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(type_keys)
+                while not done.is_set():
+                    agent_ops += 1
+                    others = [cid for cid in expected if cid != "c0"]
+                    op = rng.choice(["insert", "edit", "move", "same", "run", "delete"])
+                    if op == "insert" or len(others) < 2:
+                        out = await call(
+                            client,
+                            "insert_cells",
+                            path="n.ipynb",
+                            cells=[f"v{agent_ops} = 1"],
+                            after=rng.choice(others),
+                        )
+                        expected[out["changed"][0]["id"]] = f"v{agent_ops} = 1"
+                    elif op == "edit":
+                        cid = rng.choice(others)
+                        await call(
+                            client, "edit_cell", path="n.ipynb", cell=cid, source=f"e{agent_ops}"
+                        )
+                        expected[cid] = f"e{agent_ops}"
+                    elif op == "move":
+                        cid = rng.choice(others)
+                        to = rng.randrange(len(expected))
+                        await call(client, "move_cells", path="n.ipynb", cells=[cid], to=to)
+                    elif op == "same":
+                        # The agent edits the line above the one the person is typing on.
+                        old = expected["c0"]
+                        await call(
+                            client,
+                            "edit_cell",
+                            path="n.ipynb",
+                            cell="c0",
+                            find=old.strip(),
+                            replace=f"x = {agent_ops}",
+                        )
+                        expected["c0"] = f"x = {agent_ops}\n"
+                    elif op == "run":
+                        # Run another cell, or the very cell the person is typing in.
+                        cid = rng.choice([*others, "c0"])
+                        await call(client, "execute", path="n.ipynb", cells=[cid], timeout=30)
+                    else:
+                        cid = rng.choice(others)
+                        await call(client, "delete_cells", path="n.ipynb", cells=[cid])
+                        del expected[cid]
+            assert agent_ops >= 10
+
+            # Let the last keystrokes reach the server, then compare every view.
+            async def agreed() -> bool:
+                return await fresh_sources(jupyter, f"{folder}/n.ipynb") == (p.ids(), p.sources())
+
+            await wait_for(agreed, seconds=10)
+            ids, sources = p.ids(), p.sources()
+        view = await call(client, "read_notebook", path="n.ipynb", full=True)
+    assert len(ids) == len(set(ids)), f"duplicated cells: {ids}"
+    assert set(ids) == set(expected)
+    by_id = dict(zip(ids, sources, strict=True))
+    assert by_id["c0"] == expected["c0"] + typed, "a keystroke or the agent's edit was lost"
+    assert {cid: by_id[cid] for cid in expected if cid != "c0"} == {
+        cid: src for cid, src in expected.items() if cid != "c0"
+    }
+    assert [c["id"] for c in view["cells"]] == ids
+    assert [c["source"] for c in view["cells"]] == sources
+    await until_on_disk(local / "n.ipynb", (ids, sources))
+
+
+async def _open_and_edit(client: Client) -> None:
+    await call(client, "edit_cell", path="n.ipynb", cell="c1", source="b1")
+
+
+async def test_the_file_rewritten_under_an_open_room_is_reported_not_overwritten(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("a", "b"))
+    async with agent(jupyter, folder) as client:
+        await _open_and_edit(client)  # the room is open and has been saved once
+        # Someone rewrites the file behind JupyterLab's back: a new first cell, c0 changed.
+        outside = notebook("a", "b1")
+        outside.cells.insert(0, code("new", "n0"))
+        outside.cells[1]["source"] = "A"
+        write_notebook(local / "n.ipynb", outside)
+
+        async def reloaded() -> bool:  # the server notices within its poll interval
+            return (await fresh_sources(jupyter, f"{folder}/n.ipynb"))[0] == ["n0", "c0", "c1"]
+
+        await wait_for(reloaded, seconds=15)
+        # An edit by position is refused: index 0 is now another cell.
+        text = await call_error(client, "edit_cell", path="n.ipynb", cell=0, source="zzz")
+        assert "inserted, deleted or moved cells" in text
+        view = await call(client, "read_notebook", path="n.ipynb")
+        assert RELOAD_NOTE in view["note"]
+        assert [c["id"] for c in view["cells"]] == ["n0", "c0", "c1"]
+        # An edit by id applies to the notebook as it is now.
+        await call(client, "edit_cell", path="n.ipynb", cell="c1", source="B")
+    assert disk(local / "n.ipynb") == (["n0", "c0", "c1"], ["new", "A", "B"])
+
+
+@pytest.mark.parametrize("crash", [True, False], ids=["killed", "stopped"])
+async def test_a_server_restart_means_a_fresh_document_and_a_note(
+    start_jupyter: Any, crash: bool
+) -> None:
+    server: JupyterServer = start_jupyter()
+    write_notebook(server.root / "n.ipynb", notebook("a", "b"))
+    async with agent(server) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+        if crash:
+            server.kill()
+        else:
+            server.stop(grace=5)
+        # While it is down the file changes and the server's update history is lost.
+        changed = notebook("a1", "b")
+        changed.cells.insert(0, code("top", "t0"))
+        write_notebook(server.root / "n.ipynb", changed)
+        (server.work / "ystore.db").unlink(missing_ok=True)
+        server.start()
+        text = await call_error(client, "edit_cell", path="n.ipynb", cell=1, source="no")
+        assert "inserted, deleted or moved cells" in text
+        assert RECONNECT_NOTE in text or "changed" in text
+        view = await call(client, "read_notebook", path="n.ipynb")
+        assert [c["id"] for c in view["cells"]] == ["t0", "c0", "c1"]
+        await call(client, "edit_cell", path="n.ipynb", cell="c1", source="b2")
+        fresh = await fresh_sources(server, "n.ipynb")
+    assert fresh == (["t0", "c0", "c1"], ["top", "a1", "b2"])
+    assert disk(server.root / "n.ipynb") == fresh
+
+
+async def test_a_dropped_connection_is_replaced_by_a_fresh_one_and_reported(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("a"))
+    store = live_store(jupyter, folder)
+    async with agent(jupyter, folder, store=store) as client:
+        await call(client, "read_notebook", path="n.ipynb")
+        room = store._rooms["n.ipynb"]
+        assert room.ws is not None
+        room.ws.transport.abort()  # the network drops
+        with anyio.fail_after(5):
+            await room.closed.wait()
+        view = await call(client, "read_notebook", path="n.ipynb")
+        assert RECONNECT_NOTE in view["note"]
+        assert store._rooms["n.ipynb"] is not room
+        await call(client, "edit_cell", path="n.ipynb", cell=0, source="after")
+    assert disk(local / "n.ipynb") == (["c0"], ["after"])
+
+
+async def test_without_collaboration_the_rest_api_is_used_and_the_agent_is_told(
+    start_jupyter: Any,
+) -> None:
+    server: JupyterServer = start_jupyter(collaboration=False)
+    async with agent(server) as client:
+        created = await call(client, "create_notebook", path="sub/n.ipynb", cells=["a = 1"])
+        edited = await call(
+            client,
+            "insert_cells",
+            path="sub/n.ipynb",
+            cells=["b = 2"],
+            expected_version=created["version"],
+        )
+        assert NOT_LIVE_NOTE in edited["note"]
+        assert disk(server.root / "sub" / "n.ipynb")[1] == ["a = 1", "b = 2"]
+        text = await call_error(
+            client,
+            "edit_cell",
+            path="sub/n.ipynb",
+            cell=0,
+            source="x",
+            expected_version=created["version"],
+        )
+        assert f"changed since version {created['version']}" in text
+        listed = await call(client, "list_notebooks")
+        assert [n["path"] for n in listed["notebooks"]] == ["sub/n.ipynb"]
+        # The version is the file's: the same bytes give the same version as in file mode.
+        from nbrelay.notebook.model import version_of
+
+        read = await call(client, "read_notebook", path="sub/n.ipynb")
+        assert read["version"] == version_of((server.root / "sub" / "n.ipynb").read_bytes())
+    assert disk(server.root / "sub" / "n.ipynb")[1] == ["a = 1", "b = 2"]
+
+
+async def _awareness_states(server: JupyterServer, seconds: float) -> list[dict[str, Any]]:
+    """Listen to JupyterLab's global awareness room as a browser would; return the states seen."""
+    import pycrdt
+
+    doc: pycrdt.Doc[Any] = pycrdt.Doc()
+    awareness = pycrdt.Awareness(doc)
+    seen: list[dict[str, Any]] = []
+    url = f"ws://127.0.0.1:{server.port}/api/collaboration/room/JupyterLab:globalAwareness"
+    async with websockets.connect(
+        url, additional_headers={"Authorization": f"token {server.token}"}
+    ) as ws:
+        await ws.send(pycrdt.create_sync_message(doc))
+        with anyio.move_on_after(seconds):
+            async for message in ws:
+                assert isinstance(message, bytes)
+                if message[0] == 0:
+                    reply = pycrdt.handle_sync_message(message[1:], doc)
+                    if reply is not None:
+                        await ws.send(reply)
+                elif message[0] == 1:
+                    awareness.apply_awareness_update(pycrdt.read_message(message[1:]), "remote")
+                    seen.append(json.loads(json.dumps(awareness.states)))
+    return seen
+
+
+async def test_the_agent_is_listed_among_online_collaborators_while_it_works(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("a"))
+    async with anyio.create_task_group() as tg:
+        result: list[list[dict[str, Any]]] = []
+
+        async def listen() -> None:
+            result.append(await _awareness_states(jupyter, 6))
+
+        tg.start_soon(listen)
+        await anyio.sleep(0.5)
+        async with agent(jupyter, folder, idle_close=1.0) as client:
+            await call(client, "read_notebook", path="n.ipynb")
+            await anyio.sleep(3)  # idle: the agent leaves after idle_close
+    states = result[0]
+    listed = [
+        s
+        for snapshot in states
+        for s in snapshot.values()
+        if s and s.get("user", {}).get("name") == AGENT
+    ]
+    assert listed, f"the agent never appeared in the global awareness: {states}"
+    assert listed[0]["current"] == f"notebook:{folder}/n.ipynb"
+    assert listed[0]["user"]["username"].startswith("nbrelay-")
+    last = states[-1]
+    assert not any(s and s.get("user", {}).get("name") == AGENT for s in last.values()), (
+        "the agent was still listed after it went idle"
+    )
+
+
+async def test_wrong_token_and_unreachable_server_are_clear_errors(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("a"))
+    bad = JupyterAPI(jupyter.url, Secret("not-the-token"))
+    with pytest.raises(RemoteError) as info:
+        await bad.get_contents(f"{folder}/n.ipynb")
+    assert "refused the request (403" in str(info.value)
+    assert "JUPYTER_TOKEN" in info.value.hint
+    assert "not-the-token" not in str(info.value)
+    await bad.aclose()
+    from tests.live.server import free_port
+
+    gone = JupyterAPI(f"http://127.0.0.1:{free_port()}/", Secret("t"))
+    with pytest.raises(RemoteError) as info:
+        await gone.get_contents("n.ipynb")
+    assert "cannot reach Jupyter Server at http://127.0.0.1:" in str(info.value)
+    await gone.aclose()
+    with pytest.raises(InvalidArgument, match="contains a token"):
+        base_url("http://127.0.0.1:8888/lab?token=abc")
+    assert (
+        base_url("http://127.0.0.1:8888/user/a/lab/tree/x.ipynb") == "http://127.0.0.1:8888/user/a/"
+    )
+    # The token never appears in a URL: the server logs every failed request's URL.
+    async with agent(jupyter, folder) as client:
+        await call_error(client, "read_notebook", path="missing.ipynb")
+    assert jupyter.token not in jupyter.log.read_text(errors="replace")
+
+
+async def test_nbrelay_serve_in_live_mode_over_stdio(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    import os
+    import sys
+
+    from mcp import StdioServerParameters
+
+    folder, local = live_folder
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NBRELAY_", "JUPYTER"))}
+    env["JUPYTER_TOKEN"] = jupyter.token
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nbrelay", "serve", "--jupyter-url", jupyter.url, "--kernel-pool", "0"],
+        env=env,
+    )
+    async with Client(params) as client:
+        created = await call(client, "create_notebook", path=f"{folder}/s.ipynb", cells=["1 + 1"])
+        await call(
+            client,
+            "edit_cell",
+            path=f"{folder}/s.ipynb",
+            cell=0,
+            source="2 + 2",
+            expected_version=created["version"],
+        )
+        ran = await call(client, "execute", path=f"{folder}/s.ipynb", cells=[0])
+        assert ran["cells"][0]["outputs"][0]["text"] == "4"
+    assert disk(local / "s.ipynb")[1] == ["2 + 2"]

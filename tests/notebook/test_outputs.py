@@ -1,0 +1,148 @@
+"""The pure fold from kernel messages to nbformat outputs, over recorded message sequences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nbformat
+
+from nbrelay.notebook.outputs import CellOutputs, Limits, RunOutputs, fold, terminal_text
+
+
+def msg(kind: str, **content: Any) -> dict[str, Any]:
+    """A message as jupyter_client hands it over (only the fields the fold reads)."""
+    return {"header": {"msg_type": kind}, "msg_type": kind, "content": content}
+
+
+def out(text: str, name: str = "stdout") -> dict[str, Any]:
+    return msg("stream", name=name, text=text)
+
+
+def display(data: dict[str, Any], display_id: str | None = None) -> dict[str, Any]:
+    transient = {"display_id": display_id} if display_id else {}
+    return msg("display_data", data=data, metadata={}, transient=transient)
+
+
+def valid(outputs: list[dict[str, Any]]) -> None:
+    cell = nbformat.v4.new_code_cell("x", outputs=[nbformat.from_dict(o) for o in outputs])
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nbformat.validate(nb)
+
+
+def test_consecutive_streams_of_one_name_merge() -> None:
+    outputs = fold([out("a\n"), out("b\n"), out("e\n", "stderr"), out("c\n")])
+    assert outputs == [
+        {"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
+        {"output_type": "stream", "name": "stderr", "text": "e\n"},
+        {"output_type": "stream", "name": "stdout", "text": "c\n"},
+    ]
+    valid(outputs)
+
+
+def test_carriage_returns_collapse_like_a_progress_bar() -> None:
+    chunks = ["  0%\r", " 50%\r", "100%\r", "\ndone\n"]
+    assert fold([out(c) for c in chunks])[0]["text"] == "100%\ndone\n"
+    # A trailing carriage return waits for the next chunk to overwrite the line.
+    assert fold([out("10%\r")])[0]["text"] == "10%\r"
+    assert terminal_text("abc\x08\x08d\n") == "ad\n"
+    assert terminal_text("a\r\nb") == "a\nb"
+
+
+def test_ansi_colours_are_kept_in_stored_outputs() -> None:
+    assert fold([out("\x1b[31mred\x1b[0m\n")])[0]["text"] == "\x1b[31mred\x1b[0m\n"
+
+
+def test_clear_output_now_and_clear_output_wait() -> None:
+    assert fold([out("old\n"), msg("clear_output", wait=False)]) == []
+    # wait=True keeps the old output until the next one arrives.
+    cell = CellOutputs()
+    cell.feed(out("frame 1\n"))
+    cell.feed(msg("clear_output", wait=True))
+    assert cell.outputs()[0]["text"] == "frame 1\n"
+    cell.feed(out("frame 2\n"))
+    assert cell.outputs() == [{"output_type": "stream", "name": "stdout", "text": "frame 2\n"}]
+
+
+def test_update_display_data_replaces_the_display_wherever_it_was_shown() -> None:
+    run = RunOutputs()
+    assert run.feed("c1", display({"text/plain": "0%"}, "bar")) == {"c1"}
+    assert run.feed("c2", out("working\n")) == {"c2"}
+    changed = run.feed(
+        "c2",
+        msg(
+            "update_display_data",
+            data={"text/plain": "100%"},
+            metadata={},
+            transient={"display_id": "bar"},
+        ),
+    )
+    assert changed == {"c1"}
+    assert run.cell("c1").outputs() == [
+        {"output_type": "display_data", "data": {"text/plain": "100%"}, "metadata": {}}
+    ]
+    assert (
+        run.feed("c2", msg("update_display_data", data={}, transient={"display_id": "x"})) == set()
+    )
+
+
+def test_execute_result_and_error_are_stored_as_nbformat_has_them() -> None:
+    cell = CellOutputs()
+    cell.feed(msg("execute_input", code="1", execution_count=7))
+    cell.feed(msg("execute_result", data={"text/plain": "1"}, metadata={}, execution_count=7))
+    cell.feed(msg("error", ename="ValueError", evalue="bad", traceback=["tb 1", "tb 2"]))
+    cell.feed(msg("status", execution_state="idle"))
+    assert cell.execution_count == 7
+    outputs = cell.outputs()
+    assert outputs == [
+        {
+            "output_type": "execute_result",
+            "data": {"text/plain": "1"},
+            "metadata": {},
+            "execution_count": 7,
+        },
+        {
+            "output_type": "error",
+            "ename": "ValueError",
+            "evalue": "bad",
+            "traceback": ["tb 1", "tb 2"],
+        },
+    ]
+    valid(outputs)
+
+
+def test_an_output_flood_keeps_the_start_a_notice_and_the_end() -> None:
+    cell = CellOutputs(Limits(limit=1000, tail=100))
+    for i in range(10_000):
+        cell.feed(out(f"line {i:05d} " + "x" * 40 + "\n"))
+    outputs = cell.outputs()
+    assert len(outputs) == 2
+    head, notice = outputs[0]["text"], outputs[1]["text"]
+    assert len(head) == 1000
+    assert head.startswith("line 00000 ")
+    assert notice.startswith("\n… [output past the 1,000-character limit stored per cell: ")
+    assert "characters dropped; the last part follows] …\n" in notice
+    assert notice.endswith("line 09999 " + "x" * 40 + "\n")
+    assert len(notice) < 400
+    cell.feed(display({"text/plain": "late"}))
+    assert " characters and 1 output dropped; " in cell.outputs()[-1]["text"]
+    # an error still gets through: it is what the agent needs most
+    cell.feed(msg("error", ename="E", evalue="v", traceback=[]))
+    assert [o["output_type"] for o in cell.outputs()] == ["stream", "stream", "error"]
+    valid(cell.outputs())
+    assert cell.printed > 500_000
+
+
+def test_clear_output_resets_a_flooded_cell() -> None:
+    cell = CellOutputs(Limits(limit=100, tail=10))
+    cell.feed(out("y" * 500))
+    assert cell.truncated
+    cell.feed(msg("clear_output", wait=False))
+    cell.feed(out("fresh\n"))
+    assert cell.outputs() == [{"output_type": "stream", "name": "stdout", "text": "fresh\n"}]
+
+
+def test_messages_that_are_not_outputs_change_nothing() -> None:
+    cell = CellOutputs()
+    for kind in ("status", "execute_input", "comm_open", "comm_msg"):
+        assert not cell.feed(msg(kind, execution_state="busy"))
+    assert cell.outputs() == []

@@ -1,0 +1,656 @@
+"""Profile srcbook: the specification's tools, sessions, TypeScript on Deno, resources, events."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import nbformat
+import pytest
+from mcp import Client
+from mcp.client.subscriptions import ResourceUpdated
+from mcp_types import EmbeddedResource, ImageContent, TextResourceContents
+
+from nbrelay.config import Settings
+from nbrelay.notebook.model import parse
+from nbrelay.server import build_server
+from nbrelay.tools.srcbook import js_literal
+from tests.helpers import call, call_error, text_of
+from tests.live.person import person
+from tests.live.server import JupyterServer, wait_for
+from tests.profiles.conftest import ProfileClient
+
+pytestmark = pytest.mark.anyio
+
+# The specification's input schemas: name -> (properties, required). Each property is
+# (JSON type, enum or None, default or MISSING, description or None).
+MISSING = object()
+SEED_TOOLS: dict[str, tuple[dict[str, tuple[str, Any, Any, str | None]], list[str]]] = {
+    "notebook_create": (
+        {
+            "name": ("string", None, MISSING, "Human-readable notebook name"),
+            "language": ("string", ["typescript", "javascript"], "typescript", None),
+            "description": ("string", None, MISSING, "Notebook purpose/description"),
+            "tsconfig": ("object", None, MISSING, "TypeScript compiler options"),
+        },
+        ["name"],
+    ),
+    "notebook_list": (
+        {"filter": ("string", ["active", "suspended", "all"], "active", None)},
+        [],
+    ),
+    "notebook_delete": (
+        {"session_id": ("string", None, MISSING, "Notebook session identifier")},
+        ["session_id"],
+    ),
+    "cell_add": (
+        {
+            "session_id": ("string", None, MISSING, None),
+            "type": ("string", ["code", "markdown"], "code", None),
+            "content": ("string", None, MISSING, "Cell content (code or markdown)"),
+            "position": ("integer", None, MISSING, "Insert position (default: end)"),
+        },
+        ["session_id", "content"],
+    ),
+    "cell_execute": (
+        {
+            "session_id": ("string", None, MISSING, None),
+            "cell_id": ("string", None, MISSING, "Specific cell ID or 'all' for all cells"),
+            "timeout": ("integer", None, 30000, "Execution timeout in milliseconds"),
+        },
+        ["session_id", "cell_id"],
+    ),
+    "cell_update": (
+        {
+            "session_id": ("string", None, MISSING, None),
+            "cell_id": ("string", None, MISSING, None),
+            "content": ("string", None, MISSING, "New cell content"),
+        },
+        ["session_id", "cell_id", "content"],
+    ),
+    "cell_delete": (
+        {
+            "session_id": ("string", None, MISSING, None),
+            "cell_id": ("string", None, MISSING, None),
+        },
+        ["session_id", "cell_id"],
+    ),
+    "notebook_export": (
+        {
+            "session_id": ("string", None, MISSING, None),
+            "format": ("string", ["json", "markdown", "html", "pdf"], "json", None),
+            "include_outputs": ("boolean", None, True, None),
+        },
+        ["session_id"],
+    ),
+    "notebook_import": (
+        {
+            "content": ("string", None, MISSING, "Notebook content to import"),
+            "format": ("string", ["json", "markdown", "ipynb"], "json", None),
+        },
+        ["content"],
+    ),
+    "cell_visualize": (
+        {
+            "session_id": ("string", None, MISSING, None),
+            "cell_id": ("string", None, MISSING, None),
+            "type": ("string", ["chart", "table", "graph", "auto"], "auto", None),
+            "options": ("object", None, MISSING, "Visualization-specific options"),
+        },
+        ["session_id", "cell_id"],
+    ),
+}
+SEED_FIRST_LINES = {
+    "notebook_create": "Creates a new notebook session with specified configuration.",
+    "notebook_list": "Lists all active notebook sessions.",
+    "notebook_delete": "Terminates and cleans up a notebook session.",
+    "cell_add": "Adds a new cell to the notebook.",
+    "cell_execute": "Executes a code cell and returns results.",
+    "cell_update": "Updates an existing cell's content.",
+    "cell_delete": "Removes a cell from the notebook.",
+    "notebook_export": "Exports notebook in various formats.",
+    "notebook_import": "Imports a notebook from various formats.",
+    "cell_visualize": "Generates visualizations from cell data.",
+}
+
+STATE = "notebook://session/{}/state"
+HISTORY = "notebook://session/{}/history"
+
+# The specification's Example 1 and Example 2, verbatim.
+SALES_DATA = """
+    const salesData = [
+      { month: 'Oct', revenue: 125000, units: 543 },
+      { month: 'Nov', revenue: 148000, units: 621 },
+      { month: 'Dec', revenue: 172000, units: 701 }
+    ];
+    console.log('Data loaded:', salesData.length, 'months');
+  """
+SALES_SUMMARY = """
+    const totalRevenue = salesData.reduce((sum, m) => sum + m.revenue, 0);
+    const avgRevenue = totalRevenue / salesData.length;
+    console.log('Q4 Summary:');
+    console.log('- Total Revenue: $' + totalRevenue.toLocaleString());
+    console.log('- Average Monthly: $' + avgRevenue.toLocaleString());
+  """
+BUBBLE = """
+    // Bubble sort implementation
+    function bubbleSort(arr: number[]): number[] {
+      const n = arr.length;
+      for (let i = 0; i < n - 1; i++) {
+        for (let j = 0; j < n - i - 1; j++) {
+          if (arr[j] > arr[j + 1]) {
+            [arr[j], arr[j + 1]] = [arr[j + 1], arr[j]];
+          }
+        }
+      }
+      return arr;
+    }
+  """
+QUICK = """
+    // Quick sort implementation
+    function quickSort(arr: number[]): number[] {
+      if (arr.length <= 1) return arr;
+      const pivot = arr[0];
+      const left = arr.slice(1).filter(x => x < pivot);
+      const right = arr.slice(1).filter(x => x >= pivot);
+      return [...quickSort(left), pivot, ...quickSort(right)];
+    }
+  """
+BENCH = """
+    const testData = Array.from({length: 1000}, () => Math.random() * 1000);
+
+    console.time('Bubble Sort');
+    bubbleSort([...testData]);
+    console.timeEnd('Bubble Sort');
+
+    console.time('Quick Sort');
+    quickSort([...testData]);
+    console.timeEnd('Quick Sort');
+  """
+
+
+async def test_tools_list_is_the_specifications(profile_client: ProfileClient) -> None:
+    async with profile_client("srcbook") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert list(tools) == list(SEED_TOOLS)
+    for name, (props, required) in SEED_TOOLS.items():
+        schema = tools[name].input_schema
+        assert sorted(schema["properties"]) == sorted(props), name
+        assert sorted(schema.get("required", [])) == sorted(required), name
+        for param, (kind, enum, default, description) in props.items():
+            prop = schema["properties"][param]
+            assert prop["type"] == kind, (name, param)
+            assert prop.get("enum") == enum, (name, param)
+            assert prop.get("default", MISSING) == default, (name, param)
+            if description is not None:
+                assert prop["description"] == description, (name, param)
+        assert (tools[name].description or "").splitlines()[0] == SEED_FIRST_LINES[name]
+
+
+async def test_example_1_data_analysis_workflow(kernel_client: ProfileClient, root: Path) -> None:
+    """The specification's Example 1, call for call, on the Deno kernel; then what an agent does
+    next with the same session: visualise, export, re-import, read the resources, delete."""
+    events: list[dict[str, Any]] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        events.append(json.loads(message or "{}"))
+
+    async with kernel_client("srcbook") as client:
+        created = await call(
+            client,
+            "notebook_create",
+            name="Sales Analysis Q4 2024",
+            description="Quarterly sales data analysis",
+        )
+        session_id = created["session_id"]
+        assert session_id.startswith("sales-analysis-q4-2024-")
+        assert created["language"] == "typescript"
+        assert created["status"] == "active"
+        assert created["kernel"] == "deno"
+        data_cell = (await call(client, "cell_add", session_id=session_id, content=SALES_DATA))[
+            "cell_id"
+        ]
+        executed = await client.call_tool(
+            "cell_execute",
+            {"session_id": session_id, "cell_id": data_cell},
+            progress_callback=progress,
+        )
+        first = json.loads(text_of(executed))
+        assert first["stdout"] == "Data loaded: 3 months\n"
+        assert first["status"] == "ok"
+        assert first["execution_count"] == 1
+        assert [e["event"] for e in events] == [
+            "notebook.cell.executing",
+            "notebook.cell.output",
+            "notebook.cell.completed",
+            "notebook.state.changed",
+        ]
+        assert events[1]["text"] == "Data loaded: 3 months\n"
+        assert {e["session_id"] for e in events} == {session_id}
+
+        await call(client, "cell_add", session_id=session_id, content=SALES_SUMMARY)
+        results = await call(client, "cell_execute", session_id=session_id, cell_id="all")
+        assert results["status"] == "ok"
+        assert [c["status"] for c in results["cells"]] == ["ok", "ok"]
+        assert results["stdout"] == (
+            "Data loaded: 3 months\n"
+            "Q4 Summary:\n"
+            "- Total Revenue: $445,000\n"
+            "- Average Monthly: $148,333.333\n"
+        )
+
+        # Show the data: the cell's result as a chart (drawn from what Deno displayed), and a
+        # derived table through an expression evaluated in the session's kernel.
+        shown = await call(client, "cell_add", session_id=session_id, content="salesData")
+        await call(client, "cell_execute", session_id=session_id, cell_id=shown["cell_id"])
+        chart = await client.call_tool(
+            "cell_visualize",
+            {"session_id": session_id, "cell_id": shown["cell_id"], "type": "chart"},
+        )
+        picture = [b for b in chart.content if isinstance(b, ImageContent)]
+        assert len(picture) == 1
+        assert base64.b64decode(picture[0].data).startswith(b"\x89PNG")
+        described = json.loads(text_of(chart))
+        assert (described["kind"], described["x"], described["y"]) == (
+            "chart",
+            "month",
+            ["revenue", "units"],
+        )
+        table = await call(
+            client,
+            "cell_visualize",
+            session_id=session_id,
+            cell_id=shown["cell_id"],
+            type="table",
+            options={
+                "expression": "salesData.map(m => ({ month: m.month, price: m.revenue / m.units }))"
+            },
+        )
+        assert table["columns"] == ["month", "price"]
+        assert table["rows"][0][0] == "Oct"
+        assert round(table["rows"][0][1], 2) == 230.2
+
+        markdown = await call(client, "notebook_export", session_id=session_id, format="markdown")
+        assert "```typescript" in markdown["content"]
+        assert "Q4 Summary:" in markdown["content"]
+        exported = await call(client, "notebook_export", session_id=session_id)
+        nb = nbformat.reads(exported["content"], as_version=4)
+        nbformat.validate(nb)
+        assert nb.metadata["srcbook"]["name"] == "Sales Analysis Q4 2024"
+        bare = await call(client, "notebook_export", session_id=session_id, include_outputs=False)
+        stripped = nbformat.reads(bare["content"], as_version=4)
+        assert [c.outputs for c in stripped.cells if c.cell_type == "code"] == [[], [], []]
+
+        copy = await call(client, "notebook_import", content=exported["content"])
+        assert copy["session_id"] != session_id
+        assert copy["name"] == "Sales Analysis Q4 2024"
+        assert copy["cell_count"] == 3
+        rerun = await call(client, "cell_execute", session_id=copy["session_id"], cell_id="all")
+        assert rerun["stdout"].startswith("Data loaded: 3 months\nQ4 Summary:")
+
+        state = await client.read_resource(f"notebook://session/{session_id}/state")
+        block = state.contents[0]
+        assert isinstance(block, TextResourceContents)
+        assert block.mime_type == "application/json"
+        view = json.loads(block.text)
+        assert next(c["cell_id"] for c in view["cells"]) == data_cell
+        assert view["cells"][1]["outputs"][0]["text"].startswith("Q4 Summary:")
+        history = await client.read_resource(f"notebook://session/{session_id}/history")
+        runs = json.loads(history.contents[0].text)["executions"]  # type: ignore[union-attr]
+        assert [r["status"] for r in runs] == ["ok"] * len(runs)
+        assert len(runs) == 4
+
+        listed = await call(client, "notebook_list")
+        assert {s["session_id"] for s in listed["sessions"]} == {session_id, copy["session_id"]}
+        assert (await call(client, "notebook_delete", session_id=session_id))["deleted"]
+        listed = await call(client, "notebook_list", filter="all")
+        assert [s["session_id"] for s in listed["sessions"]] == [copy["session_id"]]
+        assert "no session has id" in await call_error(
+            client, "cell_add", session_id=session_id, content="1"
+        )
+    assert not (root / f"{session_id}.ipynb").exists()
+
+
+async def test_example_2_code_testing(kernel_client: ProfileClient) -> None:
+    async with kernel_client("srcbook") as client:
+        session_id = (
+            await call(
+                client, "notebook_create", name="Algorithm Comparison", language="typescript"
+            )
+        )["session_id"]
+        for content in (BUBBLE, QUICK, BENCH):
+            await call(client, "cell_add", session_id=session_id, content=content)
+        results = await call(client, "cell_execute", session_id=session_id, cell_id="all")
+    assert results["status"] == "ok"
+    lines = results["stdout"].splitlines()
+    assert [line.split(":")[0] for line in lines] == ["Bubble Sort", "Quick Sort"]
+    assert all(line.endswith("ms") for line in lines)
+    assert len(results["cells"]) == 3
+
+
+async def test_errors_timeouts_and_javascript(kernel_client: ProfileClient) -> None:
+    async with kernel_client("srcbook", interrupt_grace=1.0) as client:
+        session_id = (
+            await call(client, "notebook_create", name="Edge cases", language="javascript")
+        )["session_id"]
+        ok = await call(client, "cell_add", session_id=session_id, content="let n = 41; n + 1")
+        bad = await call(
+            client, "cell_add", session_id=session_id, content="throw new Error('boom')"
+        )
+        after = await call(client, "cell_add", session_id=session_id, content="'still here'")
+        ran = await call(client, "cell_execute", session_id=session_id, cell_id="all")
+        assert ran["status"] == "error"
+        assert [c["cell_id"] for c in ran["cells"]] == [ok["cell_id"], bad["cell_id"]]
+        assert "result" not in ran  # the cell that failed returned nothing
+        assert ran["cells"][0]["result"] == "42"
+        assert ran["error"]["name"] == "Error"
+        assert ran["error"]["message"] == "boom"
+        slow = await call(
+            client,
+            "cell_add",
+            session_id=session_id,
+            content="console.log('waiting'); await new Promise(r => setTimeout(r, 20000));",
+        )
+        timed = await call(
+            client, "cell_execute", session_id=session_id, cell_id=slow["cell_id"], timeout=1500
+        )
+        assert timed["status"] == "timeout"
+        assert timed["error"]["name"] == "TimeoutError"
+        assert "timed out after 1.5 s" in timed["error"]["message"]
+        assert timed["stdout"] == "waiting\n"
+        assert timed["execution_time_ms"] < 15000
+        # Whether the kernel survived the interrupt (Deno does not) is said in plain words.
+        assert ("variables kept" in timed["error"]["message"]) != ("note" in timed)
+        again = await call(client, "cell_execute", session_id=session_id, cell_id=after["cell_id"])
+        assert (again["status"], again["result"]) == ("ok", '"still here"')
+        assert "more than 0" in await call_error(
+            client, "cell_execute", session_id=session_id, cell_id=ok["cell_id"], timeout=0
+        )
+
+
+async def test_cell_operations_and_bad_input(profile_client: ProfileClient, root: Path) -> None:
+    async with profile_client("srcbook") as client:
+        session_id = (await call(client, "notebook_create", name="Cells"))["session_id"]
+        a = await call(
+            client, "cell_add", session_id=session_id, content="# Title", type="markdown"
+        )
+        b = await call(client, "cell_add", session_id=session_id, content="const b = 2;")
+        c = await call(
+            client, "cell_add", session_id=session_id, content="const a = 1;", position=1
+        )
+        assert (a["position"], b["position"], c["position"]) == (0, 1, 1)
+        updated = await call(
+            client, "cell_update", session_id=session_id, cell_id=b["cell_id"], content="b * 2"
+        )
+        assert updated == {"cell_id": b["cell_id"], "position": 2}
+        assert await call(client, "cell_delete", session_id=session_id, cell_id=c["cell_id"]) == {
+            "cell_id": c["cell_id"],
+            "deleted": True,
+        }
+        path = root / f"{session_id}.ipynb"
+        before = path.read_bytes()
+        for tool, args, message in [
+            ("cell_add", {"session_id": "../outside", "content": "x"}, "not a session id"),
+            ("cell_add", {"session_id": "nope-000000", "content": "x"}, "no session has id"),
+            ("cell_add", {"session_id": session_id, "content": "x", "position": 9}, "out of range"),
+            ("cell_update", {"session_id": session_id, "cell_id": "zzz", "content": "x"}, "zzz"),
+            ("cell_delete", {"session_id": session_id, "cell_id": "zzz"}, "no cell has id"),
+            ("cell_add", {"session_id": session_id, "content": "x", "type": "raw"}, "'code'"),
+            ("notebook_export", {"session_id": session_id, "format": "docx"}, "'json'"),
+            ("notebook_import", {"content": "{not json", "format": "json"}, "JSON"),
+            ("notebook_create", {"name": "  "}, "name is empty"),
+            ("cell_visualize", {"session_id": session_id, "cell_id": b["cell_id"]}, "not run"),
+        ]:
+            assert message in await call_error(client, tool, **args), tool
+        assert path.read_bytes() == before
+        assert sorted(p.name for p in root.iterdir()) == [f"{session_id}.ipynb"]
+    cells = parse(path.read_bytes()).cells
+    assert [(x["cell_type"], x["source"]) for x in cells] == [
+        ("markdown", "# Title"),
+        ("code", "b * 2"),
+    ]
+    meta = parse(path.read_bytes()).data["metadata"]
+    assert meta["kernelspec"]["name"] == "deno"
+    assert meta["srcbook"]["name"] == "Cells"
+
+
+async def test_sessions_persist_suspend_and_resume(
+    profile_client: ProfileClient, root: Path
+) -> None:
+    async with profile_client("srcbook", max_sessions=2) as client:
+        one = (await call(client, "notebook_create", name="One"))["session_id"]
+        two = await call(
+            client, "notebook_create", name="Two", tsconfig={"strict": True}, description="d"
+        )
+        assert "tsconfig is kept" in two["note"]
+        error = await call_error(client, "notebook_create", name="Three")
+        assert "2 sessions are active" in error
+        assert "notebook_delete" in error
+        await call(client, "notebook_delete", session_id=one)
+        three = await call(client, "notebook_import", content="# Three\n", format="markdown")
+        assert three["name"] == "Three"
+        active = await call(client, "notebook_list")
+        assert [s["name"] for s in active["sessions"]] == ["Two", "Three"]
+    # A new server: the sessions persist (on disk) and are suspended until used.
+    async with profile_client("srcbook") as client:
+        assert (await call(client, "notebook_list"))["sessions"] == []
+        suspended = await call(client, "notebook_list", filter="suspended")
+        names = {s["name"]: s for s in suspended["sessions"]}
+        assert sorted(names) == ["Three", "Two"]
+        assert names["Two"]["tsconfig"] == {"strict": True}
+        assert names["Two"]["description"] == "d"
+        await call(client, "cell_add", session_id=two["session_id"], content="1 + 1")
+        resumed = await call(client, "notebook_list")
+        assert [s["session_id"] for s in resumed["sessions"]] == [two["session_id"]]
+        assert len((await call(client, "notebook_list", filter="all"))["sessions"]) == 2
+    # Plain notebooks under the root are not sessions.
+    (root / "plain.ipynb").write_bytes((root / f"{two['session_id']}.ipynb").read_bytes())
+    raw = json.loads((root / "plain.ipynb").read_text())
+    del raw["metadata"]["srcbook"]
+    (root / "plain.ipynb").write_text(json.dumps(raw))
+    async with profile_client("srcbook") as client:
+        every = await call(client, "notebook_list", filter="all")
+        assert "plain" not in {s["session_id"] for s in every["sessions"]}
+        assert "no session" in await call_error(client, "notebook_delete", session_id="plain")
+    assert (root / "plain.ipynb").exists()
+
+
+async def test_import_formats_and_python_sessions(kernel_client: ProfileClient) -> None:
+    markdown = (
+        "# Imported analysis\n\nSome prose.\n\n```typescript\nconst xs = [1, 2, 3];\n"
+        "xs.reduce((a, b) => a + b, 0)\n```\n"
+    )
+    python = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# Python session"),
+            nbformat.v4.new_code_cell("rows = [{'q': 'Q1', 'v': 3}, {'q': 'Q2', 'v': 5}]\nrows"),
+        ],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+    )
+    async with kernel_client("srcbook") as client:
+        ts = await call(client, "notebook_import", content=markdown, format="markdown")
+        assert (ts["name"], ts["kernel"], ts["language"]) == (
+            "Imported analysis",
+            "deno",
+            "typescript",
+        )
+        assert ts["cell_count"] == 2
+        summed = await call(client, "cell_execute", session_id=ts["session_id"], cell_id="all")
+        assert summed["result"] == "6"
+
+        py = await call(client, "notebook_import", content=nbformat.writes(python), format="ipynb")
+        assert (py["name"], py["kernel"], py["language"]) == (
+            "Python session",
+            "python3",
+            "python",
+        )
+        ran = await call(client, "cell_execute", session_id=py["session_id"], cell_id="all")
+        assert ran["status"] == "ok"
+        assert "Q2" in ran["result"]
+        cell = ran["cells"][0]["cell_id"]
+        table = await call(
+            client, "cell_visualize", session_id=py["session_id"], cell_id=cell, type="table"
+        )
+        assert table["columns"] == ["q", "v"]
+        assert table["rows"] == [["Q1", 3], ["Q2", 5]]
+        pdf = await client.call_tool(
+            "notebook_export", {"session_id": py["session_id"], "format": "pdf"}
+        )
+        blobs = [b for b in pdf.content if isinstance(b, EmbeddedResource)]
+        assert len(blobs) == 1
+        assert base64.b64decode(blobs[0].resource.blob).startswith(b"%PDF")  # type: ignore[union-attr]
+        html = await call(client, "notebook_export", session_id=py["session_id"], format="html")
+        assert "Q2" in html["content"]
+
+
+@pytest.fixture
+async def modern(root: Path, tmp_path: Path) -> AsyncIterator[Client]:
+    """A client on the current protocol (subscriptions/listen)."""
+    settings = Settings(root=root, profile="srcbook", lock_dir=tmp_path / "locks", kernel_pool=0)
+    async with Client(build_server(settings), mode="auto") as client:
+        yield client
+
+
+async def test_state_listeners_hear_of_changes(modern: Client, root: Path) -> None:
+    session_id = (await call(modern, "notebook_create", name="Watched"))["session_id"]
+    state = f"notebook://session/{session_id}/state"
+    history = f"notebook://session/{session_id}/history"
+    async with modern.listen(resource_subscriptions=[state, history]) as sub:
+        await anyio.sleep(0.3)  # the feed takes its baseline
+        # A change made outside nbrelay (a person's editor) is reported too.
+        raw = json.loads((root / f"{session_id}.ipynb").read_text())
+        raw["cells"].append({"cell_type": "markdown", "id": "m1", "metadata": {}, "source": "note"})
+        (root / f"{session_id}.ipynb").write_text(json.dumps(raw, indent=1))
+        seen: set[str] = set()
+        with anyio.fail_after(5):
+            async for event in sub:
+                assert isinstance(event, ResourceUpdated)
+                seen.add(event.uri)
+                if {state, history} <= seen:
+                    break
+    view = json.loads((await modern.read_resource(state)).contents[0].text)  # type: ignore[union-attr]
+    assert view["cells"][0]["content"] == "note"
+    assert "no session has id" in str(
+        await _resource_error(modern, "notebook://session/missing-000000/state")
+    )
+
+
+async def _resource_error(client: Client, uri: str) -> Exception:
+    try:
+        await client.read_resource(uri)
+    except Exception as exc:  # the client raises the server's resource error
+        return exc
+    raise AssertionError(f"{uri} was read")
+
+
+async def test_session_ids_are_never_paths(tmp_path: Path) -> None:
+    """Session ids name files under the root: the security suite's attack paths, given as a
+    session id to every tool and resource that takes one, are all refused and leak nothing."""
+    from tests.security.surface import connect, everything_said
+    from tests.security.test_paths import attacks, make_layout
+
+    layout = make_layout(tmp_path / "attack")
+    before = layout.outside_digest()
+    calls = 0
+    async with connect("srcbook", layout.root, layout.locks, kernel_pool=0) as client:
+        tools = [
+            t
+            for t in (await client.list_tools()).tools
+            if "session_id" in t.input_schema["properties"]
+        ]
+        assert len(tools) == 7
+        for attack in attacks(layout):
+            for tool in tools:
+                args = {"session_id": attack, "cell_id": "0", "content": "x"}
+                wanted = {k: v for k, v in args.items() if k in tool.input_schema["properties"]}
+                result = await client.call_tool(tool.name, wanted)
+                said = everything_said(result)
+                assert result.is_error, (tool.name, attack)
+                assert not [c for c in layout.canaries if c in said], (tool.name, attack)
+                calls += 1
+            for template in (STATE, HISTORY):
+                with pytest.raises(
+                    Exception, match=r"not a session id|no session|Unknown resource"
+                ):
+                    await client.read_resource(template.format(attack.replace("/", "%2F")))
+    assert calls >= 7 * 40
+    assert layout.outside_digest() == before
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (
+            '[ { month: "Oct", revenue: 125000 }, { month: "Nov", revenue: 1.5e3 } ]',
+            [{"month": "Oct", "revenue": 125000}, {"month": "Nov", "revenue": 1500.0}],
+        ),
+        (
+            "{ 'a b': 'it\\'s', c: [ true, false, null, undefined ], d: -2, e: 10n }",
+            {"a b": "it's", "c": [True, False, None, None], "d": -2, "e": 10},
+        ),
+        ('"plain"', "plain"),
+        (r"""[ `say "hi"`, 'it\'s', "tab\\there" ]""", ['say "hi"', "it's", "tab\\there"]),
+        ("[]", []),
+    ],
+)
+def test_js_literals_are_read_as_data(text: str, value: Any) -> None:
+    assert js_literal(text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[Function: f]",
+        "Map(1) { 1 => 2 }",
+        "[ 1, 2, ... 98 more items ]",
+        "{ a: 1",
+        "fetch('x')",
+        "`${secret}`",
+        "{ a: [Object] }",
+        "2024-01-01T00:00:00.000Z",
+    ],
+)
+def test_anything_but_data_is_refused(text: str) -> None:
+    with pytest.raises(
+        ValueError, match=r"unexpected|not data|not closed|ends early|more than one"
+    ):
+        js_literal(text)
+
+
+async def test_live_mode_sessions_on_a_jupyter_server(
+    live_client: tuple[ProfileClient, Path], jupyter: JupyterServer
+) -> None:
+    """Live mode: sessions are notebooks of the Jupyter Server (its rooms and kernels). The
+    test server has no Deno kernelspec, so code runs in an imported Python session there."""
+    open_client, local = live_client
+    python = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("# Remote"), nbformat.v4.new_code_cell("6 * 7")],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+    )
+    async with open_client("srcbook") as client:
+        ts = await call(client, "notebook_create", name="Live TS")
+        added = await call(client, "cell_add", session_id=ts["session_id"], content="1 + 1")
+        async with person(jupyter, f"{local.name}/{ts['session_id']}.ipynb") as p:
+            # JupyterLab shows a new, empty notebook as one empty cell; the agent's comes after.
+            assert p.ids()[-1] == added["cell_id"]
+            assert p.sources()[-1] == "1 + 1"
+            assert added["position"] == len(p.ids()) - 1
+        py = await call(client, "notebook_import", content=nbformat.writes(python))
+        ran = await call(client, "cell_execute", session_id=py["session_id"], cell_id="all")
+        assert (ran["status"], ran["result"]) == ("ok", "42")
+        listed = await call(client, "notebook_list")
+        assert {s["name"] for s in listed["sessions"]} == {"Live TS", "Remote"}
+        state = await client.read_resource(f"notebook://session/{py['session_id']}/state")
+        view = json.loads(state.contents[0].text)  # type: ignore[union-attr]
+        assert view["cells"][1]["outputs"][0]["text"] == "42"
+        await call(client, "notebook_delete", session_id=ts["session_id"])
+    await wait_for(lambda: not (local / f"{ts['session_id']}.ipynb").exists(), seconds=10)
+    assert (local / f"{py['session_id']}.ipynb").exists()

@@ -1,0 +1,137 @@
+"""The live store's pure parts: rebasing an agent's text change onto a person's concurrent typing,
+and the Y ↔ nbformat cell conversions (on a local pycrdt document, no server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pycrdt
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbrelay.notebook.edits import DeleteCells, InsertCells, MoveCells, UpdateCell
+from nbrelay.notebook.model import new_cell
+from nbrelay.stores.rtc import (
+    _apply_one,
+    apply_text_ops,
+    cell_from_y,
+    notebook_from_doc,
+    rebase_text,
+    ycell,
+)
+
+# The agent's text and the person's text use different letters, so each can be traced.
+agent_text = st.text(alphabet="abc \n", max_size=40)
+person_text = st.text(alphabet="XYZ", min_size=1, max_size=8)
+
+
+@given(agent_text, agent_text)
+def test_without_concurrent_typing_the_ops_are_a_plain_diff(base: str, new: str) -> None:
+    ops = rebase_text(base, base, new)
+    assert apply_text_ops(base, ops) == new
+    if base == new:
+        assert ops == []
+
+
+@given(agent_text, agent_text, person_text, st.integers(min_value=0, max_value=40))
+@settings(max_examples=300)
+def test_a_persons_insert_survives_and_the_agents_change_applies(
+    base: str, new: str, typed: str, at: int
+) -> None:
+    at = min(at, len(base))
+    current = base[:at] + typed + base[at:]
+    result = apply_text_ops(current, rebase_text(base, current, new))
+    # Every keystroke is kept, in one piece and in order...
+    assert typed in result
+    # ...and without it the text is exactly what the agent asked for.
+    assert result.replace(typed, "", 1) == new
+
+
+@given(agent_text, agent_text, agent_text, st.integers(0, 40), st.integers(0, 40))
+def test_text_the_person_deleted_stays_deleted(
+    head: str, tail: str, new_tail: str, a: int, b: int
+) -> None:
+    # The person deletes part of the start while the agent rewrites the end (after a marker).
+    base, new = head + "|" + tail, head + "|" + new_tail
+    lo, hi = sorted((min(a, len(head)), min(b, len(head))))
+    current = base[:lo] + base[hi:]
+    result = apply_text_ops(current, rebase_text(base, current, new))
+    assert result == head[:lo] + head[hi:] + "|" + new_tail
+
+
+def test_a_replacement_next_to_typing_keeps_both() -> None:
+    base = "df.head()\nprint(df)\n"
+    current = base + "# notes by a person"
+    new = "df.head(10)\nprint(df)\n"
+    result = apply_text_ops(current, rebase_text(base, current, new))
+    assert result == "df.head(10)\nprint(df)\n# notes by a person"
+
+
+def test_non_ascii_text_is_edited_by_character() -> None:
+    doc: pycrdt.Doc[Any] = pycrdt.Doc()
+    text = doc.get("t", type=pycrdt.Text)
+    text += "héllo wörld 👋"
+    from nbrelay.stores.rtc import _set_ytext
+
+    _set_ytext(text, None, "héllo, wörld 👋!")
+    assert str(text) == "héllo, wörld 👋!"
+
+
+def _doc_with(cells: list[dict[str, Any]]) -> tuple[pycrdt.Doc[Any], pycrdt.Array[Any]]:
+    doc: pycrdt.Doc[Any] = pycrdt.Doc()
+    ycells = doc.get("cells", type=pycrdt.Array)
+    ymeta = doc.get("meta", type=pycrdt.Map)
+    ymeta["nbformat"] = 4
+    ymeta["nbformat_minor"] = 5
+    ymeta["metadata"] = pycrdt.Map({})
+    for c in cells:
+        ycells.append(ycell(c))
+    return doc, ycells
+
+
+def _code(source: str, cid: str) -> dict[str, Any]:
+    cell = new_cell("code", source, cid)
+    cell["execution_count"] = 3
+    cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "hi\n"}]
+    return cell
+
+
+def test_cells_round_trip_through_y_with_ints_and_stream_text() -> None:
+    doc, ycells = _doc_with([_code("x = 1", "a"), new_cell("markdown", "# T", "b")])
+    back = [cell_from_y(y.to_py()) for y in ycells]
+    assert back[0] == _code("x = 1", "a")
+    assert back[1] == new_cell("markdown", "# T", "b")
+    assert isinstance(ycells[0]["outputs"][0]["text"], pycrdt.Text)
+    nb = notebook_from_doc(doc.get("meta", type=pycrdt.Map), ycells, name="n")
+    assert nb.ids == ["a", "b"]
+    assert nb.data["nbformat_minor"] == 5
+
+
+def test_primitive_edits_become_granular_changes() -> None:
+    doc, ycells = _doc_with([_code("x = 1", "a"), _code("y = 2", "b"), _code("z = 3", "c")])
+    a_text = ycells[0]["source"]
+    order = ["a", "b", "c"]
+    with doc.transaction():
+        _apply_one(ycells, order, InsertCells(1, (new_cell("code", "new", "n"),)))
+        _apply_one(ycells, order, UpdateCell("a", {"source": "x = 10"}, base_source="x = 1"))
+        _apply_one(ycells, order, DeleteCells(("b",)))
+        _apply_one(ycells, order, MoveCells(("c",), 0))
+    assert order == ["c", "a", "n"] == [str(y["id"]) for y in ycells]
+    # The edited cell kept its shared text object (a person's cursor and typing stay valid).
+    assert str(a_text) == "x = 10"
+
+
+def test_streamed_outputs_grow_in_place() -> None:
+    from nbrelay.stores.rtc import _set_youtputs
+
+    doc, ycells = _doc_with([_code("print(1)", "a")])
+    first = ycells[0]["outputs"][0]["text"]
+    with doc.transaction():
+        _set_youtputs(
+            ycells[0],
+            [{"output_type": "stream", "name": "stdout", "text": "hi\nmore\n"}],
+        )
+    assert str(first) == "hi\nmore\n"  # the same Y text, appended to
+    with doc.transaction():
+        _set_youtputs(ycells[0], [])
+    assert len(ycells[0]["outputs"]) == 0
