@@ -39,6 +39,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -74,6 +75,11 @@ CODE_PNG = (
     "plt.figure(figsize=(4, 3))\nplt.plot([1, 3, 2, 4])\nplt.title('bench')\nplt.show()"
 )
 NAME = "bench.ipynb"
+# The 100k-line cell's first lines (as text, JSON text, or a JSON list of lines), and a note of
+# how much was left out.
+_SEP = r'(?:\\n|\n|",\s*")'
+FIRST_LINES = re.compile(rf'(?<![0-9])0{_SEP}1{_SEP}2{_SEP}3(?:\\n|\n|")')
+SAYS_CUT = re.compile(r'"cut"\s*:|characters? (?:cut|omitted|dropped)|truncat', re.IGNORECASE)
 
 # title, and the requirements installed into its own virtual environment. mcp-jupyter 2.0.2
 # asks for "mcp>=1.13.1" and "jupyter-kernel-client>=0.8.0" but imports names that the 2.x and 1.x
@@ -538,7 +544,10 @@ def jupyter_server(root: Path) -> Iterator[tuple[str, str, int]]:
             "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={root}",
+            f"--YDocExtension.session_store_path={root.parent / 'collaboration_sessions.json'}",
+            f"--SQLiteYStore.db_path={root.parent / 'ystore.db'}",
         ],
+        cwd=root.parent,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
@@ -973,12 +982,12 @@ async def main(args: argparse.Namespace) -> int:
         for r in runs:
             fig = r.figures["run_100k"]
             if not fig.error:
-                text = fig.text.replace("\\n", "\n")
-                first, last = "\n0\n1\n2\n" in text or '"0\n1\n2\n' in text, "99999" in text
-                told = "cut" in text
+                first = FIRST_LINES.search(fig.text)
+                last = "99999" in fig.text
+                told = SAYS_CUT.search(fig.text)
                 print(
-                    f"\n{r.target.title}, 100k-line cell: first lines shown: {first}, last line "
-                    f"shown: {last}, says what was cut: {told}"
+                    f"\n{r.target.title}, 100k-line cell: first lines shown: {bool(first)}, last "
+                    f"line shown: {last}, says what was cut: {bool(told)}"
                 )
             for op, fig in r.figures.items():
                 if fig.error and fig.error != "cannot":

@@ -703,29 +703,30 @@ class Workspace:
                 snap.path, kernel_name=kernel_name, cwd=self._kernel_cwd(snap.path)
             )
         finally:
-            self._reserved.discard(snap.path)
+            if waited is not None:
+                self._reserved.discard(snap.path)
         runner = self._runners.get(snap.path)
         if runner is None or runner.session is not session:
             policy = self._policy(session.info.language)
             runner = self._runners[snap.path] = Runner(session, policy)
             await self._resume(snap.path, runner)
-            if waited >= 1:
+            if waited is not None and waited >= 1:
                 note = f"waited {waited:.0f} s for a kernel (--max-kernels {self.settings.max_kernels})"
                 self._resumed[snap.path] = "; ".join(
                     filter(None, (self._resumed.get(snap.path), note))
                 )
         return runner
 
-    async def _kernel_slot(self, key: str) -> float:
+    async def _kernel_slot(self, key: str) -> float | None:
         """With --max-kernels, wait in line (first come, first served) until ``key`` may start a
-        kernel, and reserve the slot; returns the seconds waited. Room is made by stopping the
+        kernel, and reserve the slot; returns the seconds waited (None: no slot was needed). Room is made by stopping the
         least recently used idle kernel (its notebook is suspended, as after
         --kernel-idle-timeout); while every kernel is busy, the wait lasts until one is free, at
         most --execution-timeout seconds (the time any cell may run)."""
         limit = self.settings.max_kernels
         kernels = self._kernels
         if not limit or kernels is None or kernels.get(key) is not None or key in self._reserved:
-            return 0.0
+            return None
         if self._kernel_line is None:
             self._kernel_line = anyio.Lock()
         started = time.monotonic()
