@@ -95,15 +95,9 @@ async def agent_rounds(server: JupyterServer, b: Person) -> dict[str, list[float
 async def browser_rounds(server: JupyterServer) -> list[float]:
     from playwright.async_api import async_playwright
 
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-    ]
+    from nbrelay.formats import CHROMIUM_FLAGS
+
+    flags = list(CHROMIUM_FLAGS)
     panel = ".jp-NotebookPanel:not(.lm-mod-hidden)"
     out = []
     async with async_playwright() as pw:

@@ -197,6 +197,19 @@ def find_browser(configured: Path | None) -> str:
     )
 
 
+# How nbrelay (and its tests) start headless Chromium on a machine without a display: no GPU, no
+# sandbox (it runs as the current user, often root in containers), and no background requests.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+
+
 async def _print_pdf(html: str, browser: str, seconds: float) -> bytes:
     work = await anyio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix="nbrelay-pdf-"))
     try:
@@ -205,13 +218,7 @@ async def _print_pdf(html: str, browser: str, seconds: float) -> bytes:
         await anyio.to_thread.run_sync(page.write_text, _sealed(html), "utf-8")
         argv = [
             browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
+            *CHROMIUM_FLAGS,
             "--disable-extensions",
             "--disable-dev-shm-usage",
             "--no-pdf-header-footer",

@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from nbrelay.formats import CHROMIUM_FLAGS
 from tests.helpers import call, notebook, write_notebook
 from tests.live.conftest import AGENT, agent
 from tests.live.person import fresh_sources
@@ -23,15 +24,7 @@ from tests.live.server import JupyterServer, wait_for
 pytestmark = pytest.mark.anyio
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+FLAGS = list(CHROMIUM_FLAGS)
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 

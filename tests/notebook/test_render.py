@@ -78,21 +78,30 @@ def test_html_only_tables_get_a_readable_text_form() -> None:
     assert render.output_text(out).text == "a | b\n1 | 2"
 
 
-def test_budget_is_shared_across_outputs_and_says_what_was_left_out() -> None:
+def test_budget_is_shared_fairly_across_a_cells_outputs() -> None:
     cell = code(
         "x",
         "c0",
         outputs=[
-            {"output_type": "stream", "name": "stdout", "text": "a" * 500},
-            {"output_type": "stream", "name": "stdout", "text": "b" * 500},
+            {"output_type": "stream", "name": "stdout", "text": "a" * 5000},
+            {"output_type": "stream", "name": "stdout", "text": "note\n"},
+            {"output_type": "stream", "name": "stdout", "text": "b" * 4000 + "THE END"},
         ],
     )
-    views = render.render_outputs(cell, render.Budget(remaining=600, per_output=600))
-    assert views[0]["text"] == "a" * 500
-    assert views[1]["cut"] > 0
-    assert len(views[1]["text"]) < 200
+    views = render.render_outputs(cell, render.Budget(remaining=1200, per_output=1200))
+    assert views[1]["text"] == "note\n"
+    assert views[0]["cut"] > 0
+    assert views[2]["cut"] > 0
+    assert views[2]["text"].endswith("THE END"), "the end of the last output is always shown"
+    assert sum(len(v["text"]) for v in views) <= 1200 + 2 * 80  # plus the two cut markers
     views = render.render_outputs(cell, render.Budget(remaining=0, per_output=600))
-    assert views[0]["omitted"] == "500 characters not shown (output budget used)"
+    assert views[0]["omitted"] == "5,000 characters not shown (output budget used)"
+
+
+def test_fair_shares_give_short_texts_all_they_need() -> None:
+    assert render.fair_shares([1_000_000, 80, 20_000], 6000, 6000) == [2960, 80, 2960]
+    assert render.fair_shares([10, 10], 100, 100) == [10, 10]
+    assert render.fair_shares([5000, 5000], 100_000, 1000) == [1000, 1000]
 
 
 def test_output_summary_is_one_short_line() -> None:

@@ -345,3 +345,14 @@ def unified_diff(old: str, new: str, *, context: int = 2) -> str:
         old.splitlines(), new.splitlines(), "before", "after", n=context, lineterm=""
     )
     return "\n".join(lines)
+
+
+def changed_cells(cells: Sequence[Cell], edits: Iterable[Edit]) -> list[Cell]:
+    """The cells that ``edits`` inserted or updated (the ones to validate)."""
+    ids: set[str] = set()
+    for e in edits:
+        if isinstance(e, InsertCells):
+            ids.update(str(c["id"]) for c in e.cells)
+        elif isinstance(e, UpdateCell):
+            ids.add(e.id)
+    return [c for c in cells if c["id"] in ids]

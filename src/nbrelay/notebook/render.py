@@ -10,6 +10,7 @@ import base64
 import binascii
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
@@ -216,22 +217,56 @@ class Budget:
         self.remaining -= len(shown)
         return shown, cut, True
 
+    def take_all(self, texts: Sequence[str], hint: str) -> list[tuple[str, int, bool]]:
+        """Fit several texts (one cell's outputs) at once, sharing the budget fairly: short
+        texts are shown whole and long ones split the rest evenly, so the last output of a
+        flood (where the end of what was printed is) is never crowded out by the first."""
+        limits = fair_shares([len(t) for t in texts], self.remaining, self.per_output)
+        taken: list[tuple[str, int, bool]] = []
+        for text, limit in zip(texts, limits, strict=True):
+            if limit <= 0 and text:
+                taken.append(("", len(text), False))
+                continue
+            shown, cut = truncate_middle(text, limit, hint=hint)
+            self.remaining -= len(shown)
+            taken.append((shown, cut, True))
+        return taken
+
+
+def fair_shares(lengths: Sequence[int], total: int, cap: int) -> list[int]:
+    """Split ``total`` characters among texts of ``lengths`` (each at most ``cap``) by
+    water-filling: every text gets the same share unless it needs less."""
+    shares = [0] * len(lengths)
+    pending = [i for i, n in enumerate(lengths) if n > 0]
+    left = max(total, 0)
+    while pending and left > 0:
+        share = max(left // len(pending), 1)
+        still = []
+        for i in pending:
+            want = min(lengths[i], cap) - shares[i]
+            give = min(want, share, left)
+            shares[i] += give
+            left -= give
+            if shares[i] < min(lengths[i], cap):
+                still.append(i)
+        pending = still
+    return shares
+
 
 def render_outputs(
     cell: Cell, budget: Budget, *, read_hint: str = "read_output"
 ) -> list[dict[str, Any]]:
     """The outputs of a cell as agent-readable dicts within ``budget``."""
     views: list[dict[str, Any]] = []
-    for k, out in enumerate(cell.get("outputs") or []):
-        if not isinstance(out, dict):
-            continue
-        ot = output_text(out)
+    outputs = [(k, o) for k, o in enumerate(cell.get("outputs") or []) if isinstance(o, dict)]
+    texts = [output_text(out) for _, out in outputs]
+    fitted = budget.take_all([t.text for t in texts], f"{read_hint} for the rest")
+    for (k, out), ot, (shown, cut, any_shown) in zip(outputs, texts, fitted, strict=True):
         view: dict[str, Any] = {"output": k, "type": ot.kind}
         if out.get("output_type") == "stream":
             view["name"] = out.get("name", "stdout")
         if ot.image:
             view["image"] = ot.image
-        shown, cut, any_shown = budget.take(ot.text, f"{read_hint} for the rest")
         if not any_shown and ot.text:
             view["text"] = ""
             view["omitted"] = f"{len(ot.text):,} characters not shown (output budget used)"

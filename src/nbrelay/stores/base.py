@@ -13,8 +13,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from nbrelay.notebook.edits import Plan
-from nbrelay.notebook.model import Notebook
+from nbrelay.errors import ConflictError, NotebookInvalid
+from nbrelay.notebook import validate
+from nbrelay.notebook.edits import Plan, apply, changed_cells
+from nbrelay.notebook.model import Cell, Notebook
 
 Planner = Callable[[Notebook], Plan]
 
@@ -202,3 +204,61 @@ class LiveSessions(Protocol):
     async def close_session(self, path: str) -> bool:
         """Leave the notebook's room; False if it was not open."""
         ...
+
+
+# -- rules every store applies to an edit -------------------------------------------------------
+
+STALE_HINT = "Read the notebook again (read_notebook) and redo the edit against the new version."
+
+
+def refuse_stale(rel: str, expected: str | None, current: str, told: str = "") -> None:
+    """Refuse an edit based on ``expected`` when the notebook is now ``current``."""
+    if expected is not None and expected != current:
+        raise ConflictError(
+            f"{rel!r} changed since version {expected}: it is now version {current}. "
+            f"Nothing was changed.{told}",
+            current=current,
+            hint=STALE_HINT,
+        )
+
+
+def positions_moved(what: str, current: str, told: str = "") -> ConflictError:
+    """The refusal of an edit by position after ``what`` happened since the caller's read."""
+    return ConflictError(
+        f"{what} since you last read it, and this edit addresses cells by position, which may "
+        f"now point at other cells. Nothing was changed.{told}",
+        current=current,
+        hint="Read the notebook again, or address cells by id.",
+    )
+
+
+def plan_edit(
+    before: Snapshot,
+    planner: Planner,
+    *,
+    fix_hint: str,
+    clean: Callable[[Cell], Cell] | None = None,
+) -> tuple[Plan, Notebook | None]:
+    """Run ``planner`` on ``before`` and apply its edits in memory, validating the cells they
+    change (through ``clean`` first, if given). Returns the plan and the new notebook (stored as
+    nbformat 4.5, which keeps cell ids), or None when the plan changes nothing.
+
+    Raises:
+        NotebookInvalid: ``before`` failed validation when read (nbrelay never writes an
+            invalid notebook), or the edit would make a cell invalid.
+    """
+    if before.problems:
+        raise NotebookInvalid(
+            f"{before.path!r} fails nbformat validation: {'; '.join(before.problems)}.",
+            hint=f"nbrelay never writes an invalid notebook. {fix_hint}",
+        )
+    plan = planner(before.notebook)
+    if not plan.edits:
+        return plan, None
+    cells = apply(before.notebook.cells, plan.edits)
+    changed = changed_cells(cells, plan.edits)
+    validate.check_cells([clean(c) for c in changed] if clean else changed)
+    after = before.notebook.with_cells(cells)
+    after.data["nbformat_minor"] = max(5, int(after.data.get("nbformat_minor", 0)))
+    after.ids_made = False
+    return plan, after

@@ -31,9 +31,17 @@ from nbrelay.errors import (
 )
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Edit, InsertCells, UpdateCell, apply
-from nbrelay.notebook.model import Cell, Notebook, from_dict, serialize, version_of
-from nbrelay.stores.base import EditOutcome, Entry, LastSeen, Planner, Snapshot
+from nbrelay.notebook.model import Notebook, from_dict, serialize, version_of
+from nbrelay.stores.base import (
+    EditOutcome,
+    Entry,
+    LastSeen,
+    Planner,
+    Snapshot,
+    plan_edit,
+    positions_moved,
+    refuse_stale,
+)
 
 NOT_LIVE_NOTE = (
     "This Jupyter Server has no jupyter-collaboration, so the change was saved to the file, not "
@@ -110,17 +118,6 @@ def plain_notebook(nb: Notebook) -> dict[str, Any]:
     """
     data: dict[str, Any] = json.loads(serialize(nb))
     return data
-
-
-def changed_cells(cells: list[Cell], edits: tuple[Edit, ...]) -> list[Cell]:
-    """The cells an edit inserted or updated (the ones to validate)."""
-    ids: set[str] = set()
-    for e in edits:
-        if isinstance(e, InsertCells):
-            ids.update(str(c["id"]) for c in e.cells)
-        elif isinstance(e, UpdateCell):
-            ids.add(e.id)
-    return [c for c in cells if c["id"] in ids]
 
 
 class Paths:
@@ -293,38 +290,16 @@ class ContentsStore:
         rel = self.relative(path)
         async with self._lock(rel):
             before = await self._fetch(rel)
-            if expected_version is not None and expected_version != before.version:
-                raise ConflictError(
-                    f"{rel!r} changed since version {expected_version}: it is now version "
-                    f"{before.version}. Nothing was changed.",
-                    current=before.version,
-                    hint="Read the notebook again (read_notebook) and redo the edit against the "
-                    "new version.",
-                )
+            refuse_stale(rel, expected_version, before.version)
             known = self._known.get(rel)
             outside = known is not None and known != before.version
             if outside and guard_positions and expected_version is None:
-                raise ConflictError(
-                    f"{rel!r} was changed by someone else since you last read it, and this edit "
-                    "addresses cells by position, which may now point at other cells. Nothing "
-                    "was changed.",
-                    current=before.version,
-                    hint="Read the notebook again, or address cells by id.",
-                )
-            if before.problems:
-                raise NotebookInvalid(
-                    f"{rel!r} fails nbformat validation: {'; '.join(before.problems)}.",
-                    hint="nbrelay never writes an invalid notebook. Fix it in JupyterLab, then "
-                    "retry.",
-                )
-            plan = planner(before.notebook)
-            if not plan.edits:
+                raise positions_moved(f"{rel!r} was changed by someone else", before.version)
+            plan, after_nb = plan_edit(
+                before, planner, fix_hint="Fix it in JupyterLab, then retry."
+            )
+            if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
-            cells = apply(before.notebook.cells, plan.edits)
-            validate.check_cells(changed_cells(cells, plan.edits))
-            after_nb = before.notebook.with_cells(cells)
-            after_nb.data["nbformat_minor"] = max(5, int(after_nb.data.get("nbformat_minor", 0)))
-            after_nb.ids_made = False
             current = await self._hash(rel)
             if current is not None and current != before.version:
                 raise ConflictError(

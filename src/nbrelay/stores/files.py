@@ -51,9 +51,18 @@ from nbrelay.errors import (
     StoreError,
 )
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Edit, InsertCells, UpdateCell, apply
 from nbrelay.notebook.model import Cell, Notebook, parse, serialize, version_of
-from nbrelay.stores.base import Document, EditOutcome, Entry, LastSeen, Planner, Snapshot
+from nbrelay.stores.base import (
+    Document,
+    EditOutcome,
+    Entry,
+    LastSeen,
+    Planner,
+    Snapshot,
+    plan_edit,
+    positions_moved,
+    refuse_stale,
+)
 
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _STRUCTURAL = frozenset("./\\:%~")
@@ -568,38 +577,18 @@ class FileStore:
     ) -> EditOutcome:
         with self._flock(real):
             before = self._snapshot(rel, real, fresh=True)
-            if expected_version is not None and expected_version != before.version:
-                raise ConflictError(
-                    f"{rel!r} changed since version {expected_version}: it is now version "
-                    f"{before.version}. Nothing was changed.",
-                    current=before.version,
-                    hint="Read the notebook again (read_notebook) and redo the edit against the "
-                    "new version.",
-                )
+            refuse_stale(rel, expected_version, before.version)
             known = self._known.get(real)
             outside = known is not None and known != before.version
             if outside and guard_positions and expected_version is None:
-                raise ConflictError(
-                    f"{rel!r} was changed by someone else since you last read it, and this edit "
-                    "addresses cells by position, which may now point at other cells. Nothing "
-                    "was changed.",
-                    current=before.version,
-                    hint="Read the notebook again, or address cells by id.",
-                )
-            if before.problems:
-                raise NotebookInvalid(
-                    f"{rel!r} fails nbformat validation: {'; '.join(before.problems)}.",
-                    hint="nbrelay never writes an invalid notebook. Fix the file by hand or "
-                    "restore it from version control, then retry.",
-                )
-            plan = planner(before.notebook)
-            if not plan.edits:
+                raise positions_moved(f"{rel!r} was changed by someone else", before.version)
+            plan, after_nb = plan_edit(
+                before,
+                planner,
+                fix_hint="Fix the file by hand or restore it from version control, then retry.",
+            )
+            if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
-            cells = apply(before.notebook.cells, plan.edits)
-            validate.check_cells(_changed_cells(cells, plan.edits))
-            after_nb = before.notebook.with_cells(cells)
-            after_nb.data["nbformat_minor"] = max(5, int(after_nb.data.get("nbformat_minor", 0)))
-            after_nb.ids_made = False
             data = self._serialize(real, after_nb)
             st = self._write_atomic(real, data, expect=before.version)
             after = Snapshot(rel, after_nb, version_of(data), size=st.st_size, modified=st.st_mtime)
@@ -957,16 +946,6 @@ def _json_lines(text: str, separator: bytes) -> bytes:
         pieces.append(sep.join(map(encode_basestring, text[start:end].splitlines(True))).encode())
         start = end
     return separator.join(pieces)
-
-
-def _changed_cells(cells: list[Cell], edits: tuple[Edit, ...]) -> list[Cell]:
-    ids: set[str] = set()
-    for e in edits:
-        if isinstance(e, InsertCells):
-            ids.update(str(c["id"]) for c in e.cells)
-        elif isinstance(e, UpdateCell):
-            ids.add(e.id)
-    return [c for c in cells if c["id"] in ids]
 
 
 def _alive(pid: int) -> bool:

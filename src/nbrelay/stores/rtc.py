@@ -55,17 +55,25 @@ from nbrelay.errors import (
     ConflictError,
     NbrelayError,
     NotebookExists,
-    NotebookInvalid,
     NotebookNotFound,
     RemoteError,
     Unsupported,
 )
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, MoveCells, UpdateCell, apply
+from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, MoveCells, UpdateCell
 from nbrelay.notebook.model import Cell, Notebook, from_dict, serialize, version_of
-from nbrelay.stores.base import EditOutcome, Entry, LastSeen, Planner, Snapshot
-from nbrelay.stores.contents import ContentsStore, Paths, changed_cells
+from nbrelay.stores.base import (
+    EditOutcome,
+    Entry,
+    LastSeen,
+    Planner,
+    Snapshot,
+    plan_edit,
+    positions_moved,
+    refuse_stale,
+)
+from nbrelay.stores.contents import ContentsStore, Paths
 
 if TYPE_CHECKING:
     import pycrdt
@@ -1140,14 +1148,7 @@ class RTCStore:
         before, order = self._snapshot(rel, room)
         notes = self._notes(rel, room, commit=False)
         told = (" " + " ".join(notes)) if notes else ""
-        if expected_version is not None and expected_version != before.version:
-            raise ConflictError(
-                f"{rel!r} changed since version {expected_version}: it is now version "
-                f"{before.version}. Nothing was changed." + told,
-                current=before.version,
-                hint="Read the notebook again (read_notebook) and redo the edit against the "
-                "new version.",
-            )
+        refuse_stale(rel, expected_version, before.version, told)
         known = self._known_version.get(rel)
         outside = known is not None and known != before.version
         known_order = self._known_order.get(rel)
@@ -1157,30 +1158,19 @@ class RTCStore:
             and known_order is not None
             and known_order != order
         ):
-            raise ConflictError(
-                f"someone else inserted, deleted or moved cells of {rel!r} since you last read "
-                "it, and this edit addresses cells by position, which may now point at other "
-                "cells. Nothing was changed." + told,
-                current=before.version,
-                hint="Read the notebook again, or address cells by id.",
+            raise positions_moved(
+                f"someone else inserted, deleted or moved cells of {rel!r}", before.version, told
             )
-        if before.problems:
-            raise NotebookInvalid(
-                f"{rel!r} fails nbformat validation: {'; '.join(before.problems)}.",
-                hint="nbrelay never writes an invalid notebook. Fix it in JupyterLab, then retry.",
-            )
-        plan = planner(before.notebook)
+        plan, after_nb = plan_edit(
+            before,
+            planner,
+            fix_hint="Fix it in JupyterLab, then retry.",
+            clean=lambda c: {k: v for k, v in c.items() if k != "execution_state"},
+        )
         before = replace(before, changed_outside=outside)
         self._notes(rel, room)
-        if not plan.edits:
+        if after_nb is None:
             return EditOutcome(before, before, plan, changed_outside=outside, notes=notes)
-        cells = apply(before.notebook.cells, plan.edits)
-        validate.check_cells(
-            [
-                {k: v for k, v in c.items() if k != "execution_state"}
-                for c in changed_cells(cells, plan.edits)
-            ]
-        )
         reloads = room.reloads
         room.apply(list(order), plan.edits)
         nb, version, problems = room.snapshot()

@@ -176,6 +176,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
 
         Returns the new cells' ids and indexes. Example: insert_cells(path="eda.ipynb", after="a1b2c3d4", cells=["df.describe()"]).
         """
+        if execute:
+            ws.require_execution()
         outcome = await ws.insert_cells(
             path, specs(cells), index=index, after=after, expected_version=expected_version
         )
@@ -210,6 +212,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Prefer find/replace for small changes: it returns a diff and fails if the text is absent
         or ambiguous. Outputs are kept. Example: edit_cell(path="eda.ipynb", cell=3, find="head()", replace="head(10)").
         """
+        if execute:
+            ws.require_execution()
         outcome = await ws.edit_cell(
             path,
             cell,

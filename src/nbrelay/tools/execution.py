@@ -143,6 +143,7 @@ def _cell_view(
     job: Job, cell: CellRun, budget: render.Budget, images: list[ImageContent] | None
 ) -> RunCell:
     views: list[RunOutput] = []
+    pending: list[tuple[int, dict[str, Any], render.OutputText, int]] = []
     for k, out in enumerate(job.cell_outputs(cell)):
         shown = render.output_text(out)
         start = cell.delivered.get(k, 0)
@@ -150,7 +151,11 @@ def _cell_view(
             start = 0
         if start == len(shown.text) and k in cell.delivered:
             continue
-        text, cut, any_shown = budget.take(shown.text[start:], "read_output for all of it")
+        pending.append((k, out, shown, start))
+    fitted = budget.take_all(
+        [s.text[start:] for _, _, s, start in pending], "read_output for all of it"
+    )
+    for (k, out, shown, start), (text, cut, any_shown) in zip(pending, fitted, strict=True):
         view = RunOutput(
             output=k,
             type=shown.kind,

@@ -236,3 +236,18 @@ class ExecutionResult(BaseModel):
     seconds: float
     state_lost: bool | None = None
     note: str | None = None
+
+
+class VisualData(BaseModel):
+    """A cell's result drawn or tabulated (shared by visualize_cell and its profile variants)."""
+
+    kind: str
+    type: str
+    chart: str | None = None
+    x: str | None = None
+    y: list[str] | None = None
+    nodes: int | None = None
+    edges: int | None = None
+    columns: list[str] | None = None
+    rows: list[list[Any]] | None = None
+    total_rows: int | None = None

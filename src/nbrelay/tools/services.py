@@ -17,6 +17,7 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.tools import results
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.resources import export_uri, output_uri
+from nbrelay.tools.results import VisualData
 from nbrelay.workspace import ExportOutcome, Workspace
 
 NbPath = Annotated[str, Field(description="Notebook path relative to the root.")]
@@ -38,19 +39,9 @@ class ExportResult(BaseModel):
     note: str | None = None
 
 
-class VisualResult(BaseModel):
+class VisualResult(VisualData):
     path: str
     cell: str
-    kind: str
-    type: str
-    chart: str | None = None
-    x: str | None = None
-    y: list[str] | None = None
-    nodes: int | None = None
-    edges: int | None = None
-    columns: list[str] | None = None
-    rows: list[list[Any]] | None = None
-    total_rows: int | None = None
 
 
 def export_result(done: ExportOutcome, max_chars: int) -> ExportResult | tuple[Any, ...]:

@@ -42,6 +42,7 @@ from nbrelay.notebook.model import Notebook, new_notebook
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools import resources, services
 from nbrelay.tools._boundary import Registrar
+from nbrelay.tools.results import VisualData
 from nbrelay.workspace import Workspace
 
 STATE_URI = "notebook://session/{session_id}/state"
@@ -124,19 +125,9 @@ class ExecuteResult(BaseModel):
     note: str | None = None
 
 
-class VisualResult(BaseModel):
+class VisualResult(VisualData):
     session_id: str
     cell_id: str
-    kind: str
-    type: str
-    chart: str | None = None
-    x: str | None = None
-    y: list[str] | None = None
-    nodes: int | None = None
-    edges: int | None = None
-    columns: list[str] | None = None
-    rows: list[list[Any]] | None = None
-    total_rows: int | None = None
 
 
 # -- sessions ------------------------------------------------------------------------------

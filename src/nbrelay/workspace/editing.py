@@ -1,0 +1,333 @@
+"""Editing operations: each request becomes a planner that resolves cell references against the
+freshest notebook, then goes through ``CoreWorkspace.edit``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nbrelay.errors import (
+    InvalidArgument,
+    UndoRefused,
+)
+from nbrelay.notebook import address, edits, history
+from nbrelay.notebook.address import CellRef
+from nbrelay.notebook.edits import CellSpec, Plan
+from nbrelay.notebook.model import Notebook
+from nbrelay.notebook.search import compile_pattern
+from nbrelay.stores.base import (
+    EditOutcome,
+)
+from nbrelay.workspace.core import CoreWorkspace, UndoOutcome, _positional
+
+logger = logging.getLogger("nbrelay")
+
+
+class EditingWorkspace(CoreWorkspace):
+    """Insert, edit, delete, move, merge, split, clear, replace and undo."""
+
+    async def set_sources(
+        self,
+        path: str,
+        changes: Sequence[tuple[CellRef, str]],
+        *,
+        expected_version: str | None = None,
+    ) -> EditOutcome:
+        """Replace the source of several cells in one atomic edit; a range sets every cell in
+        it. Outputs are kept (as JupyterLab keeps them until the cell runs again)."""
+        if not changes:
+            raise InvalidArgument("no cells given.", hint="Give at least one cell and its source.")
+
+        def planner(nb: Notebook) -> Plan:
+            current, steps = nb, []
+            for ref, source in changes:
+                for i in address.resolve(current.ids, ref):
+                    step = edits.plan_set_source(current, i, source)
+                    current = current.with_cells(edits.apply(current.cells, step.edits))
+                    steps.append(step)
+            return Plan(
+                edits=tuple(e for s in steps for e in s.edits),
+                touched=tuple(dict.fromkeys(t for s in steps for t in s.touched)),
+            )
+
+        return await self.edit(
+            path,
+            "edit cells",
+            planner,
+            expected_version=expected_version,
+            positional=any(_positional(ref) for ref, _ in changes),
+        )
+
+    async def insert_cells(
+        self,
+        path: str,
+        cells: Sequence[CellSpec],
+        *,
+        index: int | None = None,
+        after: CellRef | None = None,
+        expected_version: str | None = None,
+    ) -> EditOutcome:
+        if index is not None and after is not None:
+            raise InvalidArgument(
+                "give either index or after, not both.",
+                hint="index places the new cells before that position; after places them "
+                "right after the given cell.",
+            )
+
+        def planner(nb: Notebook) -> Plan:
+            if after is not None:
+                at = address.resolve_one(nb.ids, after) + 1
+            else:
+                at = address.insertion_index(len(nb.cells), index)
+            return edits.plan_insert(nb, at, cells, self._id_factory)
+
+        positional = (index is not None and index not in (-1,)) or _positional(after)
+        return await self.edit(
+            path, "insert cells", planner, expected_version=expected_version, positional=positional
+        )
+
+    async def edit_cell(
+        self,
+        path: str,
+        cell: CellRef,
+        *,
+        source: str | None = None,
+        find: str | None = None,
+        replace: str | None = None,
+        replace_all: bool = False,
+        cell_type: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        tags: Sequence[str] | None = None,
+        clear_outputs: bool = False,
+        expected_version: str | None = None,
+    ) -> EditOutcome:
+        if source is not None and find is not None:
+            raise InvalidArgument(
+                "give either source (the whole new text) or find/replace, not both."
+            )
+        if find is not None and replace is None:
+            raise InvalidArgument("find needs replace (the text to put instead).")
+        if replace is not None and find is None:
+            raise InvalidArgument("replace needs find (the exact text to replace).")
+        if (
+            source is None
+            and find is None
+            and cell_type is None
+            and metadata is None
+            and tags is None
+        ):
+            raise InvalidArgument(
+                "nothing to change.",
+                hint="Give source, find+replace, cell_type, metadata or tags.",
+            )
+
+        def planner(nb: Notebook) -> Plan:
+            i = address.resolve_one(nb.ids, cell)
+            steps: list[Plan] = []
+            current = nb
+            if cell_type is not None:
+                steps.append(edits.plan_set_type(current, i, cell_type))
+                current = current.with_cells(edits.apply(current.cells, steps[-1].edits))
+            if source is not None:
+                steps.append(edits.plan_set_source(current, i, source, clear_outputs=clear_outputs))
+            elif find is not None and replace is not None:
+                steps.append(
+                    edits.plan_find_replace(current, i, find, replace, replace_all=replace_all)
+                )
+            if source is not None or find is not None:
+                current = current.with_cells(edits.apply(current.cells, steps[-1].edits))
+            if metadata is not None or tags is not None:
+                steps.append(edits.plan_metadata(current, i, metadata=metadata, tags=tags))
+            detail: dict[str, Any] = {}
+            for s in steps:
+                detail.update(s.detail)
+            return Plan(
+                edits=tuple(e for s in steps for e in s.edits),
+                touched=(nb.cells[i]["id"],),
+                detail=detail,
+            )
+
+        return await self.edit(
+            path,
+            "edit cell",
+            planner,
+            expected_version=expected_version,
+            positional=_positional(cell),
+        )
+
+    async def delete_cells(
+        self, path: str, cells: Sequence[CellRef], *, expected_version: str | None = None
+    ) -> EditOutcome:
+        def planner(nb: Notebook) -> Plan:
+            return edits.plan_delete(nb, address.resolve_many(nb.ids, cells))
+
+        return await self.edit(
+            path,
+            "delete cells",
+            planner,
+            expected_version=expected_version,
+            positional=any(_positional(c) for c in cells),
+        )
+
+    async def move_cells(
+        self, path: str, cells: Sequence[CellRef], to: int, *, expected_version: str | None = None
+    ) -> EditOutcome:
+        def planner(nb: Notebook) -> Plan:
+            return edits.plan_move(nb, address.resolve_many(nb.ids, cells), to)
+
+        return await self.edit(
+            path, "move cells", planner, expected_version=expected_version, positional=True
+        )
+
+    async def merge_cells(
+        self,
+        path: str,
+        cells: Sequence[CellRef],
+        *,
+        separator: str = "\n",
+        cell_type: str | None = None,
+        expected_version: str | None = None,
+    ) -> EditOutcome:
+        def planner(nb: Notebook) -> Plan:
+            idx = address.resolve_many(nb.ids, cells)
+            return edits.plan_merge(nb, idx, separator, cell_type)
+
+        return await self.edit(
+            path,
+            "merge cells",
+            planner,
+            expected_version=expected_version,
+            positional=any(_positional(c) for c in cells),
+        )
+
+    async def split_cell(
+        self,
+        path: str,
+        cell: CellRef,
+        lines: Sequence[int],
+        *,
+        expected_version: str | None = None,
+    ) -> EditOutcome:
+        def planner(nb: Notebook) -> Plan:
+            i = address.resolve_one(nb.ids, cell)
+            return edits.plan_split(nb, i, lines, self._id_factory)
+
+        return await self.edit(
+            path,
+            "split cell",
+            planner,
+            expected_version=expected_version,
+            positional=_positional(cell),
+        )
+
+    async def clear_outputs(
+        self,
+        path: str,
+        cells: Sequence[CellRef] | None = None,
+        *,
+        expected_version: str | None = None,
+    ) -> EditOutcome:
+        def planner(nb: Notebook) -> Plan:
+            idx = (
+                list(range(len(nb.cells))) if cells is None else address.resolve_many(nb.ids, cells)
+            )
+            return edits.plan_clear_outputs(nb, idx)
+
+        return await self.edit(
+            path,
+            "clear outputs",
+            planner,
+            expected_version=expected_version,
+            positional=cells is not None and any(_positional(c) for c in cells),
+            record=False,
+        )
+
+    async def replace_in_cells(
+        self,
+        path: str,
+        pattern: str,
+        replacement: str,
+        *,
+        regex: bool = False,
+        case_sensitive: bool = True,
+        cell_types: Sequence[str] = ("code", "markdown", "raw"),
+        expected_version: str | None = None,
+    ) -> EditOutcome:
+        """Replace every match in the sources of the notebook's cells (outputs are kept); the
+        count is ``plan.detail["replacements"]``. With ``regex``, ``replacement`` may use
+        ``\\1`` and ``\\g<name>``; otherwise both are literal text."""
+        pat = compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)
+        kinds = set(cell_types)
+
+        def planner(nb: Notebook) -> Plan:
+            steps: list[Plan] = []
+            total = 0
+            for i, cell in enumerate(nb.cells):
+                if cell.get("cell_type") not in kinds:
+                    continue
+                source = str(cell.get("source", ""))
+                try:
+                    if regex:
+                        new, count = pat.subn(replacement, source)
+                    else:
+                        new, count = pat.subn(lambda _: replacement, source)
+                except (re.error, IndexError) as exc:
+                    raise InvalidArgument(
+                        f"the replacement {replacement!r} is invalid: {exc}.",
+                        hint="Group references are \\1 or \\g<name>; pass regex=false for "
+                        "literal text.",
+                    ) from exc
+                if count and new != source:
+                    total += count
+                    steps.append(edits.plan_set_source(nb, i, new))
+            return Plan(
+                edits=tuple(e for s in steps for e in s.edits),
+                touched=tuple(c for s in steps for c in s.touched),
+                detail={"replacements": total},
+            )
+
+        return await self.edit(
+            path, "replace in cells", planner, expected_version=expected_version, positional=False
+        )
+
+    async def undo(
+        self, path: str, steps: int = 1, *, expected_version: str | None = None
+    ) -> UndoOutcome:
+        if steps < 1:
+            raise InvalidArgument("steps must be at least 1.")
+        key = self.store.relative(path)
+        past = self._history.get(key)
+        if not past:
+            raise UndoRefused(
+                f"there is nothing to undo in {key!r}: nbrelay has made no edits to it since it "
+                "started (or they were already undone).",
+                hint="Undo only reverts edits made through nbrelay's tools in this session.",
+            )
+        if steps > len(past):
+            raise UndoRefused(
+                f"only {len(past)} change(s) can be undone in {key!r}, not {steps}.",
+                hint=f"Pass steps={len(past)} or less.",
+            )
+        changes = list(past)[-steps:][::-1]
+
+        def planner(nb: Notebook) -> Plan:
+            cells = nb.cells
+            all_edits: list[edits.Edit] = []
+            for change in changes:
+                step = history.plan_undo(cells, change)
+                cells = edits.apply(cells, step)
+                all_edits.extend(step)
+            touched = tuple(
+                dict.fromkeys(cid for ch in changes for cid in (*ch.before, *ch.after, *ch.moved))
+            )
+            return Plan(edits=tuple(all_edits), touched=touched)
+
+        outcome = await self.edit(
+            path, "undo", planner, expected_version=expected_version, positional=False, record=False
+        )
+        for _ in changes:
+            past.pop()
+        return UndoOutcome(outcome, tuple(c.label for c in changes))

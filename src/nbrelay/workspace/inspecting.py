@@ -1,0 +1,295 @@
+"""Looking inside a notebook's kernel: variables, visualisation, packages, saved state."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+import anyio
+import anyio.to_thread
+
+from nbrelay.errors import (
+    InvalidArgument,
+    KernelError,
+    Unsupported,
+)
+from nbrelay.kernels import introspect, visualize
+from nbrelay.kernels.execution import Runner
+from nbrelay.notebook import address
+from nbrelay.notebook.address import CellRef
+from nbrelay.workspace.running import RunningWorkspace
+
+logger = logging.getLogger("nbrelay")
+
+
+class InspectingWorkspace(RunningWorkspace):
+    """Variables, visualisation, package installs and kernel state."""
+
+    # -- looking inside the kernel --------------------------------------------------------
+
+    async def _python_runner(self, path: str, what: str) -> Runner:
+        snap = await self.store.load(path)
+        runner = await self._runner(snap)
+        if runner.session.info.language != "python":
+            raise Unsupported(
+                f"{what} needs a Python kernel; {snap.path!r} runs "
+                f"{runner.session.info.name!r} ({runner.session.info.language}).",
+                hint="Run code in the notebook (execute with code=...) to look at its state.",
+            )
+        return runner
+
+    async def visualize_cell(
+        self,
+        path: str,
+        cell: CellRef,
+        *,
+        kind: str = "auto",
+        options: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Draw a cell's result (or ``options['expression']``) as a chart or graph (PNG, base64
+        in ``png``) or give it as table data, in the notebook's Python kernel."""
+        opts = dict(options or {})
+        if kind not in visualize.KINDS:
+            raise InvalidArgument(
+                f"unknown visualisation {kind!r}.", hint=f"Kinds: {', '.join(visualize.KINDS)}."
+            )
+        if opts.get("chart") not in (None, *visualize.CHARTS):
+            raise InvalidArgument(
+                f"unknown chart {opts['chart']!r}.", hint=f"Charts: {', '.join(visualize.CHARTS)}."
+            )
+        snap = await self.store.load(path)
+        found = snap.notebook.cells[address.resolve_one(snap.notebook.ids, cell)]
+        count = found.get("execution_count")
+        if not opts.get("expression") and (found.get("cell_type") != "code" or count is None):
+            raise InvalidArgument(
+                f"cell {found['id']!r} has no result to visualise: it has not run.",
+                hint="Run it first (execute), or pass options={'expression': 'df'}.",
+            )
+        runner = await self._python_runner(path, "visualize_cell")
+        code = visualize.snippet(count if isinstance(count, int) else None, kind, opts)
+        done = await self._ask(runner, code, "visualising the cell")
+        if done.get("error") is None:
+            return {**done, "path": snap.path, "cell": found["id"]}
+        _visual_error(done, f"cell {found['id']!r}'s result", count)
+
+    async def visualize_value(
+        self, value: Any, *, kind: str = "auto", options: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``visualize_cell`` for a JSON value that comes from a kernel without Python (Deno):
+        the same code draws it, in a child Python process (matplotlib from nbrelay's own
+        environment), with a time limit."""
+        opts = {k: v for k, v in dict(options or {}).items() if k != "expression"}
+        if kind not in visualize.KINDS:
+            raise InvalidArgument(
+                f"unknown visualisation {kind!r}.", hint=f"Kinds: {', '.join(visualize.KINDS)}."
+            )
+        if opts.get("chart") not in (None, *visualize.CHARTS):
+            raise InvalidArgument(
+                f"unknown chart {opts['chart']!r}.", hint=f"Charts: {', '.join(visualize.CHARTS)}."
+            )
+        shim = (
+            "import json as _j, sys as _s\n"
+            "class _Shell:\n    user_ns = {'_nbrelay_value': _j.loads(_s.stdin.read())}\n"
+            "def get_ipython():\n    return _Shell\n"
+        )
+        code = shim + visualize.snippet(None, kind, {**opts, "expression": "_nbrelay_value"})
+        from nbrelay.kernels.base import LaunchPolicy
+
+        env = LaunchPolicy().environment(os.environ)
+        env["MPLBACKEND"] = "Agg"
+        try:
+            with anyio.fail_after(120):
+                ran = await anyio.run_process(
+                    [sys.executable, "-c", code],
+                    input=json.dumps(value).encode("utf-8"),
+                    check=False,
+                    env=env,
+                )
+        except TimeoutError as exc:
+            raise KernelError("drawing the value did not finish within 120 s.") from exc
+        printed = ran.stdout.decode("utf-8", "replace")
+        if introspect.MARKER not in printed:
+            tail = ran.stderr.decode("utf-8", "replace").strip()[-500:]
+            raise KernelError(
+                f"drawing the value failed ({sys.executable}): {tail or 'no output'}."
+            )
+        done = introspect.parse([{"output_type": "stream", "text": printed}], "visualising")
+        if done.get("error") == "no_matplotlib":
+            raise Unsupported(
+                "drawing a chart of this value needs matplotlib in nbrelay's own environment.",
+                hint='Install it next to nbrelay (pip install matplotlib), or use type="table".',
+            )
+        if done.get("error") is None:
+            return done
+        _visual_error(done, "the value", None)
+
+    async def evaluate_json(self, path: str, expression: str) -> Any:
+        """The value of a TypeScript/JavaScript expression in the notebook's (Deno) kernel, as
+        JSON (``JSON.stringify``); Python kernels use ``inspect_variable``."""
+        snap = await self.store.load(path)
+        runner = await self._runner(snap)
+        language = runner.session.info.language.lower()
+        if language not in ("typescript", "javascript"):
+            raise Unsupported(
+                f"evaluating a JavaScript expression needs a TypeScript/JavaScript kernel; "
+                f"{snap.path!r} runs {runner.session.info.name!r} ({language}).",
+            )
+        code = (
+            f"console.log({json.dumps(introspect.MARKER)} + JSON.stringify("
+            f"{{ value: await (\n{expression}\n) }}))"
+        )
+        found = await self._ask(runner, code, "evaluating the expression")
+        return found.get("value")
+
+    async def forget_saved_state(self, path: str) -> None:
+        """Remove the kernel states saved for a notebook (save_kernel_state, persisted
+        sessions), as when its session ends for good."""
+        rel = self.store.relative(path)
+        for name in (self.state_file(rel), self.session_state_file(rel)):
+            with contextlib.suppress(FileNotFoundError):
+                await anyio.Path(name).unlink()
+
+    async def list_variables(self, path: str, *, limit: int = 100) -> dict[str, Any]:
+        runner = await self._python_runner(path, "list_variables")
+        return await self._ask(runner, introspect.list_variables(limit), "listing variables")
+
+    async def inspect_variable(self, path: str, name: str, *, limit: int) -> dict[str, Any]:
+        if not name.isidentifier():
+            raise InvalidArgument(
+                f"{name!r} is not a variable name.", hint="Give a plain name such as df."
+            )
+        runner = await self._python_runner(path, "inspect_variable")
+        found = await self._ask(runner, introspect.inspect_variable(name, limit), "inspecting")
+        if found.get("missing"):
+            names = ", ".join(found.get("names") or []) or "none"
+            raise InvalidArgument(
+                f"the kernel has no variable named {name!r}.",
+                hint=f"Defined names: {names}.",
+            )
+        return found
+
+    async def install_packages(
+        self, path: str, requirements: Sequence[str], *, time_limit: float = 600
+    ) -> tuple[str, int, str]:
+        """pip-install into the kernel's own Python: (python, exit code, output tail)."""
+        checked = validate_requirements(requirements)
+        runner = await self._python_runner(path, "install_packages")
+        python = str(
+            (await self._ask(runner, introspect.python_executable(), "finding Python"))["python"]
+        )
+        from nbrelay.kernels.base import LaunchPolicy
+
+        env = LaunchPolicy().environment(os.environ)
+        env["PIP_NO_INPUT"] = "1"
+        argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--", *checked]
+        try:
+            with anyio.fail_after(time_limit):
+                done = await anyio.run_process(argv, check=False, env=env, stdin=None)
+        except TimeoutError as exc:
+            raise KernelError(f"pip did not finish within {time_limit:g} s.") from exc
+        except OSError as exc:
+            raise KernelError(f"could not run pip with {python}: {exc}.") from exc
+        text = (done.stdout + done.stderr).decode("utf-8", "replace")
+        if done.returncode == 0:
+            await self._ask(runner, introspect.refresh_imports(), "refreshing imports")
+        return python, done.returncode, text[-3000:]
+
+    async def save_kernel_state(self, path: str, *, to: str | None = None) -> dict[str, Any]:
+        """Save ``path``'s kernel variables into the state file of ``to`` (default: ``path``)."""
+        runner = await self._python_runner(path, "save_kernel_state")
+        target = self.state_file(self.store.relative(to or path))
+        found = await self._ask(runner, introspect.save_state(target), "saving the state")
+        if found.get("no_dill"):
+            raise Unsupported(
+                "the kernel cannot import dill, which saves its state.",
+                hint='Install it first: install_packages(packages=["dill"]).',
+            )
+        return found
+
+    async def restore_kernel_state(self, path: str) -> dict[str, Any]:
+        runner = await self._python_runner(path, "restore_kernel_state")
+        source = self.state_file(self.store.relative(path))
+        if not await anyio.Path(source).exists():
+            raise InvalidArgument(
+                f"{self.store.relative(path)!r} has no saved kernel state.",
+                hint="Call save_kernel_state first.",
+            )
+        found = await self._ask(runner, introspect.restore_state(source), "restoring the state")
+        if found.get("no_dill"):
+            raise Unsupported(
+                "the kernel cannot import dill, which restores its state.",
+                hint='Install it first: install_packages(packages=["dill"]).',
+            )
+        return found
+
+
+def validate_requirements(requirements: Sequence[str]) -> list[str]:
+    """Each requirement as PEP 508 (``pandas>=2``, ``requests[socks]``); options are refused."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if not requirements:
+        raise InvalidArgument("no packages given.", hint='Give requirements like ["pandas>=2"].')
+    out = []
+    for item in requirements:
+        text = item.strip()
+        if not text or text.startswith("-"):
+            raise InvalidArgument(
+                f"{item!r} is not a package requirement: options such as --index-url or -e are "
+                "refused.",
+                hint='Give PEP 508 requirements only, like "pandas>=2" or "requests[socks]".',
+            )
+        try:
+            Requirement(text)
+        except InvalidRequirement as exc:
+            raise InvalidArgument(
+                f"{item!r} is not a valid PEP 508 requirement: {exc}.",
+                hint='Write it like "pandas>=2.0" or "scikit-learn==1.5.*".',
+            ) from exc
+        out.append(text)
+    return out
+
+
+def _visual_error(done: Mapping[str, Any], what: str, count: Any) -> NoReturn:
+    """Raise the error a failed visualisation (``done["error"]``) stands for."""
+    problem = done.get("error")
+    messages = {
+        "no_result": (
+            f"the kernel has no result for {what} (execution {count}): the cell's last line is "
+            "not an expression, or the kernel restarted since it ran.",
+            "Run the cell again, end it with the value to show, or pass "
+            "options={'expression': 'name'}.",
+        ),
+        "expression": (
+            f"the expression failed in the kernel: {done.get('detail')}.",
+            "Pass a Python expression that names the data, e.g. options={'expression': 'df'}.",
+        ),
+        "not_tabular": (
+            f"a {done.get('type')} cannot be shown as a table or chart.",
+            "Give a DataFrame, Series, array, dict, or list of rows, numbers or records.",
+        ),
+        "not_graph": (
+            f"a {done.get('type')} is not a graph.",
+            "Give a networkx graph or an adjacency dict {node: [neighbours]}.",
+        ),
+        "no_numbers": (
+            f"none of the columns {done.get('columns')} is numeric, so there is nothing to chart.",
+            "Use type='table', or name numeric columns in options y.",
+        ),
+        "no_column": (
+            f"there is no column {done.get('column')!r}; the columns are {done.get('columns')}.",
+            "Name one of those columns in options x or y.",
+        ),
+        "no_matplotlib": (
+            "the kernel cannot import matplotlib, which draws the chart.",
+            'Install it (install_packages(packages=["matplotlib"])) or use type="table".',
+        ),
+    }
+    message, hint = messages.get(str(problem), (f"visualising failed: {problem}.", ""))
+    if problem == "no_matplotlib":
+        raise Unsupported(message, hint=hint)
+    raise InvalidArgument(message, hint=hint)
