@@ -279,6 +279,32 @@ async def test_warm_kernel_moves_to_the_notebook_folder(tmp_path: Path) -> None:
         await provider.aclose()
 
 
+async def test_a_pool_refill_cancelled_mid_start_leaves_no_kernel(tmp_path: Path) -> None:
+    """nbrelay stopping while a warm kernel starts: whatever moment it lands, no kernel stays."""
+    import gc
+
+    me = psutil.Process()
+    before = {c.pid for c in me.children(recursive=True)}
+    for delay in (0.0, 0.05, 0.15, 0.3, 0.6, 1.0):
+        provider = LocalKernels(pool_size=1, pool_cwd=str(tmp_path))
+        try:
+            async with anyio.create_task_group() as tg:
+                provider.attach(tg)
+                provider._refill()
+                assert provider._filling
+                await anyio.sleep(delay)
+                tg.cancel_scope.cancel()
+        finally:
+            await provider.aclose()
+        gc.collect()
+        await eventually(
+            lambda: all(
+                c.pid in before or not _running(c.pid) for c in me.children(recursive=True)
+            ),
+            10,
+        )
+
+
 async def test_launch_policy_prefix_and_ipc_transport_apply_to_every_kernel(
     tmp_path: Path,
 ) -> None:

@@ -20,6 +20,7 @@ import base64
 import collections
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
 
+logger = logging.getLogger("nbrelay.kernels.local")
 _LIVE_GROUPS: set[int] = set()
 _STDERR_TAIL = 4000
 DENO_KERNEL = "deno"
@@ -376,6 +378,17 @@ class LocalSession:
             raise KernelError(f"the warm kernel could not move to {cwd!r}.")
 
 
+async def _abandon(km: Any) -> None:
+    """End a kernel whose start did not finish, and its connection file."""
+    try:
+        if km.has_kernel:
+            await km.shutdown_kernel(now=True)
+        else:
+            km.cleanup_resources()
+    except Exception:
+        logger.debug("could not end a half-started kernel", exc_info=True)
+
+
 async def _drain(kc: AsyncKernelClient) -> None:
     """Discard messages already queued (from a previous process, after a restart)."""
     from queue import Empty
@@ -583,6 +596,12 @@ class LocalKernels:
                 hint="Check the kernelspec's command (jupyter kernelspec list), or pick another "
                 "kernel in the notebook's metadata.",
             ) from exc
+        except BaseException:
+            # Cancelled mid-start (a pool refill when nbrelay stops): the process may exist
+            # already, and nothing else holds it, so it goes now.
+            with anyio.CancelScope(shield=True):
+                await _abandon(km)
+            raise
         stderr.follow(getattr(getattr(km.provisioner, "process", None), "stderr", None))
         kc = km.client()
         kc.start_channels(hb=False)  # liveness is watched on the process, not a heartbeat thread

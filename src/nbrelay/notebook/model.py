@@ -149,8 +149,19 @@ def from_dict(data: Any, *, name: str = "notebook") -> Notebook:
         data["metadata"] = {}
     nb = Notebook(data=data)
     _rejoin(cells)
+    _strip_transient(data)
     _fill_ids(nb)
     return nb
+
+
+def _strip_transient(data: dict[str, Any]) -> None:
+    """Drop what nbformat never stores (as ``nbformat.reads`` does): trust flags and signatures,
+    which a Jupyter Server adds when it hands a notebook out."""
+    for key in ("orig_nbformat", "orig_nbformat_minor", "signature"):
+        data["metadata"].pop(key, None)
+    for cell in data["cells"]:
+        if isinstance(cell, dict) and isinstance(cell.get("metadata"), dict):
+            cell["metadata"].pop("trusted", None)
 
 
 def _join(value: Any) -> Any:

@@ -125,6 +125,12 @@ class NotebookStore(Protocol):
         """Return the current snapshot. Called by every read; must be cheap when unchanged."""
         ...
 
+    async def peek(self, path: str) -> Snapshot:
+        """The current snapshot, without counting as the caller's read (the guard on edits by
+        position is left as it was). Called by the change feed, which watches notebooks that
+        clients listen to."""
+        ...
+
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         """Create (or, if asked, replace) a notebook. Called by create and import tools."""
         ...

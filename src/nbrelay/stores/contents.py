@@ -254,6 +254,9 @@ class ContentsStore:
         rel = self.relative(path)
         return self._observe(await self._fetch(rel))
 
+    async def peek(self, path: str) -> Snapshot:
+        return await self._fetch(self.relative(path))
+
     # -- writing -------------------------------------------------------------------------
 
     async def _write(self, rel: str, nb: Notebook) -> Snapshot:

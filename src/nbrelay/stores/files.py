@@ -330,6 +330,13 @@ class FileStore:
                 snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
         return self._observe(real, snap)
 
+    async def peek(self, path: str) -> Snapshot:
+        rel, real = self._resolve(path)
+        snap = self._unchanged(real)
+        if snap is None:
+            snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
+        return snap
+
     def _unchanged(self, real: str) -> Snapshot | None:
         """The cached snapshot, if the file's stat says it has not changed since."""
         cached = self._cache.get(real)

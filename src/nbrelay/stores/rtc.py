@@ -1092,6 +1092,15 @@ class RTCStore:
                 return replace(snap, changed_outside=changed, notes=notes)
         raise self._lost(rel)
 
+    async def peek(self, path: str) -> Snapshot:
+        """The notebook as its room holds it now (or as the server stores it, when nbrelay is
+        not in its room), without counting as the agent's read."""
+        rel = self.relative(path)
+        room = self._rooms.get(rel)
+        if room is not None and room.alive:
+            return self._snapshot(rel, room)[0]
+        return await self.contents.peek(rel)
+
     def _lost(self, rel: str) -> RemoteError:
         return RemoteError(
             f"the connection to the Jupyter Server dropped twice while working on {rel!r}.",

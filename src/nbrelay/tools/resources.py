@@ -32,7 +32,6 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import os
 import re
 import time
 from collections import deque
@@ -49,12 +48,11 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
-from nbrelay.errors import InvalidArgument, NbrelayError, NotebookInvalid, NotebookNotFound
+from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
 from nbrelay.notebook import changes, render
 from nbrelay.notebook.address import resolve_one
-from nbrelay.notebook.model import Notebook, parse, version_of
+from nbrelay.notebook.model import Notebook
 from nbrelay.stores.base import Snapshot
-from nbrelay.stores.files import FileStore
 from nbrelay.tools import results
 from nbrelay.workspace import Workspace
 
@@ -115,25 +113,19 @@ def _iso(ts: float) -> str:
 # -- the change feed ------------------------------------------------------------------------
 
 
-StatKey = tuple[int, int, int, int]
-
-
-def _stat_key(real: str) -> StatKey | None:
-    try:
-        st = os.stat(real)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+# A store that answers from memory or one stat (files, an open room) is checked every round; one
+# that must ask a Jupyter Server over HTTP is asked at most this often per notebook.
+REMOTE_INTERVAL = 0.5
 
 
 @dataclass
 class _Watched:
-    """A notebook file with listeners: what the feed saw last."""
+    """A notebook with listeners: what the feed saw last."""
 
     seen: bool = False
-    key: StatKey | None = None
     version: str | None = None
     notebook: Notebook | None = None
+    checked: float = 0.0
 
 
 @dataclass
@@ -249,38 +241,32 @@ class ChangeFeed:
                     logger.exception("change feed: checking %s failed", rel)
 
     async def _check(self, rel: str) -> None:
-        """Compare the notebook on disk with what was seen last; record and publish a change.
-        The first look only takes the baseline."""
+        """Compare the notebook with what was seen last; record and publish a change. The
+        first look only takes the baseline. Works on every store through ``peek``, which does
+        not count as the agent's read."""
         watched = self._watched.get(rel)
-        store = self.ws.store
-        if watched is None or not isinstance(store, FileStore):
+        if watched is None:
             return
-        key = await anyio.to_thread.run_sync(_stat_key, os.path.join(store.root, rel))
-        if watched.seen and key == watched.key:
+        now = time.monotonic()
+        if self.ws.store.mode != "files" and now - watched.checked < REMOTE_INTERVAL:
             return
+        watched.checked = now
         notebook: Notebook | None = None
         version: str | None = None
-        if key is not None:
-            try:
-                _, raw = await store.read_file(rel)
-            except NotebookNotFound:
-                key = None
-            except NbrelayError:
-                return  # unreadable for now: look again on the next round
-            else:
-                version = version_of(raw)
-                if watched.seen and version == watched.version:
-                    watched.key = key
-                    return
-                try:
-                    notebook = await anyio.to_thread.run_sync(lambda: parse(raw, name=rel))
-                except NotebookInvalid:
-                    watched.key = key  # half-written: look again when the file changes
-                    return
+        try:
+            snap = await self.ws.store.peek(rel)
+        except NotebookNotFound:
+            pass  # deleted: reported as such
+        except NbrelayError:
+            return  # unreadable for now (half-written, server busy): look again next round
+        else:
+            notebook, version = snap.notebook, snap.version
+        if watched.seen and version == watched.version:
+            return
         first = not watched.seen
         found = changes.diff(watched.notebook, notebook)
         watched.seen = True
-        watched.key, watched.version, watched.notebook = key, version, notebook
+        watched.version, watched.notebook = version, notebook
         if first or (found.empty and notebook is not None):
             return
         entry = self._record(rel, found, version)
