@@ -935,6 +935,17 @@ async def many_notebooks(
 # -- main -----------------------------------------------------------------------------------
 
 
+def compile_nbrelay() -> None:
+    """Byte-compile nbrelay as ``pip install`` does for every package it installs (the SDK's and
+    the competitors' included): from a checkout, with PYTHONDONTWRITEBYTECODE set, each start
+    would otherwise compile the changed sources again."""
+    import compileall
+
+    import nbrelay
+
+    compileall.compile_dir(str(Path(nbrelay.__file__).parent), quiet=1)
+
+
 async def main(args: argparse.Namespace) -> int:
     raw = make_notebook()
     wanted = [w for w in args.with_.split(",") if w]
@@ -943,6 +954,7 @@ async def main(args: argparse.Namespace) -> int:
         print(f"unknown competitor(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     venvs = {key: ensure_venv(args.cache, key) for key in wanted}
+    compile_nbrelay()
     with tempfile.TemporaryDirectory(prefix="nbrelay-bench-") as tmp:
         folder = Path(tmp)
         if args.many_only:

@@ -7,10 +7,12 @@ MCP protocol: nothing here writes to it except the non-serving commands.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(settings: Settings) -> int:
     # Read once into Settings; kernels and other children must never inherit the token.
     os.environ.pop(TOKEN_ENV, None)
+    # Start-up makes some hundred thousand long-lived objects (the SDK's and the tools' models);
+    # the cycle collector scanning them over and over would be a tenth of start-up and find
+    # little. It stays off until the server has answered its first requests.
+    gc.disable()
+    _settle_after(SETTLE_SECONDS)
     if settings.http:
         import anyio
 
@@ -110,6 +117,23 @@ def _serve(settings: Settings) -> int:
     server = build_server(settings)
     server.run("stdio")
     return 0
+
+
+SETTLE_SECONDS = 3.0
+
+
+def _settle_after(delay: float) -> None:
+    """After ``delay``: collect once what start-up left, keep the survivors out of every later
+    collection (which makes those shorter), and turn the collector back on."""
+
+    def settle() -> None:
+        gc.collect()
+        gc.freeze()
+        gc.enable()
+
+    timer = threading.Timer(delay, settle)
+    timer.daemon = True
+    timer.start()
 
 
 def _print_tools(settings: Settings, *, as_json: bool) -> int:

@@ -65,6 +65,22 @@ PROFILES: dict[str, ProfileRegister] = {
 PROFILE_RESOURCES: dict[str, ProfileResources] = {"srcbook": _lazy("srcbook", "register_resources")}
 
 
+def _plain_sdk_logging() -> None:
+    """Keep the SDK from importing ``rich`` for its log handler (a tenth of start-up, and
+    memory): nbrelay logs plain lines to stderr, and once logging is configured the SDK's own
+    ``basicConfig`` call does nothing anyway."""
+    import logging
+
+    import mcp.server.mcpserver.server as sdk
+
+    def configure(level: str = "INFO") -> None:
+        if not logging.getLogger().handlers:
+            logging.basicConfig(level=level, format="%(message)s")
+
+    if hasattr(sdk, "configure_logging"):
+        sdk.configure_logging = configure
+
+
 def build_workspace(settings: Settings) -> Workspace:
     if settings.jupyter_url and settings.kernel_gateway_url:
         raise InvalidArgument(
@@ -134,6 +150,7 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
                 f"--tools names unknown tool(s): {', '.join(unknown)}.",
                 hint=f"Tools of profile {settings.profile!r}: {', '.join(every.registered)}.",
             )
+    _plain_sdk_logging()
     server: MCPServer[Any] = MCPServer(
         "nbrelay",
         version=__version__,

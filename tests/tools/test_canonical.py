@@ -135,6 +135,38 @@ async def test_read_notebook_paginates_and_budgets_outputs(client: Client, root:
     assert summary["output_summary"] == "[1 output] line 0"
 
 
+async def test_the_overview_follows_every_change_between_reads(
+    client: Client, root: Path, someone_else: SomeoneElse
+) -> None:
+    """Overviews are remembered per cell between reads; each read still shows the notebook as
+    it is now: edited, inserted, cleared and outside-changed cells, and shifted indexes."""
+    nb = notebook("a", "b", "c", "d")
+    nb.cells[3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "done\n"}]
+    write_notebook(root / "n.ipynb", nb)
+
+    async def overview(**page: int) -> list[tuple[int, str, str, str | None]]:
+        cells = (await call(client, "read_notebook", path="n.ipynb", **page))["cells"]
+        return [(c["index"], c["id"], c["source"], c.get("output_summary")) for c in cells]
+
+    first = await overview()
+    assert first[3] == (3, "c3", "d", "[1 output] done")
+    assert await overview() == first
+    await call(client, "edit_cell", path="n.ipynb", cell="c1", source="B")
+    await call(client, "insert_cells", path="n.ipynb", index=0, cells=["new"])
+    await call(client, "clear_outputs", path="n.ipynb", cells=["c3"])
+    now = await overview()
+    assert [(i, s, o) for i, _, s, o in now] == [
+        (0, "new", None),
+        (1, "a", None),
+        (2, "B", None),
+        (3, "c", None),
+        (4, "d", None),
+    ]
+    assert await overview(start=3, limit=2) == now[3:]
+    await someone_else("n.ipynb", "c2", "theirs")
+    assert [s for _, _, s, _ in await overview()] == ["new", "a", "B", "theirs", "d"]
+
+
 async def test_read_cell_by_id_and_negative_index(client: Client, root: Path) -> None:
     write_notebook(root / "n.ipynb", notebook("a", "b"))
     assert (await call(client, "read_cell", path="n.ipynb", cell="c1"))["cell"]["source"] == "b"

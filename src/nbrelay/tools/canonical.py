@@ -122,9 +122,11 @@ def register(reg: Registrar, ws: Workspace) -> None:
             output_budget if output_budget is not None else ws.settings.output_budget,
             ws.settings.output_budget,
         )
-        views = [
-            results.cell_view(cells[i], i, full=full, budget=budget) for i in range(start, end)
-        ]
+        views = (
+            [results.cell_view(cells[i], i, full=True, budget=budget) for i in range(start, end)]
+            if full
+            else results.OverviewMemo.of(ws).views(snap.path, cells, start, end)
+        )
         return NotebookView(
             path=snap.path,
             version=snap.version,

@@ -373,13 +373,12 @@ def _json(model: Any) -> str:
 def notebook_state(ws: Workspace, snap: Snapshot) -> results.NotebookView:
     """The notebook overview, as ``read_notebook`` returns it for all cells."""
     cells = snap.notebook.cells
-    budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
     return results.NotebookView(
         path=snap.path,
         version=snap.version,
         cell_count=len(cells),
         kernel=snap.notebook.kernel_name,
-        cells=[results.cell_view(c, i, full=False, budget=budget) for i, c in enumerate(cells)],
+        cells=results.OverviewMemo.of(ws).views(snap.path, cells, 0, len(cells)),
         note=results.OUTSIDE_NOTE if snap.changed_outside else None,
         problems=list(snap.problems) or None,
     )

@@ -7,7 +7,8 @@ out of results, so optional fields cost nothing when unused.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import weakref
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -133,23 +134,75 @@ def cell_view(
 ) -> CellView:
     kind = str(cell.get("cell_type", ""))
     source = str(cell.get("source", ""))
-    view = CellView(
-        index=index,
-        id=str(cell["id"]),
-        type=kind,
-        source=source if full else render.source_preview(source, preview_lines, 600),
-    )
+    fields: dict[str, Any] = {
+        "index": index,
+        "id": str(cell["id"]),
+        "type": kind,
+        "source": source if full else render.source_preview(source, preview_lines, 600),
+    }
     if kind == "code":
         count = cell.get("execution_count")
-        view.execution_count = count if isinstance(count, int) else None
+        fields["execution_count"] = count if isinstance(count, int) else None
         if budget is not None and full:
-            view.outputs = [OutputView(**v) for v in render.render_outputs(cell, budget)] or None
+            outputs = [OutputView(**v) for v in render.render_outputs(cell, budget)]
+            fields["outputs"] = outputs or None
         elif budget is not None:
-            view.output_summary = render.outputs_summary(cell) or None
+            fields["output_summary"] = render.outputs_summary(cell) or None
     if full:
         meta = {k: v for k, v in (cell.get("metadata") or {}).items() if k != "trusted"}
-        view.metadata = meta or None
-    return view
+        fields["metadata"] = meta or None
+    # Built at once (pydantic's validation runs in Rust): setting fields one by one afterwards
+    # cost an overview of hundreds of cells twice as much.
+    return CellView(**fields)
+
+
+class OverviewMemo:
+    """Overview views of cells (``cell_view(..., full=False)`` without the index), kept per
+    notebook and found by cell identity, so that reading an unchanged notebook again, or after
+    an edit elsewhere in it, renders only the cells that changed.
+
+    Stores never change a cell dict in place (an edit makes new dicts and shares the others),
+    so a cell that is the very object seen before has the same overview. Entries hold their
+    cell, which keeps its ``id()`` from being reused while the entry lives; entries for cells
+    no longer in the notebook are dropped at its next read."""
+
+    NOTEBOOKS = 32  # notebooks remembered, most recently read first out last
+
+    _owners: ClassVar[weakref.WeakKeyDictionary[Any, OverviewMemo]] = weakref.WeakKeyDictionary()
+
+    def __init__(self) -> None:
+        self._by_path: dict[str, dict[int, tuple[Cell, dict[str, Any]]]] = {}
+
+    @classmethod
+    def of(cls, owner: Any) -> OverviewMemo:
+        """The memo of ``owner`` (a workspace): one per server."""
+        memo = cls._owners.get(owner)
+        if memo is None:
+            memo = cls._owners[owner] = cls()
+        return memo
+
+    def views(self, path: str, cells: list[Cell], start: int, end: int) -> list[CellView]:
+        known = self._by_path.pop(path, {})
+        alive = {id(c) for c in cells}
+        kept = {k: v for k, v in known.items() if k in alive}
+        views = []
+        for i in range(start, end):
+            cell = cells[i]
+            hit = kept.get(id(cell))
+            if hit is None:
+                fields = cell_view(cell, i, full=False, budget=_NO_BUDGET).model_dump(
+                    exclude={"index"}
+                )
+                hit = kept[id(cell)] = (cell, fields)
+            views.append(CellView(index=i, **hit[1]))
+        self._by_path[path] = kept
+        while len(self._by_path) > self.NOTEBOOKS:
+            del self._by_path[next(iter(self._by_path))]
+        return views
+
+
+# An overview never spends the output budget (it shows one summary line per cell).
+_NO_BUDGET = render.Budget(0, 0)
 
 
 def snapshot_note(snap: Snapshot) -> str | None:
