@@ -166,7 +166,7 @@ class OverviewMemo:
     cell, which keeps its ``id()`` from being reused while the entry lives; entries for cells
     no longer in the notebook are dropped at its next read."""
 
-    NOTEBOOKS = 32  # notebooks remembered, most recently read first out last
+    NOTEBOOKS = 32  # notebooks remembered; the one read longest ago is forgotten first
 
     _owners: ClassVar[weakref.WeakKeyDictionary[Any, OverviewMemo]] = weakref.WeakKeyDictionary()
 
