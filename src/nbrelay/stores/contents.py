@@ -32,6 +32,7 @@ from nbrelay.errors import (
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
 from nbrelay.notebook.model import Notebook, from_dict, serialize, version_of
+from nbrelay.stores import paths
 from nbrelay.stores.base import (
     EditOutcome,
     Entry,
@@ -49,7 +50,6 @@ NOT_LIVE_NOTE = (
     "from such a tab would overwrite it."
 )
 
-_MAX_PATH = 1024
 _MAX_LISTED_FOLDERS = 2000
 
 
@@ -59,46 +59,13 @@ def normalize(path: str, *, suffix: str = ".ipynb") -> str:
     The same rules as file mode: no ``..``, no hidden part, no backslash, NUL or URL, and the
     right suffix. The server enforces its own root on top.
     """
-    value: object = path
-    if not isinstance(value, str) or not value.strip():
-        raise PathError("the path is empty.", hint='Give a path like "analysis.ipynb".')
-    if "\x00" in path or len(path) > _MAX_PATH:
-        raise PathError(
-            "the path contains a NUL byte or is too long.", hint="Give a normal file path."
-        )
-    if "\\" in path:
-        raise PathError(
-            f"the path {path!r} contains a backslash.",
-            hint='Use "/" to separate folders, relative to the root.',
-        )
-    if "://" in path:
-        raise PathError(
-            f"the path {path!r} looks like a URL.",
-            hint="Give a path relative to the Jupyter Server's root folder, not a URL.",
-        )
+    paths.check_text(path)
     if path.startswith("/") or path.startswith("~"):
         raise PathError(
             f"the path {path!r} is absolute.",
             hint="In live mode paths are relative to the Jupyter Server's root folder.",
         )
-    parts = [p for p in path.split("/") if p not in ("", ".")]
-    if any(p == ".." for p in parts):
-        raise PathError(
-            f"the path {path!r} contains '..'.",
-            hint="Paths may not leave the root folder; give a path relative to the root.",
-        )
-    if any(p.startswith(".") for p in parts):
-        raise PathError(
-            f"the path {path!r} is hidden (a part starts with '.').",
-            hint="Hidden files and folders are not served.",
-        )
-    if not parts:
-        raise PathError("the path names the root folder, not a notebook.")
-    if suffix and not parts[-1].endswith(suffix):
-        raise PathError(
-            f"the path {path!r} is not a {suffix} file.", hint=f"Notebook paths end in {suffix}."
-        )
-    return "/".join(parts)
+    return paths.relative(path, path.split("/"), suffix)
 
 
 def timestamp(value: Any) -> float:

@@ -26,13 +26,11 @@ import hashlib
 import json
 import mimetypes
 import os
-import re
 import secrets
 import stat
 import sys
 import tempfile
 import time
-import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -52,6 +50,7 @@ from nbrelay.errors import (
 )
 from nbrelay.notebook import validate
 from nbrelay.notebook.model import Cell, Notebook, parse, serialize, version_of
+from nbrelay.stores import paths
 from nbrelay.stores.base import (
     Document,
     EditOutcome,
@@ -64,11 +63,8 @@ from nbrelay.stores.base import (
     refuse_stale,
 )
 
-_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
-_STRUCTURAL = frozenset("./\\:%~")
 _TMP_MARK = ".nbrelay-"
 _TMP_SUFFIX = ".tmp"
-_MAX_PATH = 1024
 _MAX_BYTES = 512 * 1024 * 1024
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -125,42 +121,7 @@ class FileStore:
 
     def _resolve(self, path: str, *, suffix: str = ".ipynb") -> tuple[str, str]:
         """Return (relative posix path, real absolute path) or raise PathError."""
-        value: object = path
-        if not isinstance(value, str) or not value.strip():
-            raise PathError("the path is empty.", hint='Give a path like "analysis.ipynb".')
-        if "\x00" in path or len(path) > _MAX_PATH:
-            raise PathError(
-                "the path contains a NUL byte or is too long.", hint="Give a normal file path."
-            )
-        try:
-            path.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise PathError(
-                f"the path {path!r} contains characters no file name can hold (a lone surrogate).",
-                hint="Give a normal file path.",
-            ) from exc
-        if "\\" in path:
-            raise PathError(
-                f"the path {path!r} contains a backslash.",
-                hint='Use "/" to separate folders, relative to the root.',
-            )
-        if "://" in path:
-            raise PathError(
-                f"the path {path!r} looks like a URL.",
-                hint="Give a file path relative to the root, not a URL.",
-            )
-        if _PERCENT_ESCAPE.search(path):
-            raise PathError(
-                f"the path {path!r} contains percent-encoded characters.",
-                hint="Give the path as it is on disk, not URL-encoded ('%2e' is '.').",
-            )
-        folded = unicodedata.normalize("NFKC", path)
-        if [c for c in folded if c in _STRUCTURAL] != [c for c in path if c in _STRUCTURAL]:
-            raise PathError(
-                f"the path {path!r} contains look-alikes of '.', '/' or '\\' (such as fullwidth "
-                "forms), which other tools may read as those characters.",
-                hint="Use plain '.' and '/' in paths.",
-            )
+        paths.check_text(path)
         raw = PurePosixPath(path)
         if raw.is_absolute():
             if not _is_inside(os.path.normpath(path), self._root_s):
@@ -169,25 +130,7 @@ class FileStore:
                     hint="Give a path relative to the root; list_notebooks shows what is there.",
                 )
             raw = PurePosixPath(os.path.relpath(os.path.normpath(path), self._root_s))
-        parts = [p for p in raw.parts if p not in ("", ".")]
-        if any(p == ".." for p in parts):
-            raise PathError(
-                f"the path {path!r} contains '..'.",
-                hint="Paths may not leave the root folder; give a path relative to the root.",
-            )
-        if any(p.startswith(".") for p in parts):
-            raise PathError(
-                f"the path {path!r} is hidden (a part starts with '.').",
-                hint="Hidden files and folders are not served.",
-            )
-        if not parts:
-            raise PathError("the path names the root folder, not a notebook.")
-        if suffix and not parts[-1].endswith(suffix):
-            raise PathError(
-                f"the path {path!r} is not a {suffix} file.",
-                hint=f"Notebook paths end in {suffix}.",
-            )
-        rel = "/".join(parts)
+        rel = paths.relative(path, raw.parts, suffix)
         try:
             real = os.path.realpath(os.path.join(self._root_s, rel))
         except OSError as exc:  # a link on the path was replaced while it was being followed
