@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import notebook, write_notebook
+from tests.helpers import missing_tool, notebook, write_notebook
 from tests.http.harness import http_server, report, server_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,10 +27,7 @@ PRELOAD = Path(__file__).resolve().parent / "conformance" / "bearer.mjs"
 def node_tool(name: str) -> Path:
     path = BIN / name
     if not path.exists():
-        message = f"{path} is missing: run `bash scripts/test` (it installs the Node tools)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing_tool(f"{path} is missing: run `bash scripts/test` (it installs the Node tools)")
     return path
 
 

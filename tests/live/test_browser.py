@@ -8,7 +8,6 @@ survive. A screenshot is saved in the test's temporary folder.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import anyio
 import pytest
 
 from nbrelay.formats import CHROMIUM_FLAGS
-from tests.helpers import call, notebook, write_notebook
+from tests.helpers import call, missing_tool, notebook, write_notebook
 from tests.live.conftest import AGENT, agent
 from tests.live.person import fresh_sources
 from tests.live.server import JupyterServer, wait_for
@@ -28,15 +27,13 @@ FLAGS = list(CHROMIUM_FLAGS)
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
-@pytest.mark.skipif(
-    shutil.which("chromium") is None and not Path(CHROMIUM).exists(),
-    reason="Debian's chromium is not installed (scripts/test installs it)",
-)
 async def test_jupyterlab_shows_the_agents_cell_and_output_while_the_person_types(
     jupyter: JupyterServer, live_folder: tuple[str, Path], tmp_path: Path
 ) -> None:
     from playwright.async_api import async_playwright
 
+    if not Path(CHROMIUM).exists():
+        missing_tool(f"Debian's chromium is not installed at {CHROMIUM} (scripts/test installs it)")
     folder, local = live_folder
     write_notebook(local / "n.ipynb", notebook("notes = 1\n", "y = 2"))
     url = f"{jupyter.url}lab/workspaces/{folder}/tree/{folder}/n.ipynb?reset&token={jupyter.token}"

@@ -476,8 +476,15 @@ class FileStore:
         return self._observe(real, snap)
 
     def _create_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> Snapshot:
+        return self._remember(rel, real, data, self._put_sync(rel, real, data, overwrite))
+
+    def _put_sync(
+        self, rel: str, real: str, data: bytes, overwrite: bool, *, suffix: str = ".ipynb"
+    ) -> os.stat_result:
+        """Write a whole file, making its folders; an existing file is replaced only when
+        ``overwrite`` is given, and only if it did not change while being replaced."""
         os.makedirs(os.path.dirname(real), exist_ok=True)
-        self._resolve(rel)  # the folders just made must not change where the path leads
+        self._resolve(rel, suffix=suffix)  # the folders just made must not change where it leads
         with self._flock(real):
             expect: str | None = None
             if os.path.lexists(real):
@@ -487,8 +494,7 @@ class FileStore:
                         hint="Pick another path, or pass overwrite=true to replace it.",
                     )
                 expect = self._snapshot_version(real, rel)
-            st = self._write_atomic(real, data, expect=expect)
-            return self._remember(rel, real, data, st)
+            return self._write_atomic(real, data, expect=expect)
 
     def _snapshot_version(self, real: str, rel: str) -> str:
         raw, _ = self._read_bytes(real, rel)
@@ -659,19 +665,8 @@ class FileStore:
                 await anyio.to_thread.run_sync(self._write_file_sync, rel, real, data, overwrite)
 
     def _write_file_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> None:
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        self._resolve(rel, suffix="")  # the folders just made must not change where it leads
-        with self._flock(real):
-            expect: str | None = None
-            if os.path.lexists(real):
-                if not overwrite:
-                    raise NotebookExists(
-                        f"{rel!r} already exists.",
-                        hint="Pick another path, or pass overwrite=true to replace it.",
-                    )
-                expect = self._snapshot_version(real, rel)
-            self._write_atomic(real, data, expect=expect)
-            self._cache.pop(real, None)
+        self._put_sync(rel, real, data, overwrite, suffix="")
+        self._cache.pop(real, None)
 
     # -- documents: any file or folder under the root ------------------------------------
 
