@@ -120,6 +120,7 @@ class ContentsStore:
         self.paths = Paths(folder)
         self._locks: dict[str, anyio.Lock] = {}
         self._known: LastSeen[str] = LastSeen()  # per MCP session (reader)
+        self._read: LastSeen[dict[str, str]] = LastSeen()  # each cell's source as last read
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
@@ -214,6 +215,7 @@ class ContentsStore:
     def _observe(self, snap: Snapshot) -> Snapshot:
         known = self._known.get(snap.path)
         self._known[snap.path] = snap.version
+        self._read[snap.path] = snap.notebook.sources()
         changed = known is not None and known != snap.version
         return replace(snap, changed_outside=True) if changed else snap
 
@@ -247,6 +249,7 @@ class ContentsStore:
                 )
             snap = await self._write(rel, notebook)
         self._known[rel] = snap.version
+        self._read[rel] = snap.notebook.sources()
         return snap
 
     async def edit(
@@ -266,7 +269,10 @@ class ContentsStore:
             if outside and guard_positions and expected_version is None:
                 raise positions_moved(f"{rel!r} was changed by someone else", before.version)
             plan, after_nb = plan_edit(
-                before, planner, fix_hint="Fix it in JupyterLab, then retry."
+                before,
+                planner,
+                fix_hint="Fix it in JupyterLab, then retry.",
+                read=self._read.get(rel),
             )
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
@@ -280,6 +286,7 @@ class ContentsStore:
                 )
             after = await self._write(rel, after_nb)
             self._known[rel] = after.version
+            self._read[rel] = after.notebook.sources()
         return EditOutcome(before, after, plan, changed_outside=outside, notes=(NOT_LIVE_NOTE,))
 
     async def remove(self, path: str) -> None:
@@ -288,6 +295,7 @@ class ContentsStore:
             await self._fetch(rel)
             await self.api.delete_contents(self.paths.server(rel))
             self._known.pop(rel, None)
+            self._read.pop(rel, None)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
@@ -308,6 +316,7 @@ class ContentsStore:
             await self.api.make_folders(full.rsplit("/", 1)[0])
         await self.api.rename_contents(self.paths.server(src_rel), full)
         self._known.pop(src_rel, None)
+        self._read.pop(src_rel, None)
         return await self.load(dst_rel)
 
     async def aclose(self) -> None:

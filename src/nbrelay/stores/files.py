@@ -108,6 +108,7 @@ class FileStore:
         self._locks: dict[str, anyio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
         self._known: LastSeen[str] = LastSeen()
+        self._read: LastSeen[dict[str, str]] = LastSeen()  # each cell's source as last read
         self._swept: set[str] = set()
         # The last written notebook's cells as serialised (by cell identity), so that an edit
         # re-encodes only the cells it made; see _serialize.
@@ -261,6 +262,7 @@ class FileStore:
         """Record that the agent has seen ``snap``; flag it if someone else changed the file."""
         known = self._known.get(real)
         self._known[real] = snap.version
+        self._read[real] = snap.notebook.sources()
         changed = known is not None and known != snap.version
         return replace(snap, changed_outside=changed) if changed else snap
 
@@ -521,6 +523,7 @@ class FileStore:
                 self._edit_sync, rel, real, planner, expected_version, guard_positions
             )
         self._known[real] = outcome.after.version
+        self._read[real] = outcome.after.notebook.sources()
         return outcome
 
     def _edit_sync(
@@ -542,6 +545,7 @@ class FileStore:
                 before,
                 planner,
                 fix_hint="Fix the file by hand or restore it from version control, then retry.",
+                read=self._read.get(real),
             )
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
@@ -588,6 +592,7 @@ class FileStore:
             self._unlink(real)
             self._cache.pop(real, None)
             self._known.pop(real, None)
+            self._read.pop(real, None)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, src_real = self._resolve(src)
@@ -631,6 +636,7 @@ class FileStore:
                 self._unlink(src_real)
                 self._cache.pop(src_real, None)
                 self._known.pop(src_real, None)
+                self._read.pop(src_real, None)
             if not notebook:
                 self._cache.pop(dst_real, None)
                 return None
@@ -769,6 +775,7 @@ class FileStore:
             os.unlink(real)
             self._cache.pop(real, None)
             self._known.pop(real, None)
+            self._read.pop(real, None)
 
     async def move_document(self, src: str, dst: str, *, keep_source: bool) -> Document:
         src_rel, src_real = self._resolve(src, suffix="")

@@ -74,12 +74,22 @@ class CellRead(BaseModel):
     note: str | None = None
 
 
+class MergedCell(BaseModel):
+    """A cell someone else changed since the caller read it; ``theirs`` is that change (a diff
+    from the source as read to the source the edit was merged with)."""
+
+    index: int
+    id: str
+    theirs: str
+
+
 class EditResult(BaseModel):
     path: str
     version: str
     changed: list[CellLoc]
     removed: list[CellLoc] | None = None
     diff: str | None = None
+    merged: list[MergedCell] | None = None
     replacements: int | None = None
     undone: list[str] | None = None
     note: str | None = None
@@ -227,12 +237,21 @@ def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
     notes.extend(outcome.notes)
     if not outcome.plan.edits:
         notes.append("Nothing needed changing; the notebook was not written.")
+    merged = [MergedCell(**m) for m in detail.get("merged") or ()]
+    if merged:
+        cells = ", ".join(str(m.index) for m in merged)
+        notes.insert(
+            0,
+            f"Cell {cells} had been changed since you last read it (by a person or another "
+            "client); your new source was merged with that change, which is kept (see merged).",
+        )
     return EditResult(
         path=outcome.after.path,
         version=outcome.after.version,
         changed=sorted(changed, key=lambda c: c.index),
         removed=removed or None,
         diff=detail.get("diff") or None,
+        merged=merged or None,
         replacements=detail.get("replacements"),
         note=" ".join(notes) or None,
     )

@@ -282,7 +282,7 @@ class EditingWorkspace(CoreWorkspace):
                     ) from exc
                 if count and new != source:
                     total += count
-                    steps.append(edits.plan_set_source(nb, i, new))
+                    steps.append(edits.plan_set_source(nb, i, new, merge=False))
             return Plan(
                 edits=tuple(e for s in steps for e in s.edits),
                 touched=tuple(c for s in steps for c in s.touched),
