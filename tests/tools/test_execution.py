@@ -293,3 +293,49 @@ async def test_install_packages_refuses_anything_but_requirements(
     error = await call_error(client, "install_packages", path="nb.ipynb", packages=[package])
     assert why in error
     assert (await call(client, "list_kernels"))["kernels"] == []
+
+
+async def test_one_flood_does_not_starve_the_outputs_of_later_cells(
+    client: Client, root: Path
+) -> None:
+    """A 50,000-line print followed by 20 cells printing one short line: every short line
+    comes back whole, in execute's result and in read_notebook(full=true)."""
+    cells = ["print('\\n'.join(f'line {i}' for i in range(50_000)))"]
+    cells += [f"print('cell {i} ok')" for i in range(1, 21)]
+    write_notebook(root / "nb.ipynb", notebook(*cells))
+    result = await call(client, "execute", path="nb.ipynb", cells=[":"])
+    short = [c["outputs"][0] for c in result["cells"][1:]]
+    assert [o["text"] for o in short] == [f"cell {i} ok\n" for i in range(1, 21)]
+    assert not any("omitted" in o or "cut" in o for o in short)
+    flood = result["cells"][0]["outputs"][0]
+    assert flood["text"].startswith("line 0\n")
+    assert flood["text"].rstrip().endswith("line 49999")
+    full = await call(client, "read_notebook", path="nb.ipynb", full=True)
+    assert [c["outputs"][0]["text"] for c in full["cells"][1:]] == [
+        f"cell {i} ok\n" for i in range(1, 21)
+    ]
+
+
+async def test_an_image_in_a_result_says_how_to_get_it(client: Client, root: Path) -> None:
+    nb = notebook("plot()")
+    nb.cells[0]["outputs"] = [
+        {
+            "output_type": "display_data",
+            "data": {"image/png": _png(40, 20), "text/plain": "<Figure size 640x480>"},
+            "metadata": {},
+        }
+    ]
+    write_notebook(root / "nb.ipynb", nb)
+    pointer = 'read_output(path="nb.ipynb", cell="c0", output=0)'
+    cell = (await call(client, "read_cell", path="nb.ipynb", cell=0))["cell"]
+    assert cell["outputs"][0]["text"].startswith("[image/png 40x20, 1 KB image]")
+    assert pointer in cell["outputs"][0]["text"]
+    full = await call(client, "read_notebook", path="nb.ipynb", full=True)
+    assert pointer in full["cells"][0]["outputs"][0]["text"]
+    code = "from IPython.display import Image, display\n"
+    code += f"display(Image(data=__import__('base64').b64decode('{_png(8, 8)}')))"
+    write_notebook(root / "run.ipynb", notebook(code))
+    ran = await call(client, "execute", path="run.ipynb", cells=[0])
+    out = ran["cells"][0]["outputs"][0]
+    assert out["image"] == "image/png"
+    assert 'read_output(path="run.ipynb", cell="c0", output=0) returns the image' in out["text"]

@@ -66,11 +66,23 @@ def _sync_regions(
 
 
 def merge3(base: str, ours: str, theirs: str) -> Merged:
-    """Merge ``ours`` and ``theirs``, two edits of ``base``; see the module docstring."""
+    """Merge ``ours`` and ``theirs``, two edits of ``base``; see the module docstring.
+
+    Two separate changes add up: the merge is as much longer than ``theirs`` as ``ours`` is
+    than ``base``. Where repeated lines make the alignment ambiguous and that does not hold,
+    the result is a conflict: a merge is never a guess.
+    """
     if ours == theirs or theirs == base:
         return Merged(ours)
     if ours == base:
         return Merged(theirs)
+    merged = _merge(base, ours, theirs)
+    if merged.text is not None and len(merged.text) != len(ours) + len(theirs) - len(base):
+        return Merged(None, (Conflict(0, len(base.splitlines()), ours, theirs),))
+    return merged
+
+
+def _merge(base: str, ours: str, theirs: str) -> Merged:
     # Each text gets a final newline for the merge (and loses it after), so a line added at the
     # end of a source without one does not count as a change of its last line.
     b, o, t = _lines(base + "\n"), _lines(ours + "\n"), _lines(theirs + "\n")

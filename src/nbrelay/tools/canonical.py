@@ -123,7 +123,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ws.settings.output_budget,
         )
         views = (
-            [results.cell_view(cells[i], i, full=True, budget=budget) for i in range(start, end)]
+            results.full_views(snap.path, cells, range(start, end), budget)
             if full
             else results.OverviewMemo.of(ws).views(snap.path, cells, start, end)
         )
@@ -156,7 +156,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
             output_budget if output_budget is not None else ws.settings.output_budget,
             ws.settings.output_budget,
         )
-        view = results.cell_view(snap.notebook.cells[i], i, full=True, budget=budget)
+        view = results.cell_view(
+            snap.notebook.cells[i], i, full=True, budget=budget, path=snap.path
+        )
         note = results.snapshot_note(snap)
         return CellRead(path=snap.path, version=snap.version, cell=view, note=note)
 

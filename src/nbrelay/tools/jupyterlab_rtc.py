@@ -331,15 +331,16 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ref = range_ref(CellRange(start=r.start, end=end))
             indexes += [i for i in address.resolve(nb.ids, ref) if i not in indexes]
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
+        rendered = render.render_many([nb.cells[i] for i in indexes], budget)
         cells = []
-        for i in indexes:
+        for i, outputs in zip(indexes, rendered, strict=True):
             cell = nb.cells[i]
             item = CellItem(
                 index=i, id=cell["id"], content=str(cell.get("source", "")), type=cell["cell_type"]
             )
             if cell["cell_type"] == "code":
                 item.execution_count = cell.get("execution_count")
-                item.outputs = render.render_outputs(cell, budget) or None
+                item.outputs = outputs or None
             cells.append(item)
         return CellItems(cells=cells)
 

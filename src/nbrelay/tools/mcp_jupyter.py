@@ -150,9 +150,7 @@ def shown_output(output: dict[str, Any], budget: render.Budget, hint: str) -> di
     def fit(text: str) -> str:
         shown, _, any_shown = budget.take(text, hint)
         if not any_shown and text:
-            return (
-                f"[{len(text):,} characters not shown: this call's output budget is used; {hint}]"
-            )
+            return f"[{len(text):,} characters not shown: the output budget is 0; {hint}]"
         return shown
 
     kind = out.get("output_type")
@@ -215,13 +213,15 @@ def register(reg: Registrar, ws: Workspace) -> None:
         patience = ws.timeout_for(None) + ws.settings.interrupt_grace + 10
         await follow(ws, job, patience, ctx)
         run = job.cells[0]
-        shared = budget()
+        outputs = job.cell_outputs(run)
         result: dict[str, Any] = {
             "execution_count": run.execution_count,
-            "outputs": [
-                shown_output(dict(o), shared, "the whole output is saved in the notebook")
-                for o in job.cell_outputs(run)
-            ],
+            "outputs": budget().share(
+                lambda b: [
+                    shown_output(dict(o), b, "the whole output is saved in the notebook")
+                    for o in outputs
+                ]
+            ),
             "status": run.status,
         }
         if run.message:
@@ -323,8 +323,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         snap = await ws.view(path)
         nb = snap.notebook
         if execution_count is None and position_index is None:
-            shared = budget()
-            return reply([shown_cell(c, i, shared) for i, c in enumerate(nb.cells)])
+            return reply(
+                budget().share(lambda b: [shown_cell(c, i, b) for i, c in enumerate(nb.cells)])
+            )
         index = position(position_index)
         if index is None:
             index = index_of(nb, execution_count=count_of(execution_count or 0))
@@ -332,7 +333,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             raise InvalidArgument(
                 f"position_index={index} is out of range: {describe_bounds(len(nb.cells))}."
             )
-        return reply(shown_cell(nb.cells[index], index, budget()))
+        return reply(budget().share(lambda b: shown_cell(nb.cells[index], index, b)))
 
     @reg.tool(kind=runs)
     async def modify_notebook_cells(

@@ -201,13 +201,15 @@ def output_view(out: dict[str, Any], budget: render.Budget) -> dict[str, Any]:
         if kind == "execute_result":
             view["execution_count"] = out.get("execution_count")
     if not any_shown and shown.text:
-        view["omitted"] = f"{len(shown.text):,} characters not shown (output budget used)"
+        view["omitted"] = f"{len(shown.text):,} characters not shown (output budget 0)"
     return view
 
 
 def cell_output(
     cell: Cell, index: int, budget: render.Budget, outputs: list[dict[str, Any]] | None = None
 ) -> CellOutput:
+    """One cell in notebook-lr's shape (outputs take their texts from ``budget`` one by one:
+    share it with ``Budget.share``)."""
     kind = str(cell.get("cell_type", "code"))
     raw = cell.get("outputs") if outputs is None else outputs
     count = cell.get("execution_count")
@@ -390,14 +392,14 @@ def register(reg: Registrar, ws: Workspace) -> None:
             # The first cell makes the notebook (live mode: no placeholder cell before it).
             with contextlib.suppress(NotebookExists):
                 made = await ws.create_notebook(current.path, new)
-                return cell_output(made.notebook.cells[0], 0, budget())
+                return budget().share(lambda b: cell_output(made.notebook.cells[0], 0, b))
         try:
             outcome = await on_current(lambda p: ws.insert_cells(p, new, after=after))
         except CellNotFound:  # past the last cell: appended, as the document's list insert does
             outcome = await on_current(lambda p: ws.insert_cells(p, new))
         new_id = outcome.plan.touched[0]
         at = outcome.after.notebook.ids.index(new_id)
-        return cell_output(outcome.after.notebook.cells[at], at, budget())
+        return budget().share(lambda b: cell_output(outcome.after.notebook.cells[at], at, b))
 
     @reg.tool(kind="destructive")
     @_seed_hints
@@ -470,7 +472,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         nb = await notebook()
         i = address.resolve_one(nb.ids, _zero_based(index))
         cell = nb.cells[i]
-        return _with_images(cell_output(cell, i, budget()), cell.get("outputs") or [])
+        return _with_images(
+            budget().share(lambda b: cell_output(cell, i, b)), cell.get("outputs") or []
+        )
 
     @reg.tool(kind="read")
     async def list_cells() -> CellList:
@@ -481,7 +485,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         """
         nb = await notebook()
         shared = budget()
-        return CellList(cells=[cell_output(c, i, shared) for i, c in enumerate(nb.cells)])
+        return shared.share(
+            lambda b: CellList(cells=[cell_output(c, i, b) for i, c in enumerate(nb.cells)])
+        )
 
     # -- Notebook Operations ----------------------------------------------------------------
 
@@ -584,7 +590,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             id=cell.id or "",
             type="code",
             source=cell.source,
-            outputs=[output_view(o, budget()) for o in outputs],
+            outputs=budget().share(lambda b: [output_view(o, b) for o in outputs]),
             execution_count=cell.execution_count,
         )
         return _with_images(model, outputs)
@@ -604,19 +610,20 @@ def register(reg: Registrar, ws: Workspace) -> None:
             return CellList(cells=[])
         job = await on_current(lambda p: ws.execute(p, None))
         await run(job, ctx)
-        shared = budget()
-        return CellList(
-            cells=[
-                CellOutput(
-                    index=c.index,
-                    id=c.id or "",
-                    type="code",
-                    source=c.source,
-                    outputs=[output_view(o, shared) for o in job.cell_outputs(c)],
-                    execution_count=c.execution_count,
-                )
-                for c in _ran(job)
-            ]
+        return budget().share(
+            lambda b: CellList(
+                cells=[
+                    CellOutput(
+                        index=c.index,
+                        id=c.id or "",
+                        type="code",
+                        source=c.source,
+                        outputs=[output_view(o, b) for o in job.cell_outputs(c)],
+                        execution_count=c.execution_count,
+                    )
+                    for c in _ran(job)
+                ]
+            )
         )
 
     @reg.tool(kind="read")
@@ -712,7 +719,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         )
         nb = outcome.after.notebook
         at = nb.ids.index(outcome.plan.touched[0])
-        return cell_output(nb.cells[at], at, budget())
+        return budget().share(lambda b: cell_output(nb.cells[at], at, b))
 
     @reg.tool(kind="read")
     async def find_in_cells(

@@ -534,7 +534,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         await events.follow(job)
         await events.emit("notebook.state.changed")
         budget = render.Budget(settings.output_budget, settings.output_budget)
-        ran = [_cell_result(job, c, budget) for c in job.cells if c.status != "queued"]
+        ran = budget.share(
+            lambda b: [_cell_result(job, c, b) for c in job.cells if c.status != "queued"]
+        )
         ran = [r for r in ran if r.status != "skipped"]
         first_error = next((r.error for r in ran if r.error is not None), None)
         status = next((r.status for r in ran if r.status != "ok"), "ok")
@@ -823,6 +825,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
     async def session_state(session_id: str) -> str:
         snap = await sessions.open(session_id, touch=False)
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
+        rendered = render.render_many(snap.notebook.cells, budget)
         data = {
             **sessions.view(session_id, snap).model_dump(mode="json", exclude_none=True),
             "version": snap.version,
@@ -835,7 +838,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
                     **(
                         {
                             "execution_count": c.get("execution_count"),
-                            "outputs": render.render_outputs(c, budget),
+                            "outputs": rendered[i],
                         }
                         if c.get("cell_type") == "code"
                         else {}
