@@ -130,8 +130,8 @@ async def test_cancel_execution_interrupts_the_running_cell(client: Client, root
     with anyio.fail_after(30):
         cancelled = await call(client, "cancel_execution", handle=started["handle"])
     assert cancelled["status"] == "done"
-    assert [c["status"] for c in cancelled["cells"]] == ["cancelled", "cancelled"]
-    assert cancelled["cells"][0]["note"] == "cancelled; kernel interrupted; variables kept"
+    assert [c["status"] for c in cancelled["cells"]] == ["interrupted", "cancelled"]
+    assert cancelled["cells"][0]["note"] == "run cancelled; kernel interrupted; variables kept"
     result = await call(client, "execute", path="nb.ipynb", code="'alive'")
     assert result["cells"][0]["outputs"][0]["text"] == "'alive'"
 
@@ -339,3 +339,70 @@ async def test_an_image_in_a_result_says_how_to_get_it(client: Client, root: Pat
     out = ran["cells"][0]["outputs"][0]
     assert out["image"] == "image/png"
     assert 'read_output(path="run.ipynb", cell="c0", output=0) returns the image' in out["text"]
+
+
+async def test_edit_and_run_returns_one_current_version(client: Client, root: Path) -> None:
+    """The run saves outputs after the edit: the result's one version is the notebook's current
+    one, so the next edit based on it is accepted."""
+    write_notebook(root / "nb.ipynb", notebook("a = 2", "a * 10"))
+    edited = await call(client, "edit_cell", path="nb.ipynb", cell=0, source="a = 3", execute=True)
+    assert "version" not in edited["execution"]
+    assert edited["version"] == (await call(client, "read_notebook", path="nb.ipynb"))["version"]
+    inserted = await call(
+        client,
+        "insert_cells",
+        path="nb.ipynb",
+        cells=["a + 1"],
+        execute=True,
+        expected_version=edited["version"],
+    )
+    assert "version" not in inserted["execution"]
+    again = await call(
+        client,
+        "edit_cell",
+        path="nb.ipynb",
+        cell=1,
+        find="10",
+        replace="100",
+        expected_version=inserted["version"],
+    )
+    assert again["diff"]
+
+
+async def test_interrupt_and_cancel_report_the_same_status(client: Client, root: Path) -> None:
+    """A cell stopped by interrupt_kernel is `interrupted`, as one stopped by cancel_execution
+    is; the cells after it are `skipped` (stop_on_error), not run."""
+    write_notebook(root / "nb.ipynb", notebook("import time\ntime.sleep(60)", "print('after')"))
+    started = await call(client, "execute", path="nb.ipynb", cells=[":"], wait=0.5)
+    await call(client, "interrupt_kernel", path="nb.ipynb")
+    with anyio.fail_after(30):
+        done = await call(client, "get_execution", handle=started["handle"], wait=20)
+    assert [c["status"] for c in done["cells"]] == ["interrupted", "skipped"]
+    assert done["cells"][0]["note"] == "interrupted; variables kept"
+    assert "KeyboardInterrupt" in done["cells"][0]["outputs"][-1]["text"]
+
+
+async def test_a_run_waiting_for_a_busy_kernel_is_queued_and_says_behind_what(
+    client: Client, root: Path
+) -> None:
+    write_notebook(
+        root / "nb.ipynb",
+        notebook("import time\ntime.sleep(4)\nprint('first')", "print('second')"),
+    )
+    first = await call(client, "execute", path="nb.ipynb", cells=[0], wait=0.5)
+    assert first["status"] == "running"
+    second = await call(client, "execute", path="nb.ipynb", cells=[1], wait=0.2)
+    assert second["status"] == "queued"
+    waiting = second["cells"][0]
+    assert waiting["status"] == "queued"
+    assert waiting["note"].startswith(f"waiting for the kernel, busy with run {first['handle']}")
+    assert "cell 0" in waiting["note"]
+    assert f"still queued: poll get_execution(handle={second['handle']!r})" in second["note"]
+    # Cancelled while it waits, it never runs.
+    cancelled = await call(client, "cancel_execution", handle=second["handle"])
+    assert [c["status"] for c in cancelled["cells"]] == ["cancelled"]
+    with anyio.fail_after(30):
+        done = await call(client, "get_execution", handle=first["handle"], wait=20)
+    assert done["cells"][0]["status"] == "ok"
+    assert stored(root)[1]["outputs"] == []
+    assert stored(root)[1]["execution_count"] is None

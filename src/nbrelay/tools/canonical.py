@@ -187,9 +187,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         )
         result = results.edit_result(outcome)
         if execute:
-            result.execution = await execution.run_after_edit(
-                ws, path, list(outcome.plan.touched), ctx
-            )
+            ran = await execution.run_after_edit(ws, path, list(outcome.plan.touched), ctx)
+            results.add_run(result, ran)
         return result
 
     @reg.tool(kind="write")
@@ -232,9 +231,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         )
         result = results.edit_result(outcome)
         if execute:
-            result.execution = await execution.run_after_edit(
-                ws, path, list(outcome.plan.touched), ctx
-            )
+            ran = await execution.run_after_edit(ws, path, list(outcome.plan.touched), ctx)
+            results.add_run(result, ran)
         return result
 
     @reg.tool(kind="destructive")

@@ -47,7 +47,7 @@ T = TypeVar("T")
 
 INDEX_HINT = "Indexes are zero-based; call list_cells to see the cells."
 CUT_HINT = "raise --output-budget to see more"
-FAILED = ("timeout", "died", "cancelled")
+FAILED = ("timeout", "died", "cancelled", "interrupted")
 
 
 def _omit_null_default(schema: dict[str, Any]) -> None:

@@ -290,6 +290,15 @@ def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
     )
 
 
+def add_run(result: EditResult, run: ExecutionResult | None) -> None:
+    """Attach the run that followed an edit: the run saved outputs, so its version is the
+    notebook's current one; the result carries that one version, at the top."""
+    result.execution = run
+    if run is not None and run.version is not None:
+        result.version = run.version
+        run.version = None
+
+
 def search_result(snap: Snapshot, matches: list[Match], limit: int) -> SearchResult:
     return SearchResult(
         path=snap.path,

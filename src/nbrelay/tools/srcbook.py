@@ -286,8 +286,13 @@ def _cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
     status = str(cell.status)
     if status == "died" and cell.message.startswith("timed out"):
         status = "timeout"  # the cause; a kernel that dies of the interrupt (Deno) says so below
-    if status in ("timeout", "died", "cancelled") and error is None:
-        names = {"timeout": "TimeoutError", "died": "KernelDied", "cancelled": "Cancelled"}
+    if status in ("timeout", "died", "cancelled", "interrupted") and error is None:
+        names = {
+            "timeout": "TimeoutError",
+            "died": "KernelDied",
+            "cancelled": "Cancelled",
+            "interrupted": "Interrupted",
+        }
         error = RunError(name=names[status], message=cell.message or status)
     return CellResult(
         cell_id=cell.id or "",

@@ -556,7 +556,7 @@ class RunningWorkspace(EditingWorkspace):
                 hint="Wait for the run to end (get_execution), or interrupt it.",
             )
         outcome, outputs = await runner.evaluate(code, time_limit=60)
-        if outcome.status in ("timeout", "died", "cancelled"):
+        if outcome.status in ("timeout", "died", "cancelled", "interrupted"):
             raise KernelError(f"{what} did not finish: {outcome.message}.")
         return introspect.parse(outputs, what)
 
