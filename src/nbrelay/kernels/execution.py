@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import anyio
 
-from nbrelay.errors import KernelError
+from nbrelay.errors import KernelError, act
 from nbrelay.kernels.base import KernelSession, Msg, msg_type, parent_id
 from nbrelay.notebook.outputs import CellOutputs, Output
 
@@ -270,7 +270,7 @@ class Runner:
             )
             raise KernelError(
                 "the kernel keeps dying: " + outcome.message + ".",
-                hint="Fix the code that crashes it, then call restart_kernel.",
+                hint=f"Fix the code that crashes it, then {act('restart')}.",
             )
         self._restarts_in_a_row += 1
         await self.session.restart()

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nbrelay.errors import ConflictError, InvalidArgument
+from nbrelay.errors import ConflictError, InvalidArgument, act, cell_number
 from nbrelay.notebook.merge import merge3
 from nbrelay.notebook.model import CELL_TYPES, Cell, IdFactory, Notebook, new_cell, unique_id
 
@@ -84,7 +84,7 @@ def _position(cells: list[Cell], cid: str) -> int:
             return i
     raise InvalidArgument(
         f"cell {cid!r} is no longer in the notebook.",
-        hint="Someone else deleted it; call read_notebook and try again.",
+        hint=f"Someone else deleted it. {act('read_again')}",
     )
 
 
@@ -176,14 +176,16 @@ def plan_find_replace(
         )
     count = source.count(old)
     if count == 0:
-        hint = "Read the cell with read_cell and copy the text exactly (whitespace included)."
+        hint = "Read the cell and copy the text exactly (whitespace included)."
         near = difflib.get_close_matches(old.strip(), source.splitlines(), n=1, cutoff=0.6)
         if near:
             hint += f" A similar line is: {near[0].strip()!r}."
-        raise InvalidArgument(f"the text to find does not occur in cell {index}.", hint=hint)
+        raise InvalidArgument(
+            f"the text to find does not occur in cell {cell_number(index)}.", hint=hint
+        )
     if count > 1 and not replace_all:
         raise InvalidArgument(
-            f"the text to find occurs {count} times in cell {index}.",
+            f"the text to find occurs {count} times in cell {cell_number(index)}.",
             hint="Include more surrounding text so it occurs once, or pass replace_all=true.",
         )
     updated = source.replace(old, new) if replace_all else source.replace(old, new, 1)
@@ -257,7 +259,8 @@ def plan_move(nb: Notebook, indexes: Sequence[int], to: int) -> Plan:
     k = len(indexes)
     if not 0 <= to <= n - k:
         raise InvalidArgument(
-            f"cannot move {k} cell(s) to index {to}: with {n} cells the block can start at 0-{n - k}.",
+            f"cannot move {k} cell(s) to index {cell_number(to)}: with {n} cells the block can "
+            f"start at {cell_number(0)}-{cell_number(n - k)}.",
             hint="`to` is the index the first moved cell will have after the move.",
         )
     ids = tuple(nb.cells[i]["id"] for i in indexes)
@@ -277,7 +280,7 @@ def plan_merge(
         )
     if list(indexes) != list(range(indexes[0], indexes[0] + len(indexes))):
         raise InvalidArgument(
-            f"cells {list(indexes)} are not adjacent.",
+            f"cells {', '.join(cell_number(i) for i in indexes)} are not adjacent.",
             hint="Move them next to each other first with move_cells, then merge.",
         )
     cells = [nb.cells[i] for i in indexes]
@@ -394,12 +397,11 @@ def merge_with_read(plan: Plan, nb: Notebook, read: Mapping[str, str] | None) ->
                 for c in result.conflicts
             )
             raise ConflictError(
-                f"cell {index} ({edit.id}) was changed since you last read it, and your new "
+                f"cell {cell_number(index)} ({edit.id}) was changed since you last read it, and your new "
                 f"source changes the same lines (line {lines} of the source you read). Nothing "
                 f"was changed. The other change:\n{theirs}",
                 current="",
-                hint="Read the cell again and redo your edit on its current source (find/replace "
-                "edits only the text you name).",
+                hint=act("reread_cell"),
             )
         changes = {**edit.changes, "source": result.text}
         out.append(replace(edit, changes=changes, base_source=base, intended=ours))

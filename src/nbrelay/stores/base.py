@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from nbrelay.errors import ConflictError, NotebookInvalid
+from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Plan, apply, changed_cells, merge_with_read
 from nbrelay.notebook.model import Cell, Notebook
@@ -214,7 +214,7 @@ class LiveSessions(Protocol):
 
 # -- rules every store applies to an edit -------------------------------------------------------
 
-STALE_HINT = "Read the notebook again (read_notebook) and redo the edit against the new version."
+STALE_HINT = act("stale")
 
 
 def refuse_stale(rel: str, expected: str | None, current: str, told: str = "") -> None:
@@ -234,7 +234,7 @@ def positions_moved(what: str, current: str, told: str = "") -> ConflictError:
         f"{what} since you last read it, and this edit addresses cells by position, which may "
         f"now point at other cells. Nothing was changed.{told}",
         current=current,
-        hint="Read the notebook again, or address cells by id.",
+        hint=act("positions"),
     )
 
 

@@ -28,6 +28,7 @@ from nbrelay.errors import (
     NotebookNotFound,
     PathError,
     RemoteError,
+    act,
 )
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
@@ -149,7 +150,7 @@ class ContentsStore:
                 if current == top:
                     raise NotebookNotFound(
                         f"folder {folder!r} does not exist.",
-                        hint="list_notebooks with no folder lists all.",
+                        hint=act("list_all"),
                     ) from exc
                 continue
             if model.get("type") != "directory":
@@ -182,7 +183,7 @@ class ContentsStore:
         except NotebookNotFound as exc:
             raise NotebookNotFound(
                 f"notebook {rel!r} does not exist.",
-                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+                hint=act("missing"),
             ) from exc
         except RemoteError as exc:
             if "400" in exc.message:
@@ -245,7 +246,7 @@ class ContentsStore:
             if not overwrite and await self.api.exists(self.paths.server(rel)):
                 raise NotebookExists(
                     f"{rel!r} already exists.",
-                    hint="Pick another path, or pass overwrite=true to replace it.",
+                    hint=act("exists"),
                 )
             snap = await self._write(rel, notebook)
         self._known[rel] = snap.version
@@ -308,7 +309,7 @@ class ContentsStore:
             if not overwrite:
                 raise NotebookExists(
                     f"{dst_rel!r} already exists.",
-                    hint="Pick another path, or pass overwrite=true to replace it.",
+                    hint=act("exists"),
                 )
             await self.api.delete_contents(self.paths.server(dst_rel))
         full = self.paths.server(dst_rel)

@@ -47,6 +47,7 @@ from nbrelay.errors import (
     NotebookNotFound,
     PathError,
     StoreError,
+    act,
 )
 from nbrelay.notebook import validate
 from nbrelay.notebook.model import Cell, Notebook, parse, serialize, version_of
@@ -128,7 +129,7 @@ class FileStore:
             if not _is_inside(os.path.normpath(path), self._root_s):
                 raise PathError(
                     f"the path {path!r} is outside the root folder.",
-                    hint="Give a path relative to the root; list_notebooks shows what is there.",
+                    hint=act("see_paths"),
                 )
             raw = PurePosixPath(os.path.relpath(os.path.normpath(path), self._root_s))
         rel = paths.relative(path, raw.parts, suffix)
@@ -158,7 +159,7 @@ class FileStore:
         if not os.path.isdir(real):
             raise NotebookNotFound(
                 f"folder {folder!r} does not exist.",
-                hint="list_notebooks with no folder lists all.",
+                hint=act("list_all"),
             )
         return rel, real
 
@@ -201,7 +202,7 @@ class FileStore:
         except FileNotFoundError as exc:
             raise NotebookNotFound(
                 f"notebook {rel!r} does not exist.",
-                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+                hint=act("missing"),
             ) from exc
         except OSError as exc:
             if exc.errno == errno.ELOOP:
@@ -452,7 +453,7 @@ class FileStore:
             if expect is None:
                 raise NotebookExists(
                     f"{rel!r} was created by someone else a moment ago.",
-                    hint="Read it with read_notebook, or pass overwrite=true to replace it.",
+                    hint=act("read_it"),
                 )
             raise ConflictError(
                 f"{rel!r} was changed by someone else while nbrelay was writing it; "
@@ -493,7 +494,7 @@ class FileStore:
                 if not overwrite:
                     raise NotebookExists(
                         f"{rel!r} already exists.",
-                        hint="Pick another path, or pass overwrite=true to replace it.",
+                        hint=act("exists"),
                     )
                 expect = self._snapshot_version(real, rel)
             return self._write_atomic(real, data, expect=expect)
@@ -627,7 +628,7 @@ class FileStore:
                 if not overwrite:
                     raise NotebookExists(
                         f"{dst_rel!r} already exists.",
-                        hint="Pick another path, or pass overwrite=true to replace it.",
+                        hint=act("exists"),
                     )
                 expect = self._snapshot_version(dst_real, dst_rel)
             os.makedirs(os.path.dirname(dst_real), exist_ok=True)
@@ -664,7 +665,7 @@ class FileStore:
                 if await anyio.to_thread.run_sync(os.path.lexists, real):
                     raise NotebookExists(
                         f"{rel!r} already exists.",
-                        hint="Pick another path, or pass overwrite=true to replace it.",
+                        hint=act("exists"),
                     )
         for rel, real, data in targets:
             async with self._lock(real):

@@ -58,6 +58,7 @@ from nbrelay.errors import (
     NotebookNotFound,
     RemoteError,
     Unsupported,
+    act,
 )
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
@@ -521,7 +522,7 @@ class Room:
         if self.closed.is_set() and self.close_code == 4404:
             raise NotebookNotFound(
                 f"notebook {self.name!r} does not exist.",
-                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+                hint=act("missing"),
             )
         if self.closed.is_set():
             raise RemoteError(
@@ -728,7 +729,7 @@ def _index(order: list[str], cid: str) -> int:
         raise ConflictError(
             f"cell {cid!r} is no longer in the notebook (someone deleted it a moment ago).",
             current="",
-            hint="Call read_notebook and try again.",
+            hint=act("read_again"),
         ) from None
 
 
@@ -968,7 +969,7 @@ class RTCStore:
         if not await self.api.exists(full):
             raise NotebookNotFound(
                 f"notebook {rel!r} does not exist.",
-                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+                hint=act("missing"),
             )
         session = await self.api.collaboration_session(full)
         if session is None:
@@ -1215,7 +1216,7 @@ class RTCStore:
                 "saved, and the Jupyter Server reloaded the notebook from that file, which may "
                 "have discarded your edit.",
                 current=room.snapshot()[1],
-                hint="Read the notebook again (read_notebook) and redo the edit if it is missing.",
+                hint=f"{act('read_again')} Redo the edit if it is missing.",
             )
         if saved is not None:
             outcome = replace(outcome, notes=(*notes, SAVE_NOTE.format(why=saved)))
@@ -1265,7 +1266,7 @@ class RTCStore:
             if exists and not overwrite:
                 raise NotebookExists(
                     f"{rel!r} already exists.",
-                    hint="Pick another path, or pass overwrite=true to replace it.",
+                    hint=act("exists"),
                 )
             if self._rtc is False:
                 return await self.contents.create(rel, notebook, overwrite=overwrite)
@@ -1313,7 +1314,7 @@ class RTCStore:
                 raise RemoteError(
                     f"the Jupyter Server still shows an older notebook at {rel!r} after creating "
                     "it (it keeps a closed notebook in memory for a while).",
-                    hint="Read it with read_notebook in a minute, or create it under another name.",
+                    hint=act("read_later"),
                 )
             await anyio.sleep(0.2)
 

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
+from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound, Vocabulary
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import render
 from nbrelay.notebook.address import describe_bounds
@@ -36,6 +36,23 @@ EXECUTION_TYPES = ("execute_cell", "install_packages")
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
 VIEW_HINT = (
     "Call query_notebook(query_type='view_source') to see the notebook as it is now, then retry."
+)
+
+# How errors say things here (see nbrelay.errors): this profile's tools and positions.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Positions (position_index) are 0-based.",
+        "see_cells": "View the notebook with query_notebook to see the positions.",
+        "read_again": VIEW_HINT,
+        "stale": VIEW_HINT,
+        "positions": VIEW_HINT,
+        "reread_cell": "View the cell again (query_notebook) and redo your edit on its current "
+        "source.",
+        "missing": "Call setup_notebook to create it.",
+        "read_it": "View it with query_notebook.",
+        "read_later": "View it with query_notebook in a minute, or create it under another name.",
+        "start_kernel": "Run a cell with execute_notebook_code to start one.",
+    }
 )
 
 NotebookPath = Annotated[
@@ -188,6 +205,7 @@ def shown_cell(cell: Cell, index: int, budget: render.Budget) -> dict[str, Any]:
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the mcp-jupyter tools."""
     reg.exact = True
+    reg.words = WORDS
 
     def budget() -> render.Budget:
         """The text one call may return: --output-budget per output, four times that in all."""
@@ -394,7 +412,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
             try:
                 return reply(await run_cell(path, new, ctx))
             except NbrelayError as exc:
-                return reply({"error": str(exc), "message": "Cell was added but execution failed"})
+                return reply(
+                    {"error": reg.explain(exc), "message": "Cell was added but execution failed"}
+                )
         if operation == "edit_code":
             await ws.edit_cell(
                 path,
@@ -432,7 +452,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
                 )
                 result["message"] = "Cell deleted"
         except NbrelayError as exc:
-            result["error"] = str(exc)
+            result["error"] = reg.explain(exc)
         return reply(result)
 
     @reg.tool(kind="execute")

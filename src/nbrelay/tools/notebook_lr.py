@@ -14,11 +14,10 @@ Outputs keep notebook-lr's shape (``{"type": "stream", "name", "text"}``,
 from __future__ import annotations
 
 import contextlib
-import functools
 import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp_types import ImageContent
@@ -26,12 +25,12 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from nbrelay.errors import (
     CellNotFound,
-    ConflictError,
     InvalidArgument,
     KernelError,
     NotebookExists,
     NotebookNotFound,
     Unsupported,
+    Vocabulary,
 )
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import address, edits, render
@@ -42,10 +41,30 @@ from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.execution import follow, image_content
 from nbrelay.workspace import Workspace
 
-P = ParamSpec("P")
 T = TypeVar("T")
 
 INDEX_HINT = "Indexes are zero-based; call list_cells to see the cells."
+_AGAIN = "Call list_cells to see the notebook as it is now, then retry."
+# How errors say things here (see nbrelay.errors): this profile's tools, zero-based indexes.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Indexes are zero-based.",
+        "see_cells": "Call list_cells to see the cells.",
+        "read_again": _AGAIN,
+        "stale": _AGAIN,
+        "positions": _AGAIN,
+        "reread_cell": "Read the cell again (get_cell_source) and redo your edit on its current "
+        "source, or change only the text you mean with replace_in_cells.",
+        "missing": "Check the path: it is relative to the root folder.",
+        "read_it": "Load it with load_notebook.",
+        "read_later": "Load it with load_notebook in a minute, or save under another name.",
+        "restart": "run the cell again (a new kernel starts)",
+        "interrupt": "wait for it to end",
+        "start_kernel": "Run a cell with execute_cell to start one.",
+        "save_state": "Save it first with save_notebook(include_session=true).",
+        "run_first": "Run it first (execute_cell)",
+    }
+)
 CUT_HINT = "raise --output-budget to see more"
 FAILED = ("timeout", "died", "cancelled", "interrupted")
 
@@ -163,24 +182,6 @@ def _zero_based(value: int, name: str = "index") -> int:
     return value
 
 
-def _seed_hints(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    """Point the workspace's index and conflict errors at this profile's own tools."""
-
-    @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await fn(*args, **kwargs)
-        except CellNotFound as exc:
-            if "read_notebook" in exc.hint:  # the canonical tools' advice
-                exc.hint = INDEX_HINT
-            raise
-        except ConflictError as exc:
-            exc.hint = "Call list_cells to see the notebook as it is now, then retry."
-            raise
-
-    return wrapper
-
-
 def output_view(out: dict[str, Any], budget: render.Budget) -> dict[str, Any]:
     """One nbformat output in notebook-lr's shape, its text readable and within ``budget``."""
     kind = str(out.get("output_type", ""))
@@ -263,6 +264,7 @@ def _check_finished(job: Job) -> None:
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the notebook-lr tools."""
     reg.exact = True
+    reg.words = WORDS
     settings = ws.settings
     current = _Current(ws.store.relative(_nblr(settings.notebook)))
 
@@ -323,7 +325,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
     # -- Cell Content Operations ------------------------------------------------------------
 
     @reg.tool(kind="read")
-    @_seed_hints
     async def get_cell_source(index: Index) -> str:
         """Get the source content of a cell at the specified index.
 
@@ -340,7 +341,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return str(nb.cells[address.resolve_one(nb.ids, _zero_based(index))].get("source", ""))
 
     @reg.tool(kind="write")
-    @_seed_hints
     async def update_cell_source(
         index: Index, source: Annotated[str, Field(description="New source code to set")]
     ) -> bool:
@@ -362,7 +362,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
     # -- Cell Management Operations ---------------------------------------------------------
 
     @reg.tool(kind="write")
-    @_seed_hints
     async def add_cell(
         cell_type: Annotated[
             Literal["code", "markdown"], Field(description="Type of cell to create")
@@ -402,7 +401,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return budget().share(lambda b: cell_output(outcome.after.notebook.cells[at], at, b))
 
     @reg.tool(kind="destructive")
-    @_seed_hints
     async def delete_cell(
         index: Annotated[int, Field(description="Zero-based index of the cell to delete")],
     ) -> bool:
@@ -421,7 +419,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return True
 
     @reg.tool(kind="write")
-    @_seed_hints
     async def move_cell(
         index: Annotated[int, Field(description="Zero-based index of the cell to move")],
         direction: Annotated[
@@ -456,7 +453,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return MoveResult(ok=True, new_index=to)
 
     @reg.tool(kind="read")
-    @_seed_hints
     async def get_cell(index: Index) -> Any:
         """Get complete information about a cell at the specified index.
 
@@ -566,7 +562,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
     # -- The document's future tools --------------------------------------------------------
 
     @reg.tool(kind="execute")
-    @_seed_hints
     async def execute_cell(index: Index, ctx: Context) -> Any:
         """Execute a code cell and store its outputs in the notebook.
 
@@ -695,7 +690,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return Variable(name=name, type=kind, value=value, details=found or None)
 
     @reg.tool(kind="write")
-    @_seed_hints
     async def convert_cell_type(
         index: Index,
         cell_type: Annotated[

@@ -34,7 +34,13 @@ from mcp_types import ImageContent
 from pydantic import BaseModel, Field
 
 from nbrelay.config import OPTION_BY_NAME
-from nbrelay.errors import InvalidArgument, KernelError, NbrelayError, NotebookNotFound
+from nbrelay.errors import (
+    InvalidArgument,
+    KernelError,
+    NbrelayError,
+    NotebookNotFound,
+    Vocabulary,
+)
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
@@ -357,8 +363,29 @@ class _Events:
 # -- the tools -----------------------------------------------------------------------------
 
 
+_AGAIN = (
+    "Read the session's state (resource notebook://session/{session_id}/state) to see the "
+    "notebook as it is now, then retry."
+)
+# How errors say things here (see nbrelay.errors): this profile's tools and resources.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Positions are 0-based; cells are addressed by cell_id.",
+        "see_cells": "The session's state (resource notebook://session/{session_id}/state) "
+        "lists the cells.",
+        "read_again": _AGAIN,
+        "stale": _AGAIN,
+        "positions": _AGAIN,
+        "missing": "notebook_list shows the sessions; notebook_create starts one.",
+        "start_kernel": "Run a cell with cell_execute to start one.",
+        "run_first": "Run it first (cell_execute)",
+    }
+)
+
+
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the Srcbook tools."""
+    reg.words = WORDS
     sessions = sessions_of(ws)
     settings = ws.settings
 
