@@ -29,6 +29,7 @@ CANONICAL = [
     "split_cell",
     "clear_outputs",
     "search_notebook",
+    "replace_in_notebook",
     "undo",
 ]
 
@@ -355,3 +356,70 @@ async def test_a_whole_source_edit_is_merged_with_a_change_made_since_the_read(
     again = await call(client, "edit_cell", path="n.ipynb", cell="c1", source="l5 = 9")
     assert "merged" not in again
     assert sources(root)[1] == "l5 = 9"
+
+
+async def test_replace_in_notebook_renames_across_cells_in_one_undoable_edit(
+    client: Client, root: Path
+) -> None:
+    write_notebook(
+        root / "n.ipynb",
+        notebook("df = load()\ndf.head()", "pdf = df.describe()", "plot(df)", "print('df')"),
+    )
+    read = await call(client, "read_notebook", path="n.ipynb")
+    done = await call(
+        client,
+        "replace_in_notebook",
+        path="n.ipynb",
+        find=r"\bdf\b",
+        replace="sales",
+        regex=True,
+        cells=["0:3"],
+        expected_version=read["version"],
+    )
+    assert sources(root) == [
+        "sales = load()\nsales.head()",
+        "pdf = sales.describe()",
+        "plot(sales)",
+        "print('df')",
+    ]
+    assert done["replacements"] == 4
+    assert [(d["index"], d["id"], d["replacements"]) for d in done["diffs"]] == [
+        (0, "c0", 2),
+        (1, "c1", 1),
+        (2, "c2", 1),
+    ]
+    assert "-pdf = df.describe()\n+pdf = sales.describe()" in done["diffs"][1]["diff"]
+    assert [c["id"] for c in done["changed"]] == ["c0", "c1", "c2"]
+    # A stale version is refused; one undo reverts the whole rename.
+    stale = await call_error(
+        client,
+        "replace_in_notebook",
+        path="n.ipynb",
+        find="x",
+        replace="y",
+        expected_version=read["version"],
+    )
+    assert "Nothing was changed" in stale
+    await call(client, "undo", path="n.ipynb")
+    assert sources(root)[:3] == ["df = load()\ndf.head()", "pdf = df.describe()", "plot(df)"]
+    # Literal text (a regex character is just a character); groups with regex.
+    await call(client, "replace_in_notebook", path="n.ipynb", find="(df)", replace="(data)")
+    assert sources(root)[2] == "plot(data)"
+    await call(
+        client,
+        "replace_in_notebook",
+        path="n.ipynb",
+        find=r"print\('(\w+)'\)",
+        replace=r"print(\1.upper())",
+        regex=True,
+        cells=["c3"],
+    )
+    assert sources(root)[3] == "print(df.upper())"
+    missing = await call_error(
+        client, "replace_in_notebook", path="n.ipynb", find="nope", replace="x"
+    )
+    assert "'nope' does not occur in any cell's source; nothing was changed." in missing
+    bad = await call_error(
+        client, "replace_in_notebook", path="n.ipynb", find="(a", replace="x", regex=True
+    )
+    assert "regular expression is invalid" in bad

@@ -84,12 +84,20 @@ class MergedCell(BaseModel):
     theirs: str
 
 
+class CellDiff(BaseModel):
+    index: int
+    id: str
+    replacements: int
+    diff: str
+
+
 class EditResult(BaseModel):
     path: str
     version: str
     changed: list[CellLoc]
     removed: list[CellLoc] | None = None
     diff: str | None = None
+    diffs: list[CellDiff] | None = None
     merged: list[MergedCell] | None = None
     replacements: int | None = None
     undone: list[str] | None = None
@@ -284,6 +292,7 @@ def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
         changed=sorted(changed, key=lambda c: c.index),
         removed=removed or None,
         diff=detail.get("diff") or None,
+        diffs=[CellDiff(**d) for d in detail.get("diffs") or ()] or None,
         merged=merged or None,
         replacements=detail.get("replacements"),
         note=" ".join(notes) or None,
