@@ -146,7 +146,9 @@ class NbrelayError(Exception):
 
     def render(self, words: Vocabulary = CANONICAL_WORDS) -> str:
         """The message and hint in the words of a profile."""
-        raw = f"{self.raw_message} {self.raw_hint}" if self.raw_hint else self.raw_message
+        # A message that ends with a block (a diff) ends with a newline: the hint follows it.
+        sep = "" if self.raw_message.endswith("\n") else " "
+        raw = f"{self.raw_message}{sep}{self.raw_hint}" if self.raw_hint else self.raw_message
         return words.render(raw)
 
     def __str__(self) -> str:

@@ -348,7 +348,7 @@ async def test_a_whole_source_edit_is_merged_with_a_change_made_since_the_read(
         client, "edit_cell", path="n.ipynb", cell="c1", source=both.replace("l5 = 500", "l5 = 9")
     )
     assert "was changed since you last read it" in text
-    assert "-l5 = 500\n+l5 = 7" in text
+    assert "-l5 = 500\n+l5 = 7\nRead the cell again" in text  # the hint after the diff
     assert "Nothing was changed" in text
     assert sources(root)[1] == both.replace("l5 = 500", "l5 = 7")
     # Having read it again, the agent's whole-source edit applies as written.

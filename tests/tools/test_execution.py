@@ -94,7 +94,7 @@ async def test_a_long_run_returns_a_handle_then_polls_show_only_new_output(
     first = await call(client, "execute", path="nb.ipynb", cells=[0], wait=0.6)
     assert first["status"] == "running"
     handle = first["handle"]
-    assert first["note"] == f"still running: poll get_execution(handle='{handle}')"
+    assert first["note"] == f'still running: poll get_execution(handle="{handle}")'
     seen = "".join(o["text"] for c in first["cells"] for o in c.get("outputs", []))
     done: dict[str, Any] = {}
     with anyio.fail_after(30):
@@ -173,6 +173,7 @@ async def test_insert_and_edit_can_run_the_cell(client: Client, root: Path) -> N
     )
     run = inserted["execution"]
     assert [(c["index"], c["status"]) for c in run["cells"]] == [(1, "error")]
+    assert "note" not in run  # nothing was skipped: no "stopped early"
     assert "NameError" in run["cells"][0]["outputs"][0]["text"]
     edited = await call(client, "edit_cell", path="nb.ipynb", cell=0, source="a = 3", execute=True)
     assert edited["execution"]["cells"][0]["status"] == "ok"
@@ -397,7 +398,7 @@ async def test_a_run_waiting_for_a_busy_kernel_is_queued_and_says_behind_what(
     assert waiting["status"] == "queued"
     assert waiting["note"].startswith(f"waiting for the kernel, busy with run {first['handle']}")
     assert "cell 0" in waiting["note"]
-    assert f"still queued: poll get_execution(handle={second['handle']!r})" in second["note"]
+    assert f'still queued: poll get_execution(handle="{second["handle"]}")' in second["note"]
     # Cancelled while it waits, it never runs.
     cancelled = await call(client, "cancel_execution", handle=second["handle"])
     assert [c["status"] for c in cancelled["cells"]] == ["cancelled"]

@@ -79,7 +79,6 @@ class Runner:
         self._skip_interrupt = False
         self.last_used = time.monotonic()
         self.holder: str | None = None  # what runs now, in words ("run x1, cell 3")
-        self.since: float | None = None  # when it started (monotonic)
 
     @property
     def busy(self) -> bool:
@@ -110,14 +109,14 @@ class Runner:
                 return Outcome(status="cancelled", steps=["cancelled before it started"])
             self._stop = stop or anyio.Event()
             self._skip_interrupt = False
-            self.holder, self.since = label, time.monotonic()
+            self.holder = label
             if on_start is not None:
                 on_start()
             try:
                 return await self._execute(code, on_message, time_limit, silent, store_history)
             finally:
                 self._stop = None
-                self.holder = self.since = None
+                self.holder = None
                 self.last_used = time.monotonic()
 
     async def evaluate(

@@ -182,8 +182,7 @@ async def _run_cells(job: Job, runner: Runner) -> None:
             continue
         if runner.busy:
             # Another run holds the kernel: this cell stays queued, and says behind what.
-            ago = f", for {time.monotonic() - runner.since:.0f} s" if runner.since else ""
-            cell.message = f"waiting for the kernel, busy with {runner.holder}{ago}"
+            cell.message = f"waiting for the kernel, busy with {runner.holder}"
             job._notify()
 
         def start(cell: CellRun = cell) -> None:

@@ -399,7 +399,7 @@ def merge_with_read(plan: Plan, nb: Notebook, read: Mapping[str, str] | None) ->
             raise ConflictError(
                 f"cell {cell_number(index)} ({edit.id}) was changed since you last read it, and your new "
                 f"source changes the same lines (line {lines} of the source you read). Nothing "
-                f"was changed. The other change:\n{theirs}",
+                f"was changed. The other change:\n{theirs}\n",
                 current="",
                 hint=act("reread_cell"),
             )

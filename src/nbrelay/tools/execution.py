@@ -209,10 +209,10 @@ def execution_view(
         _cell_view(job, c, p, shared, pictures) for c, p in zip(job.cells, pending, strict=True)
     ]
     notes = list(job.notes)
-    if job.error and job.state == "done":
+    if job.error and job.state == "done" and any(c.status == "skipped" for c in job.cells):
         notes.insert(0, f"stopped early: {job.error}")
     if job.state != "done":
-        notes.append(f"still {job.state}: poll get_execution(handle={job.handle!r})")
+        notes.append(f'still {job.state}: poll get_execution(handle="{job.handle}")')
     if job.state_lost:
         notes.append("the kernel restarted, so its variables were lost")
     result = ExecutionResult(
