@@ -368,12 +368,13 @@ def merge_with_read(plan: Plan, nb: Notebook, read: Mapping[str, str] | None) ->
     current = {c["id"]: str(c.get("source", "")) for c in nb.cells}
     out: list[Edit] = []
     merged: list[dict[str, Any]] = []
-    seen: set[str] = set()
+    seen: set[str] = set()  # cells whose source an earlier edit of the plan already set
     for edit in plan.edits:
-        first = isinstance(edit, UpdateCell) and edit.id not in seen
-        if isinstance(edit, UpdateCell):
+        sets_source = isinstance(edit, UpdateCell) and "source" in edit.changes
+        first = sets_source and isinstance(edit, UpdateCell) and edit.id not in seen
+        if isinstance(edit, UpdateCell) and sets_source:
             seen.add(edit.id)
-        if not (isinstance(edit, UpdateCell) and edit.merge and first and "source" in edit.changes):
+        if not (isinstance(edit, UpdateCell) and edit.merge and first):
             out.append(edit)
             continue
         base, now = read.get(edit.id), current.get(edit.id)
