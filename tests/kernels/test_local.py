@@ -141,7 +141,7 @@ async def test_interrupt_stops_a_running_cell(kernels: LocalKernels, tmp_path: P
         await eventually(lambda: session.info.state == "busy", 20)
         await anyio.sleep(0.3)
         await runner.interrupt()
-    assert results[0].status == "error"
+    assert results[0].status == "interrupted"
     assert results[0].reply is not None
     assert results[0].reply["ename"] == "KeyboardInterrupt"
 

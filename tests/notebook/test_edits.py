@@ -141,3 +141,35 @@ def test_edits_on_a_deleted_cell_explain_what_happened() -> None:
         edits.apply(nb.cells, [UpdateCell("gone", {"source": "x"})])
     assert "no longer in the notebook" in info.value.message
     assert edits.apply(nb.cells, [InsertCells(99, ())]) == nb.cells
+
+
+def test_a_whole_source_is_merged_with_the_change_since_the_read_also_with_a_type_change() -> None:
+    """edit_cell(cell_type=..., source=...) plans the type change first; the source is still
+    merged with what someone changed since the caller read the cell."""
+    from nbrelay.errors import ConflictError
+    from nbrelay.notebook.edits import Plan, UpdateCell, merge_with_read
+
+    read = {"c0": "a\nb\nc\nd"}
+    nb = notebook("A\nb\nc\nd")  # someone changed line 1 since
+    plan = Plan(
+        edits=(
+            UpdateCell("c0", {"cell_type": "markdown"}),
+            UpdateCell("c0", {"source": "a\nb\nc\nD"}, base_source="A\nb\nc\nd", merge=True),
+        ),
+        touched=("c0",),
+    )
+    merged = merge_with_read(plan, nb, read)
+    update = merged.edits[1]
+    assert isinstance(update, UpdateCell)
+    assert update.changes["source"] == "A\nb\nc\nD"
+    assert (update.base_source, update.intended) == ("a\nb\nc\nd", "a\nb\nc\nD")
+    assert [m["id"] for m in merged.detail["merged"]] == ["c0"]
+    clash = Plan(
+        edits=(UpdateCell("c0", {"source": "X\nb\nc\nd"}, base_source="A\nb\nc\nd", merge=True),),
+        touched=("c0",),
+    )
+    with pytest.raises(ConflictError, match="changed since you last read it"):
+        merge_with_read(clash, nb, read)
+    # Nothing read, or nothing changed since: the plan is as it was.
+    assert merge_with_read(plan, nb, None) is plan
+    assert merge_with_read(plan, nb, {"c0": "A\nb\nc\nd"}).edits == plan.edits

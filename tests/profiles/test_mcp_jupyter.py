@@ -741,8 +741,11 @@ async def test_long_outputs_are_cut_within_one_budget_per_call(
         assert texts[0].startswith("START0")
         assert texts[0].endswith("END0")
         assert "characters cut" in texts[0]
-        assert texts[5].startswith("[5,010 characters not shown"), texts
-        assert "position_index=5" in texts[5]
+        # The budget is shared: every cell's output shows its head and tail, none is dropped.
+        for i, text in enumerate(texts):
+            assert text.startswith(f"START{i}"), texts
+            assert text.endswith(f"END{i}")
+            assert f"position_index={i}" in text
         alone = await mcall(
             client,
             "query_notebook",

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbrelay.notebook.edits import DeleteCells, InsertCells, MoveCells, UpdateCell
+from nbrelay.notebook.merge import merge3
 from nbrelay.notebook.model import new_cell
 from nbrelay.stores.rtc import (
     _apply_one,
@@ -135,3 +136,27 @@ def test_streamed_outputs_grow_in_place() -> None:
     with doc.transaction():
         _set_youtputs(ycells[0], [])
     assert len(ycells[0]["outputs"]) == 0
+
+
+LINE = st.text(alphabet="abc =1(\t", max_size=6)
+
+
+@settings(max_examples=300)
+@given(st.lists(LINE, min_size=3, max_size=12, unique=True), st.data())
+def test_a_merged_edit_rebased_live_gives_the_merged_text(
+    lines: list[str], data: st.DataObject
+) -> None:
+    """Live mode applies the agent's own change (read source → its source) rebased onto the text
+    as it is now; for changes to different lines that is exactly the three-way merge the file
+    store writes, so both modes keep the same text."""
+    n = len(lines)
+    i = data.draw(st.integers(0, n - 1))
+    j = data.draw(st.integers(0, n - 1).filter(lambda j: abs(j - i) >= 2))
+    mine = data.draw(LINE.filter(lambda s: s not in lines))
+    yours = data.draw(LINE.filter(lambda s: s not in lines and s != mine))
+    ours, theirs = list(lines), list(lines)
+    ours[i], theirs[j] = mine, yours
+    base, new, now = "\n".join(lines), "\n".join(ours), "\n".join(theirs)
+    merged = merge3(base, new, now).text
+    assert merged is not None
+    assert apply_text_ops(now, rebase_text(base, now, new)) == merged

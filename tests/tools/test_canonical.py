@@ -29,6 +29,7 @@ CANONICAL = [
     "split_cell",
     "clear_outputs",
     "search_notebook",
+    "replace_in_notebook",
     "undo",
 ]
 
@@ -314,3 +315,111 @@ async def test_bad_input_is_a_clear_error_and_changes_nothing(
     assert text.startswith(f"Error executing tool {tool}: ")
     assert (root / "n.ipynb").read_bytes() == raw
     assert sorted(p.name for p in root.iterdir()) == ["n.ipynb"]
+
+
+FIVE = "l1 = 1\nl2 = 2\nl3 = 3\nl4 = 4\nl5 = 5"
+
+
+async def test_a_whole_source_edit_is_merged_with_a_change_made_since_the_read(
+    client: Client, root: Path, someone_else: SomeoneElse
+) -> None:
+    """A person edits line 1 after the agent read the cell; the agent then replaces the whole
+    source with line 5 changed (no expected_version): both changes are kept, and the result
+    says so. Changes to the same line are refused, showing the person's change; nothing is
+    written."""
+    write_notebook(root / "n.ipynb", notebook("a", FIVE))
+    await call(client, "read_notebook", path="n.ipynb")
+    theirs = FIVE.replace("l1 = 1", "l1 = 100")
+    await someone_else("n.ipynb", "c1", theirs)
+    done = await call(
+        client, "edit_cell", path="n.ipynb", cell="c1", source=FIVE.replace("l5 = 5", "l5 = 500")
+    )
+    both = theirs.replace("l5 = 5", "l5 = 500")
+    assert sources(root)[1] == both
+    assert [(m["index"], m["id"]) for m in done["merged"]] == [(1, "c1")]
+    assert "-l1 = 1\n+l1 = 100" in done["merged"][0]["theirs"]
+    assert "merged" in done["note"]
+    assert "+l5 = 500" in done["diff"]
+    assert "l1" not in done["diff"].replace("l1 = 100\n", "")  # the diff is only the agent's
+
+    # Now the agent's base is `both`; the person and the agent change the same line.
+    await someone_else("n.ipynb", "c1", both.replace("l5 = 500", "l5 = 7"))
+    text = await call_error(
+        client, "edit_cell", path="n.ipynb", cell="c1", source=both.replace("l5 = 500", "l5 = 9")
+    )
+    assert "was changed since you last read it" in text
+    assert "-l5 = 500\n+l5 = 7\nRead the cell again" in text  # the hint after the diff
+    assert "Nothing was changed" in text
+    assert sources(root)[1] == both.replace("l5 = 500", "l5 = 7")
+    # Having read it again, the agent's whole-source edit applies as written.
+    await call(client, "read_cell", path="n.ipynb", cell="c1")
+    again = await call(client, "edit_cell", path="n.ipynb", cell="c1", source="l5 = 9")
+    assert "merged" not in again
+    assert sources(root)[1] == "l5 = 9"
+
+
+async def test_replace_in_notebook_renames_across_cells_in_one_undoable_edit(
+    client: Client, root: Path
+) -> None:
+    write_notebook(
+        root / "n.ipynb",
+        notebook("df = load()\ndf.head()", "pdf = df.describe()", "plot(df)", "print('df')"),
+    )
+    read = await call(client, "read_notebook", path="n.ipynb")
+    done = await call(
+        client,
+        "replace_in_notebook",
+        path="n.ipynb",
+        find=r"\bdf\b",
+        replace="sales",
+        regex=True,
+        cells=["0:3"],
+        expected_version=read["version"],
+    )
+    assert sources(root) == [
+        "sales = load()\nsales.head()",
+        "pdf = sales.describe()",
+        "plot(sales)",
+        "print('df')",
+    ]
+    assert done["replacements"] == 4
+    assert [(d["index"], d["id"], d["replacements"]) for d in done["diffs"]] == [
+        (0, "c0", 2),
+        (1, "c1", 1),
+        (2, "c2", 1),
+    ]
+    assert "-pdf = df.describe()\n+pdf = sales.describe()" in done["diffs"][1]["diff"]
+    assert [c["id"] for c in done["changed"]] == ["c0", "c1", "c2"]
+    # A stale version is refused; one undo reverts the whole rename.
+    stale = await call_error(
+        client,
+        "replace_in_notebook",
+        path="n.ipynb",
+        find="x",
+        replace="y",
+        expected_version=read["version"],
+    )
+    assert "Nothing was changed" in stale
+    await call(client, "undo", path="n.ipynb")
+    assert sources(root)[:3] == ["df = load()\ndf.head()", "pdf = df.describe()", "plot(df)"]
+    # Literal text (a regex character is just a character); groups with regex.
+    await call(client, "replace_in_notebook", path="n.ipynb", find="(df)", replace="(data)")
+    assert sources(root)[2] == "plot(data)"
+    await call(
+        client,
+        "replace_in_notebook",
+        path="n.ipynb",
+        find=r"print\('(\w+)'\)",
+        replace=r"print(\1.upper())",
+        regex=True,
+        cells=["c3"],
+    )
+    assert sources(root)[3] == "print(df.upper())"
+    missing = await call_error(
+        client, "replace_in_notebook", path="n.ipynb", find="nope", replace="x"
+    )
+    assert "'nope' does not occur in any cell's source; nothing was changed." in missing
+    bad = await call_error(
+        client, "replace_in_notebook", path="n.ipynb", find="(a", replace="x", regex=True
+    )
+    assert "regular expression is invalid" in bad

@@ -94,7 +94,7 @@ async def test_a_long_run_returns_a_handle_then_polls_show_only_new_output(
     first = await call(client, "execute", path="nb.ipynb", cells=[0], wait=0.6)
     assert first["status"] == "running"
     handle = first["handle"]
-    assert first["note"] == f"still running: poll get_execution(handle='{handle}')"
+    assert first["note"] == f'still running: poll get_execution(handle="{handle}")'
     seen = "".join(o["text"] for c in first["cells"] for o in c.get("outputs", []))
     done: dict[str, Any] = {}
     with anyio.fail_after(30):
@@ -130,8 +130,8 @@ async def test_cancel_execution_interrupts_the_running_cell(client: Client, root
     with anyio.fail_after(30):
         cancelled = await call(client, "cancel_execution", handle=started["handle"])
     assert cancelled["status"] == "done"
-    assert [c["status"] for c in cancelled["cells"]] == ["cancelled", "cancelled"]
-    assert cancelled["cells"][0]["note"] == "cancelled; kernel interrupted; variables kept"
+    assert [c["status"] for c in cancelled["cells"]] == ["interrupted", "cancelled"]
+    assert cancelled["cells"][0]["note"] == "run cancelled; kernel interrupted; variables kept"
     result = await call(client, "execute", path="nb.ipynb", code="'alive'")
     assert result["cells"][0]["outputs"][0]["text"] == "'alive'"
 
@@ -173,6 +173,7 @@ async def test_insert_and_edit_can_run_the_cell(client: Client, root: Path) -> N
     )
     run = inserted["execution"]
     assert [(c["index"], c["status"]) for c in run["cells"]] == [(1, "error")]
+    assert "note" not in run  # nothing was skipped: no "stopped early"
     assert "NameError" in run["cells"][0]["outputs"][0]["text"]
     edited = await call(client, "edit_cell", path="nb.ipynb", cell=0, source="a = 3", execute=True)
     assert edited["execution"]["cells"][0]["status"] == "ok"
@@ -293,3 +294,116 @@ async def test_install_packages_refuses_anything_but_requirements(
     error = await call_error(client, "install_packages", path="nb.ipynb", packages=[package])
     assert why in error
     assert (await call(client, "list_kernels"))["kernels"] == []
+
+
+async def test_one_flood_does_not_starve_the_outputs_of_later_cells(
+    client: Client, root: Path
+) -> None:
+    """A 50,000-line print followed by 20 cells printing one short line: every short line
+    comes back whole, in execute's result and in read_notebook(full=true)."""
+    cells = ["print('\\n'.join(f'line {i}' for i in range(50_000)))"]
+    cells += [f"print('cell {i} ok')" for i in range(1, 21)]
+    write_notebook(root / "nb.ipynb", notebook(*cells))
+    result = await call(client, "execute", path="nb.ipynb", cells=[":"])
+    short = [c["outputs"][0] for c in result["cells"][1:]]
+    assert [o["text"] for o in short] == [f"cell {i} ok\n" for i in range(1, 21)]
+    assert not any("omitted" in o or "cut" in o for o in short)
+    flood = result["cells"][0]["outputs"][0]
+    assert flood["text"].startswith("line 0\n")
+    assert flood["text"].rstrip().endswith("line 49999")
+    full = await call(client, "read_notebook", path="nb.ipynb", full=True)
+    assert [c["outputs"][0]["text"] for c in full["cells"][1:]] == [
+        f"cell {i} ok\n" for i in range(1, 21)
+    ]
+
+
+async def test_an_image_in_a_result_says_how_to_get_it(client: Client, root: Path) -> None:
+    nb = notebook("plot()")
+    nb.cells[0]["outputs"] = [
+        {
+            "output_type": "display_data",
+            "data": {"image/png": _png(40, 20), "text/plain": "<Figure size 640x480>"},
+            "metadata": {},
+        }
+    ]
+    write_notebook(root / "nb.ipynb", nb)
+    pointer = 'read_output(path="nb.ipynb", cell="c0", output=0)'
+    cell = (await call(client, "read_cell", path="nb.ipynb", cell=0))["cell"]
+    assert cell["outputs"][0]["text"].startswith("[image/png 40x20, 1 KB image]")
+    assert pointer in cell["outputs"][0]["text"]
+    full = await call(client, "read_notebook", path="nb.ipynb", full=True)
+    assert pointer in full["cells"][0]["outputs"][0]["text"]
+    code = "from IPython.display import Image, display\n"
+    code += f"display(Image(data=__import__('base64').b64decode('{_png(8, 8)}')))"
+    write_notebook(root / "run.ipynb", notebook(code))
+    ran = await call(client, "execute", path="run.ipynb", cells=[0])
+    out = ran["cells"][0]["outputs"][0]
+    assert out["image"] == "image/png"
+    assert 'read_output(path="run.ipynb", cell="c0", output=0) returns the image' in out["text"]
+
+
+async def test_edit_and_run_returns_one_current_version(client: Client, root: Path) -> None:
+    """The run saves outputs after the edit: the result's one version is the notebook's current
+    one, so the next edit based on it is accepted."""
+    write_notebook(root / "nb.ipynb", notebook("a = 2", "a * 10"))
+    edited = await call(client, "edit_cell", path="nb.ipynb", cell=0, source="a = 3", execute=True)
+    assert "version" not in edited["execution"]
+    assert edited["version"] == (await call(client, "read_notebook", path="nb.ipynb"))["version"]
+    inserted = await call(
+        client,
+        "insert_cells",
+        path="nb.ipynb",
+        cells=["a + 1"],
+        execute=True,
+        expected_version=edited["version"],
+    )
+    assert "version" not in inserted["execution"]
+    again = await call(
+        client,
+        "edit_cell",
+        path="nb.ipynb",
+        cell=1,
+        find="10",
+        replace="100",
+        expected_version=inserted["version"],
+    )
+    assert again["diff"]
+
+
+async def test_interrupt_and_cancel_report_the_same_status(client: Client, root: Path) -> None:
+    """A cell stopped by interrupt_kernel is `interrupted`, as one stopped by cancel_execution
+    is; the cells after it are `skipped` (stop_on_error), not run."""
+    write_notebook(root / "nb.ipynb", notebook("import time\ntime.sleep(60)", "print('after')"))
+    started = await call(client, "execute", path="nb.ipynb", cells=[":"], wait=0.5)
+    await call(client, "interrupt_kernel", path="nb.ipynb")
+    with anyio.fail_after(30):
+        done = await call(client, "get_execution", handle=started["handle"], wait=20)
+    assert [c["status"] for c in done["cells"]] == ["interrupted", "skipped"]
+    assert done["cells"][0]["note"] == "interrupted; variables kept"
+    assert "KeyboardInterrupt" in done["cells"][0]["outputs"][-1]["text"]
+
+
+async def test_a_run_waiting_for_a_busy_kernel_is_queued_and_says_behind_what(
+    client: Client, root: Path
+) -> None:
+    write_notebook(
+        root / "nb.ipynb",
+        notebook("import time\ntime.sleep(4)\nprint('first')", "print('second')"),
+    )
+    first = await call(client, "execute", path="nb.ipynb", cells=[0], wait=0.5)
+    assert first["status"] == "running"
+    second = await call(client, "execute", path="nb.ipynb", cells=[1], wait=0.2)
+    assert second["status"] == "queued"
+    waiting = second["cells"][0]
+    assert waiting["status"] == "queued"
+    assert waiting["note"].startswith(f"waiting for the kernel, busy with run {first['handle']}")
+    assert "cell 0" in waiting["note"]
+    assert f'still queued: poll get_execution(handle="{second["handle"]}")' in second["note"]
+    # Cancelled while it waits, it never runs.
+    cancelled = await call(client, "cancel_execution", handle=second["handle"])
+    assert [c["status"] for c in cancelled["cells"]] == ["cancelled"]
+    with anyio.fail_after(30):
+        done = await call(client, "get_execution", handle=first["handle"], wait=20)
+    assert done["cells"][0]["status"] == "ok"
+    assert stored(root)[1]["outputs"] == []
+    assert stored(root)[1]["execution_count"] is None

@@ -23,11 +23,15 @@ from typing import Any, Literal
 
 import anyio
 
-from nbrelay.errors import KernelError
+from nbrelay.errors import KernelError, act
 from nbrelay.kernels.base import KernelSession, Msg, msg_type, parent_id
 from nbrelay.notebook.outputs import CellOutputs, Output
 
-Status = Literal["ok", "error", "aborted", "timeout", "cancelled", "died"]
+# ok: ran to its end; error: the code raised; interrupted: stopped by an interrupt (Ctrl-C from
+# interrupt_kernel or JupyterLab, or a cancelled run), variables kept; timeout: interrupted at
+# its time limit; died: the kernel died or had to be restarted; aborted: the kernel refused it
+# (after an earlier error); cancelled: never started (its run was cancelled while it waited).
+Status = Literal["ok", "error", "interrupted", "aborted", "timeout", "cancelled", "died"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class Runner:
         self._stop: anyio.Event | None = None
         self._skip_interrupt = False
         self.last_used = time.monotonic()
+        self.holder: str | None = None  # what runs now, in words ("run x1, cell 3")
 
     @property
     def busy(self) -> bool:
@@ -88,20 +93,30 @@ class Runner:
         stop: anyio.Event | None = None,
         silent: bool = False,
         store_history: bool = True,
+        label: str = "another execution",
+        on_start: Callable[[], object] | None = None,
     ) -> Outcome:
         """Run ``code``; ``on_message`` receives the request's IOPub messages (no ``status``).
 
-        ``stop`` (set by the caller) ends the run like a timeout, reported as cancelled.
-        Raises ``KernelError`` only when the kernel cannot run anything (it does not start, or
-        died too often); every other ending is an ``Outcome``.
+        Executions on one kernel wait their turn: ``on_start`` is called when this one's comes
+        (``holder`` then names it by ``label``). ``stop`` (set by the caller) ends the run like
+        a timeout, reported as interrupted. Raises ``KernelError`` only when the kernel cannot
+        run anything (it does not start, or died too often); every other ending is an
+        ``Outcome``.
         """
         async with self._lock:
+            if stop is not None and stop.is_set():  # cancelled while it waited its turn
+                return Outcome(status="cancelled", steps=["cancelled before it started"])
             self._stop = stop or anyio.Event()
             self._skip_interrupt = False
+            self.holder = label
+            if on_start is not None:
+                on_start()
             try:
                 return await self._execute(code, on_message, time_limit, silent, store_history)
             finally:
                 self._stop = None
+                self.holder = None
                 self.last_used = time.monotonic()
 
     async def evaluate(
@@ -113,7 +128,12 @@ class Runner:
         """
         cell = CellOutputs()
         outcome = await self.execute(
-            code, cell.feed, time_limit=time_limit, silent=False, store_history=False
+            code,
+            cell.feed,
+            time_limit=time_limit,
+            silent=False,
+            store_history=False,
+            label="nbrelay's own helper code (variables, packages or state)",
         )
         return outcome, cell.outputs()
 
@@ -201,6 +221,9 @@ class Runner:
             outcome.status = (
                 "error" if status == "error" else "aborted" if status == "aborted" else "ok"
             )
+            if status == "error" and content.get("ename") == "KeyboardInterrupt":
+                outcome.status = "interrupted"  # Ctrl-C from interrupt_kernel or JupyterLab
+                outcome.steps.append("interrupted; variables kept")
         content = dict((run.reply or {}).get("content") or {})
         count = content.get("execution_count")
         outcome.execution_count = count if isinstance(count, int) else run.execution_count
@@ -214,8 +237,8 @@ class Runner:
         """Interrupt and wait the grace period; True if the code is still running."""
         grace = self.policy.interrupt_grace
         if stopped:
-            outcome.status = "cancelled"
-            outcome.steps.append("cancelled")
+            outcome.status = "interrupted"
+            outcome.steps.append("run cancelled")
         else:
             outcome.status = "timeout"
             outcome.steps.append(f"timed out after {_secs(time_limit or 0)}")
@@ -246,7 +269,7 @@ class Runner:
             )
             raise KernelError(
                 "the kernel keeps dying: " + outcome.message + ".",
-                hint="Fix the code that crashes it, then call restart_kernel.",
+                hint=f"Fix the code that crashes it, then {act('restart')}.",
             )
         self._restarts_in_a_row += 1
         await self.session.restart()

@@ -24,8 +24,19 @@ from nbrelay.kernels.base import Msg
 from nbrelay.kernels.execution import Outcome, Runner
 from nbrelay.notebook.outputs import Limits, Output, RunOutputs
 
+# As execution.Status, and: queued (waiting: for the kernel, or for earlier cells of its run),
+# running, skipped (not run: an earlier cell of its run failed, with stop_on_error).
 CellStatus = Literal[
-    "queued", "running", "ok", "error", "aborted", "timeout", "cancelled", "died", "skipped"
+    "queued",
+    "running",
+    "ok",
+    "error",
+    "interrupted",
+    "aborted",
+    "timeout",
+    "cancelled",
+    "died",
+    "skipped",
 ]
 # Called with {cell id: (outputs, execution_count)}; returns the notebook's new version.
 Save = Callable[[Mapping[str, tuple[list[Output], int | None]]], Awaitable[str | None]]
@@ -169,12 +180,21 @@ async def _run_cells(job: Job, runner: Runner) -> None:
         if job.stop.is_set() or job.error:
             cell.status = "cancelled" if job.stop.is_set() else "skipped"
             continue
-        cell.status = "running"
-        if cell.id is not None:
-            # As in JupyterLab: a cell's old outputs go when it starts running.
-            job.outputs.cell(cell.key)
-            job._dirty.add(cell.key)
-        job._notify()
+        if runner.busy:
+            # Another run holds the kernel: this cell stays queued, and says behind what.
+            cell.message = f"waiting for the kernel, busy with {runner.holder}"
+            job._notify()
+
+        def start(cell: CellRun = cell) -> None:
+            cell.status = "running"
+            cell.message = ""
+            if cell.id is not None:
+                # As in JupyterLab: a cell's old outputs go when it starts running.
+                job.outputs.cell(cell.key)
+                job._dirty.add(cell.key)
+            job._notify()
+
+        label = f"run {job.handle}" + (f", cell {cell.index}" if cell.id is not None else "")
         try:
             outcome = await runner.execute(
                 cell.source,
@@ -183,6 +203,8 @@ async def _run_cells(job: Job, runner: Runner) -> None:
                 stop=job.stop,
                 silent=False,
                 store_history=cell.id is not None,
+                label=label,
+                on_start=start,
             )
         except KernelError as exc:
             cell.status = "died"
@@ -191,10 +213,10 @@ async def _run_cells(job: Job, runner: Runner) -> None:
             job.state_lost = True
             continue
         _record(job, cell, outcome)
-        if outcome.status not in ("ok",) and job.stop_on_error and outcome.status != "cancelled":
+        if job.stop.is_set():
+            continue  # the run was cancelled: the cells after this one are marked cancelled
+        if outcome.status != "ok" and job.stop_on_error:
             job.error = f"cell {cell.index} ended with {outcome.status}"
-        if outcome.status == "cancelled":
-            job.stop.set()
 
 
 def _record(job: Job, cell: CellRun, outcome: Outcome) -> None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from nbrelay.errors import KernelError
+from nbrelay.errors import KernelError, act
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, LaunchPolicy, Msg, msg_type, parent_id
 
 if TYPE_CHECKING:
@@ -327,7 +327,7 @@ class LocalSession:
             self._state = "dead"
             raise KernelError(
                 f"the {self.name} kernel could not be restarted: {exc}.",
-                hint="Call restart_kernel again, or shut it down and run again.",
+                hint=f"Retry ({act('restart')} again), or run a cell, which starts a new kernel.",
             ) from exc
         await _drain(self.kc)
         self.restarts += 1

@@ -33,7 +33,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError
+from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI, api_path
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, Msg, msg_type
 
@@ -178,7 +178,7 @@ class RemoteSession:
         if ws is None:
             raise KernelError(
                 f"cannot reach the {self.name} kernel on the Jupyter Server.",
-                hint="Check that the server is running; restart_kernel starts it again.",
+                hint=f"Check that the server is running, then {act('restart')}.",
             )
         return ws
 
@@ -210,7 +210,7 @@ class RemoteSession:
         except ConnectionClosed as exc:
             raise KernelError(
                 f"the connection to the {self.name} kernel closed while sending a request.",
-                hint="Retry; if it keeps happening, restart_kernel.",
+                hint=f"Retry; if it keeps happening, {act('restart')}.",
             ) from exc
         return msg_id
 
@@ -251,7 +251,7 @@ class RemoteSession:
             )
         except NbrelayError as exc:
             raise KernelError(
-                f"could not interrupt the {self.name} kernel: {exc.message}", hint=exc.hint
+                f"could not interrupt the {self.name} kernel: {exc.raw_message}", hint=exc.raw_hint
             ) from exc
 
     async def restart(self) -> None:
@@ -270,7 +270,7 @@ class RemoteSession:
             self._state = "dead"
             raise KernelError(
                 f"the {self.name} kernel could not be restarted: {exc.message}",
-                hint="Call restart_kernel again, or shut it down and run again.",
+                hint=f"Retry ({act('restart')} again), or run a cell, which starts a new kernel.",
             ) from exc
         self._died = None
         self._drain()
@@ -434,7 +434,7 @@ class RemoteKernels:
                     raise KernelError(
                         f"the Jupyter Server could not start a {kernel_name} kernel for "
                         f"{key!r}: {exc.message}",
-                        hint=exc.hint,
+                        hint=exc.raw_hint,
                     ) from exc
                 model = resp.body if isinstance(resp.body, dict) else {}
                 return self._make(key, model, owned=True, language=language)
@@ -445,7 +445,7 @@ class RemoteKernels:
         except NbrelayError as exc:
             raise KernelError(
                 f"the kernel server could not start a {kernel_name} kernel: {exc.message}",
-                hint=exc.hint,
+                hint=exc.raw_hint,
             ) from exc
         model = resp.body if isinstance(resp.body, dict) else {}
         return self._make(key, {"kernel": model}, owned=True, language=language)
@@ -489,7 +489,7 @@ class RemoteKernels:
             await self._tg.start(session.run)
         except NbrelayError as exc:
             raise KernelError(
-                f"cannot connect to the {session.name} kernel: {exc.message}", hint=exc.hint
+                f"cannot connect to the {session.name} kernel: {exc.raw_message}", hint=exc.raw_hint
             ) from exc
 
     async def replace(self, session: RemoteSession) -> None:

@@ -17,7 +17,7 @@ import difflib
 import re
 from collections.abc import Sequence
 
-from nbrelay.errors import CellNotFound, InvalidArgument
+from nbrelay.errors import CellNotFound, InvalidArgument, act, cell_number
 
 CellRef = int | str
 
@@ -29,17 +29,18 @@ def describe_bounds(n: int) -> str:
     if n == 0:
         return "the notebook has no cells"
     if n == 1:
-        return "the notebook has 1 cell (index 0)"
-    return f"the notebook has {n} cells (indexes 0-{n - 1})"
+        return f"the notebook has 1 cell (index {cell_number(0)})"
+    return f"the notebook has {n} cells (indexes {cell_number(0)}-{cell_number(n - 1)})"
 
 
 def _index(ids: Sequence[str], i: int, ref: object) -> int:
     n = len(ids)
     j = i + n if i < 0 else i
     if not 0 <= j < n:
+        shown = cell_number(ref) if isinstance(ref, int) else ref
         raise CellNotFound(
-            f"cell index {ref} is out of range: {describe_bounds(n)}.",
-            hint="Indexes are 0-based; -1 is the last cell. Call read_notebook to see the cells.",
+            f"cell index {shown} is out of range: {describe_bounds(n)}.",
+            hint=f"{act('index_rule')} {act('see_cells')}",
         )
     return j
 
@@ -56,8 +57,7 @@ def _not_found(ids: Sequence[str], ref: str) -> CellNotFound:
     suggestion = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return CellNotFound(
         f"no cell has id {ref!r} ({describe_bounds(len(ids))}).{suggestion}",
-        hint="Call read_notebook to list cell ids; the cell may have been deleted or the "
-        "notebook changed.",
+        hint=f"The cell may have been deleted or the notebook changed. {act('see_cells')}",
     )
 
 
@@ -139,8 +139,8 @@ def insertion_index(n: int, position: int | None) -> int:
         position = n + position + 1
     if not 0 <= position <= n:
         raise CellNotFound(
-            f"insertion index {position} is out of range: {describe_bounds(n)}, so new cells can "
-            f"go at 0-{n} (or -1 to append).",
-            hint="Indexes are 0-based; new cells are placed before the cell at that index.",
+            f"insertion index {cell_number(position)} is out of range: {describe_bounds(n)}, so "
+            f"new cells can go at {cell_number(0)}-{cell_number(n)}.",
+            hint=act("insert_rule"),
         )
     return position

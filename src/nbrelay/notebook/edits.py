@@ -7,7 +7,9 @@ cells move before it is applied:
 * ``InsertCells(index, cells)``        new cells before ``index`` (``len`` appends)
 * ``DeleteCells(ids)``
 * ``UpdateCell(id, changes, remove, base_source)``  set or remove fields of one cell;
-  ``base_source`` is the source the change was planned against (the live store rebases onto it)
+  ``base_source`` is the source the change was planned against (the live store rebases onto it);
+  ``merge`` marks a whole new source the caller wrote against what it last read (see
+  ``merge_with_read``); ``intended`` is that source when it was merged with changes since
 * ``MoveCells(ids, index)``            take the cells out, then insert them, in notebook order,
   before ``index`` of the remaining list
 
@@ -21,10 +23,11 @@ import copy
 import difflib
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nbrelay.errors import InvalidArgument
+from nbrelay.errors import ConflictError, InvalidArgument, act, cell_number
+from nbrelay.notebook.merge import merge3
 from nbrelay.notebook.model import CELL_TYPES, Cell, IdFactory, Notebook, new_cell, unique_id
 
 
@@ -45,6 +48,8 @@ class UpdateCell:
     changes: Mapping[str, Any] = field(default_factory=dict)
     remove: tuple[str, ...] = ()
     base_source: str | None = None
+    merge: bool = False
+    intended: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ def _position(cells: list[Cell], cid: str) -> int:
             return i
     raise InvalidArgument(
         f"cell {cid!r} is no longer in the notebook.",
-        hint="Someone else deleted it; call read_notebook and try again.",
+        hint=f"Someone else deleted it. {act('read_again')}",
     )
 
 
@@ -141,14 +146,19 @@ def plan_insert(nb: Notebook, index: int, specs: Sequence[CellSpec], id_factory:
     return Plan(edits=(InsertCells(index, tuple(new)),), touched=ids)
 
 
-def plan_set_source(nb: Notebook, index: int, source: str, *, clear_outputs: bool = False) -> Plan:
+def plan_set_source(
+    nb: Notebook, index: int, source: str, *, clear_outputs: bool = False, merge: bool = True
+) -> Plan:
+    """Replace a cell's whole source. With ``merge`` (a source the caller wrote, rather than one
+    derived from the current text) the store merges it with changes made since the caller's
+    last read of the cell (``merge_with_read``)."""
     cell = nb.cells[index]
     changes: dict[str, Any] = {"source": source}
     if clear_outputs and cell.get("cell_type") == "code":
         changes.update(outputs=[], execution_count=None)
     old = cell.get("source", "")
     return Plan(
-        edits=(UpdateCell(cell["id"], changes, base_source=old),),
+        edits=(UpdateCell(cell["id"], changes, base_source=old, merge=merge),),
         touched=(cell["id"],),
         detail={"diff": unified_diff(old, source)},
     )
@@ -166,18 +176,20 @@ def plan_find_replace(
         )
     count = source.count(old)
     if count == 0:
-        hint = "Read the cell with read_cell and copy the text exactly (whitespace included)."
+        hint = "Read the cell and copy the text exactly (whitespace included)."
         near = difflib.get_close_matches(old.strip(), source.splitlines(), n=1, cutoff=0.6)
         if near:
             hint += f" A similar line is: {near[0].strip()!r}."
-        raise InvalidArgument(f"the text to find does not occur in cell {index}.", hint=hint)
+        raise InvalidArgument(
+            f"the text to find does not occur in cell {cell_number(index)}.", hint=hint
+        )
     if count > 1 and not replace_all:
         raise InvalidArgument(
-            f"the text to find occurs {count} times in cell {index}.",
+            f"the text to find occurs {count} times in cell {cell_number(index)}.",
             hint="Include more surrounding text so it occurs once, or pass replace_all=true.",
         )
     updated = source.replace(old, new) if replace_all else source.replace(old, new, 1)
-    plan = plan_set_source(nb, index, updated)
+    plan = plan_set_source(nb, index, updated, merge=False)
     return Plan(
         edits=plan.edits,
         touched=plan.touched,
@@ -247,7 +259,8 @@ def plan_move(nb: Notebook, indexes: Sequence[int], to: int) -> Plan:
     k = len(indexes)
     if not 0 <= to <= n - k:
         raise InvalidArgument(
-            f"cannot move {k} cell(s) to index {to}: with {n} cells the block can start at 0-{n - k}.",
+            f"cannot move {k} cell(s) to index {cell_number(to)}: with {n} cells the block can "
+            f"start at {cell_number(0)}-{cell_number(n - k)}.",
             hint="`to` is the index the first moved cell will have after the move.",
         )
     ids = tuple(nb.cells[i]["id"] for i in indexes)
@@ -267,7 +280,7 @@ def plan_merge(
         )
     if list(indexes) != list(range(indexes[0], indexes[0] + len(indexes))):
         raise InvalidArgument(
-            f"cells {list(indexes)} are not adjacent.",
+            f"cells {', '.join(cell_number(i) for i in indexes)} are not adjacent.",
             hint="Move them next to each other first with move_cells, then merge.",
         )
     cells = [nb.cells[i] for i in indexes]
@@ -337,14 +350,91 @@ def plan_clear_outputs(nb: Notebook, indexes: Sequence[int]) -> Plan:
     return Plan(edits=tuple(edits), touched=tuple(touched))
 
 
-def unified_diff(old: str, new: str, *, context: int = 2) -> str:
+def merge_with_read(plan: Plan, nb: Notebook, read: Mapping[str, str] | None) -> Plan:
+    """Merge the whole new sources of ``plan`` with what changed since the caller's last read.
+
+    ``read`` maps cell ids to their sources as the caller last read them (None: unknown). A
+    ``merge`` update of a cell whose source changed since then was written against that older
+    source: it is merged three-way (read source, the caller's source, the source now). A clean
+    merge replaces the update's source (``intended`` keeps the caller's, ``base_source`` becomes
+    the read source, so a live store applies the caller's change rebased onto the text as it is
+    then); ``plan.detail["merged"]`` says which cells and what the other change was. Changes to
+    the same lines are refused with ``ConflictError``, showing the other change: a whole-source
+    replacement never silently overwrites someone else's edit.
+    """
+    if not read or not any(isinstance(e, UpdateCell) and e.merge for e in plan.edits):
+        return plan
+    position = {cid: i for i, cid in enumerate(nb.ids)}
+    current = {c["id"]: str(c.get("source", "")) for c in nb.cells}
+    out: list[Edit] = []
+    merged: list[dict[str, Any]] = []
+    seen: set[str] = set()  # cells whose source an earlier edit of the plan already set
+    for edit in plan.edits:
+        sets_source = isinstance(edit, UpdateCell) and "source" in edit.changes
+        first = sets_source and isinstance(edit, UpdateCell) and edit.id not in seen
+        if isinstance(edit, UpdateCell) and sets_source:
+            seen.add(edit.id)
+        if not (isinstance(edit, UpdateCell) and edit.merge and first):
+            out.append(edit)
+            continue
+        base, now = read.get(edit.id), current.get(edit.id)
+        ours = str(edit.changes["source"])
+        if base is None or now is None or base == now or ours == now:
+            out.append(edit)
+            continue
+        index = position.get(edit.id, -1)
+        theirs = unified_diff(base, now, context=1, labels=("as you read it", "now"))
+        if len(theirs) > _MAX_SHOWN_CHANGE:
+            theirs = (
+                theirs[:_MAX_SHOWN_CHANGE]
+                + f"\n… [{len(theirs) - _MAX_SHOWN_CHANGE:,} more characters of diff]"
+            )
+        result = merge3(base, ours, now)
+        if result.text is None:
+            lines = ", ".join(
+                f"{c.base_start + 1}"
+                if c.base_end - c.base_start <= 1
+                else f"{c.base_start + 1}-{c.base_end}"
+                for c in result.conflicts
+            )
+            raise ConflictError(
+                f"cell {cell_number(index)} ({edit.id}) was changed since you last read it, and your new "
+                f"source changes the same lines (line {lines} of the source you read). Nothing "
+                f"was changed. The other change:\n{theirs}\n",
+                current="",
+                hint=act("reread_cell"),
+            )
+        changes = {**edit.changes, "source": result.text}
+        out.append(replace(edit, changes=changes, base_source=base, intended=ours))
+        merged.append({"index": index, "id": edit.id, "theirs": theirs})
+    if not merged:
+        return plan
+    detail = dict(plan.detail)
+    detail["merged"] = merged
+    if "diff" in detail and len(merged) == 1 and len(seen) == 1:
+        cid = merged[0]["id"]
+        final = next(
+            str(e.changes["source"])
+            for e in out
+            if isinstance(e, UpdateCell) and e.id == cid and "source" in e.changes
+        )
+        detail["diff"] = unified_diff(current[cid], final)
+    return Plan(edits=tuple(out), touched=plan.touched, detail=detail)
+
+
+def unified_diff(
+    old: str, new: str, *, context: int = 2, labels: tuple[str, str] = ("before", "after")
+) -> str:
     """A compact unified diff of two cell sources (empty if equal)."""
     if old == new:
         return ""
     lines = difflib.unified_diff(
-        old.splitlines(), new.splitlines(), "before", "after", n=context, lineterm=""
+        old.splitlines(), new.splitlines(), *labels, n=context, lineterm=""
     )
     return "\n".join(lines)
+
+
+_MAX_SHOWN_CHANGE = 3000
 
 
 def changed_cells(cells: Sequence[Cell], edits: Iterable[Edit]) -> list[Cell]:

@@ -53,6 +53,17 @@ class Notebook:
     data: dict[str, Any]
     ids_made: bool = False
     problems: list[str] = field(default_factory=list)
+    _sources: tuple[list[Cell], dict[str, str]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def sources(self) -> dict[str, str]:
+        """Each cell's source by id (computed once per cell list; cells are never changed in
+        place). What a reader last saw of each cell, for three-way merges of its edits."""
+        cells = self.data["cells"]
+        if self._sources is None or self._sources[0] is not cells:
+            self._sources = (cells, {str(c["id"]): str(c.get("source", "")) for c in cells})
+        return self._sources[1]
 
     @property
     def cells(self) -> list[Cell]:

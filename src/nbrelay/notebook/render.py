@@ -10,12 +10,15 @@ import base64
 import binascii
 import re
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, TypeVar
 
 from nbrelay.notebook.model import Cell
+
+T = TypeVar("T")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
@@ -44,22 +47,27 @@ def collapse_cr(text: str) -> str:
     return "\n".join(out)
 
 
+def _marker(cut: int, hint: str) -> str:
+    return f"\n… [{cut:,} characters cut{'; ' + hint if hint else ''}] …\n"
+
+
 def truncate_middle(text: str, limit: int, *, hint: str = "") -> tuple[str, int]:
     """Keep the head and tail of ``text`` within ``limit`` characters; return (text, cut).
 
-    The marker says how much was cut and, when given, how to read the rest.
+    The marker says how much was cut and, when given, how to read the rest. A text that would
+    lose no more than the marker costs is returned whole: a notice never costs more than the
+    text it hides.
     """
     if limit <= 0:
         return "", len(text)
-    if len(text) <= limit:
+    if len(text) <= limit or len(text) - limit <= len(_marker(len(text) - limit, hint)):
         return text, 0
     head_n = max(limit * 2 // 3, 1)
     tail_n = max(limit - head_n, 0)
     cut = len(text) - head_n - tail_n
     head = text[:head_n]
     tail = text[len(text) - tail_n :] if tail_n else ""
-    marker = f"\n… [{cut:,} characters cut{'; ' + hint if hint else ''}] …\n"
-    return head + marker + tail, cut
+    return head + _marker(cut, hint) + tail, cut
 
 
 def _image_size(mime: str, data: str) -> tuple[int, int] | None:
@@ -201,36 +209,30 @@ def source_preview(source: str, max_lines: int, max_chars: int) -> str:
     return shown
 
 
-@dataclass
-class Budget:
-    """A shared character budget for the outputs of one tool call."""
+# Every output of a result shows at least its first HEAD characters (or all of it); a text that
+# would lose no more than NOTICE characters is shown whole (a cut marker costs about that much).
+HEAD = 120
+NOTICE = 60
 
-    remaining: int
-    per_output: int
 
-    def take(self, text: str, hint: str) -> tuple[str, int, bool]:
-        """Fit ``text`` into the budget: (shown, characters cut, whether anything was shown)."""
-        if self.remaining <= 0:
-            return "", len(text), False
-        limit = min(self.per_output, self.remaining)
-        shown, cut = truncate_middle(text, limit, hint=hint)
-        self.remaining -= len(shown)
-        return shown, cut, True
-
-    def take_all(self, texts: Sequence[str], hint: str) -> list[tuple[str, int, bool]]:
-        """Fit several texts (one cell's outputs) at once, sharing the budget fairly: short
-        texts are shown whole and long ones split the rest evenly, so the last output of a
-        flood (where the end of what was printed is) is never crowded out by the first."""
-        limits = fair_shares([len(t) for t in texts], self.remaining, self.per_output)
-        taken: list[tuple[str, int, bool]] = []
-        for text, limit in zip(texts, limits, strict=True):
-            if limit <= 0 and text:
-                taken.append(("", len(text), False))
-                continue
-            shown, cut = truncate_middle(text, limit, hint=hint)
-            self.remaining -= len(shown)
-            taken.append((shown, cut, True))
-        return taken
+def allocate(lengths: Sequence[int], total: int, cap: int) -> list[int]:
+    """How many characters of each text to show when ``total`` is shared by all of them, each
+    at most ``cap``: every text gets its head (``HEAD``; shorter texts whole), then the rest is
+    shared by water-filling (short texts get all they need, long ones split what is left
+    evenly), and a text that would lose at most ``NOTICE`` characters is shown whole. The heads
+    come first, so many outputs can take a little more than ``total``; a total of 0 (no output
+    wanted) shows nothing.
+    """
+    if total <= 0 or cap <= 0:
+        return [0] * len(lengths)
+    head = min(HEAD, cap)
+    shares = [min(n, head) for n in lengths]
+    left = total - sum(shares)
+    if left > 0:
+        wants = [max(min(n, cap) - s, 0) for n, s in zip(lengths, shares, strict=True)]
+        extra = fair_shares(wants, left, max(wants, default=0))
+        shares = [s + e for s, e in zip(shares, extra, strict=True)]
+    return [n if n - s <= NOTICE else s for n, s in zip(lengths, shares, strict=True)]
 
 
 def fair_shares(lengths: Sequence[int], total: int, cap: int) -> list[int]:
@@ -253,29 +255,119 @@ def fair_shares(lengths: Sequence[int], total: int, cap: int) -> list[int]:
     return shares
 
 
-def render_outputs(
-    cell: Cell, budget: Budget, *, read_hint: str = "read_output"
-) -> list[dict[str, Any]]:
-    """The outputs of a cell as agent-readable dicts within ``budget``."""
-    views: list[dict[str, Any]] = []
-    outputs = [(k, o) for k, o in enumerate(cell.get("outputs") or []) if isinstance(o, dict)]
-    texts = [output_text(out) for _, out in outputs]
-    fitted = budget.take_all([t.text for t in texts], f"{read_hint} for the rest")
-    for (k, out), ot, (shown, cut, any_shown) in zip(outputs, texts, fitted, strict=True):
-        view: dict[str, Any] = {"output": k, "type": ot.kind}
-        if out.get("output_type") == "stream":
-            view["name"] = out.get("name", "stdout")
-        if ot.image:
-            view["image"] = ot.image
-        if not any_shown and ot.text:
-            view["text"] = ""
-            view["omitted"] = f"{len(ot.text):,} characters not shown (output budget used)"
+@dataclass
+class Budget:
+    """A character budget shared by every output of one tool call.
+
+    Fair sharing needs to know every text before fitting any: ``plan`` shares the budget among
+    the texts a result will show (``allocate``), and the ``take`` calls that follow (in the same
+    order) fit each into its share. ``share`` builds a result that way from any function that
+    takes its texts one by one. Without a plan, ``take`` fits one text in what is left.
+    """
+
+    remaining: int
+    per_output: int
+    _planned: deque[tuple[int, int]] = field(default_factory=deque, repr=False)
+    _recording: list[str] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._wanted = self.remaining > 0  # a budget of 0 asks for no output text at all
+
+    def plan(self, texts: Sequence[str]) -> None:
+        """Share the budget among ``texts``, which the next ``take`` calls fit, in order."""
+        lengths = [len(t) for t in texts]
+        self._planned.extend(
+            zip(lengths, allocate(lengths, self.remaining, self.per_output), strict=True)
+        )
+
+    def take(self, text: str, hint: str) -> tuple[str, int, bool]:
+        """Fit ``text`` into the budget: (shown, characters cut, whether anything was shown)."""
+        if self._recording is not None:
+            self._recording.append(text)
+            return text, 0, True
+        if self._planned and self._planned[0][0] == len(text):
+            limit = self._planned.popleft()[1]
         else:
-            view["text"] = shown
-        if cut:
-            view["cut"] = cut
-        views.append(view)
-    return views
+            self._planned.clear()  # a different text than planned: plan no more
+            left = max(self.remaining, 1) if self._wanted else 0  # spent: still its head
+            limit = allocate([len(text)], left, self.per_output)[0]
+        if limit <= 0 and text:
+            return "", len(text), False
+        shown, cut = truncate_middle(text, limit, hint=hint)
+        self.remaining -= len(shown)
+        return shown, cut, True
+
+    def take_all(self, texts: Sequence[str], hint: str) -> list[tuple[str, int, bool]]:
+        """Fit several texts at once, sharing the budget fairly among them."""
+        self.plan(texts)
+        return [self.take(t, hint) for t in texts]
+
+    def share(self, build: Callable[[Budget], T]) -> T:
+        """``build(self)`` with the budget shared fairly among every text it takes: ``build``
+        runs once to learn its texts (``take`` returns them whole), then again for real. It
+        must take the same texts in the same order both times, and have no other effect."""
+        probe = Budget(self.remaining, self.per_output, _recording=[])
+        build(probe)
+        self.plan(probe._recording or [])
+        return build(self)
+
+
+def render_outputs(
+    cell: Cell,
+    budget: Budget,
+    *,
+    read_hint: str = "read_output",
+    image_hint: Callable[[int], str] | None = None,
+) -> list[dict[str, Any]]:
+    """The outputs of a cell as agent-readable dicts within ``budget``; ``image_hint(k)`` says
+    how to get the image of output ``k``."""
+    hint = image_hint
+    pointer = (lambda _n, k: hint(k)) if hint is not None else None
+    return render_many([cell], budget, read_hint=read_hint, image_hint=pointer)[0]
+
+
+def render_many(
+    cells: Sequence[Cell],
+    budget: Budget,
+    *,
+    read_hint: str = "read_output",
+    image_hint: Callable[[int, int], str] | None = None,
+) -> list[list[dict[str, Any]]]:
+    """The outputs of several cells, sharing ``budget`` fairly among all of them (a flood in
+    one cell leaves every other output its head); ``image_hint(n, k)`` says how to get the image
+    of output ``k`` of ``cells[n]``."""
+    per_cell = [
+        [
+            (k, o, output_text(o))
+            for k, o in enumerate(c.get("outputs") or [])
+            if isinstance(o, dict)
+        ]
+        for c in cells
+    ]
+    budget.plan([t.text for outputs in per_cell for _, _, t in outputs])
+    hint = f"{read_hint} for the rest"
+    rendered: list[list[dict[str, Any]]] = []
+    for n, outputs in enumerate(per_cell):
+        views: list[dict[str, Any]] = []
+        for k, out, ot in outputs:
+            shown, cut, any_shown = budget.take(ot.text, hint)
+            view: dict[str, Any] = {"output": k, "type": ot.kind}
+            if out.get("output_type") == "stream":
+                view["name"] = out.get("name", "stdout")
+            if ot.image:
+                view["image"] = ot.image
+            if not any_shown and ot.text:
+                view["text"] = ""
+                view["omitted"] = f"{len(ot.text):,} characters not shown (output budget 0)"
+            else:
+                view["text"] = shown
+            if ot.image and image_hint is not None:
+                view["text"] = f"{view['text']} ({image_hint(n, k)})".lstrip()
+            if cut:
+                view["cut"] = cut
+            views.append(view)
+        rendered.append(views)
+    return rendered
 
 
 def outputs_summary(cell: Cell, max_chars: int = 120) -> str:

@@ -39,6 +39,22 @@ def compile_pattern(pattern: str, *, regex: bool, case_sensitive: bool) -> re.Pa
         ) from exc
 
 
+def substitute(
+    pat: re.Pattern[str], replacement: str, text: str, *, regex: bool
+) -> tuple[str, int]:
+    """Replace every match of ``pat`` in ``text``: (new text, count). With ``regex`` the
+    replacement may use ``\\1`` and ``\\g<name>``; otherwise it is literal text."""
+    try:
+        if regex:
+            return pat.subn(replacement, text)
+        return pat.subn(lambda _: replacement, text)
+    except (re.error, IndexError) as exc:
+        raise InvalidArgument(
+            f"the replacement {replacement!r} is invalid: {exc}.",
+            hint="Group references are \\1 or \\g<name>; pass regex=false for literal text.",
+        ) from exc
+
+
 def _clip(line: str, start: int, end: int) -> str:
     if len(line) <= _MAX_LINE:
         return line

@@ -8,14 +8,14 @@ another.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from nbrelay.errors import ConflictError, NotebookInvalid
+from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Plan, apply, changed_cells
+from nbrelay.notebook.edits import Plan, apply, changed_cells, merge_with_read
 from nbrelay.notebook.model import Cell, Notebook
 
 Planner = Callable[[Notebook], Plan]
@@ -214,7 +214,7 @@ class LiveSessions(Protocol):
 
 # -- rules every store applies to an edit -------------------------------------------------------
 
-STALE_HINT = "Read the notebook again (read_notebook) and redo the edit against the new version."
+STALE_HINT = act("stale")
 
 
 def refuse_stale(rel: str, expected: str | None, current: str, told: str = "") -> None:
@@ -234,7 +234,7 @@ def positions_moved(what: str, current: str, told: str = "") -> ConflictError:
         f"{what} since you last read it, and this edit addresses cells by position, which may "
         f"now point at other cells. Nothing was changed.{told}",
         current=current,
-        hint="Read the notebook again, or address cells by id.",
+        hint=act("positions"),
     )
 
 
@@ -244,14 +244,21 @@ def plan_edit(
     *,
     fix_hint: str,
     clean: Callable[[Cell], Cell] | None = None,
+    read: Mapping[str, str] | None = None,
 ) -> tuple[Plan, Notebook | None]:
     """Run ``planner`` on ``before`` and apply its edits in memory, validating the cells they
     change (through ``clean`` first, if given). Returns the plan and the new notebook (stored as
     nbformat 4.5, which keeps cell ids), or None when the plan changes nothing.
 
+    ``read`` is what the caller last read of each cell (``Notebook.sources``): a whole new
+    source it wrote for a cell that changed since is merged three-way with that change
+    (``edits.merge_with_read``).
+
     Raises:
         NotebookInvalid: ``before`` failed validation when read (nbrelay never writes an
             invalid notebook), or the edit would make a cell invalid.
+        ConflictError: a whole new source changes the same lines as someone else's change
+            made since the caller's read.
     """
     if before.problems:
         raise NotebookInvalid(
@@ -259,6 +266,11 @@ def plan_edit(
             hint=f"nbrelay never writes an invalid notebook. {fix_hint}",
         )
     plan = planner(before.notebook)
+    try:
+        plan = merge_with_read(plan, before.notebook, read)
+    except ConflictError as exc:
+        exc.current = before.version
+        raise
     if not plan.edits:
         return plan, None
     cells = apply(before.notebook.cells, plan.edits)

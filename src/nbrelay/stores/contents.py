@@ -28,6 +28,7 @@ from nbrelay.errors import (
     NotebookNotFound,
     PathError,
     RemoteError,
+    act,
 )
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
@@ -120,6 +121,7 @@ class ContentsStore:
         self.paths = Paths(folder)
         self._locks: dict[str, anyio.Lock] = {}
         self._known: LastSeen[str] = LastSeen()  # per MCP session (reader)
+        self._read: LastSeen[dict[str, str]] = LastSeen()  # each cell's source as last read
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
@@ -148,7 +150,7 @@ class ContentsStore:
                 if current == top:
                     raise NotebookNotFound(
                         f"folder {folder!r} does not exist.",
-                        hint="list_notebooks with no folder lists all.",
+                        hint=act("list_all"),
                     ) from exc
                 continue
             if model.get("type") != "directory":
@@ -181,7 +183,7 @@ class ContentsStore:
         except NotebookNotFound as exc:
             raise NotebookNotFound(
                 f"notebook {rel!r} does not exist.",
-                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+                hint=act("missing"),
             ) from exc
         except RemoteError as exc:
             if "400" in exc.message:
@@ -214,6 +216,7 @@ class ContentsStore:
     def _observe(self, snap: Snapshot) -> Snapshot:
         known = self._known.get(snap.path)
         self._known[snap.path] = snap.version
+        self._read[snap.path] = snap.notebook.sources()
         changed = known is not None and known != snap.version
         return replace(snap, changed_outside=True) if changed else snap
 
@@ -243,10 +246,11 @@ class ContentsStore:
             if not overwrite and await self.api.exists(self.paths.server(rel)):
                 raise NotebookExists(
                     f"{rel!r} already exists.",
-                    hint="Pick another path, or pass overwrite=true to replace it.",
+                    hint=act("exists"),
                 )
             snap = await self._write(rel, notebook)
         self._known[rel] = snap.version
+        self._read[rel] = snap.notebook.sources()
         return snap
 
     async def edit(
@@ -266,7 +270,10 @@ class ContentsStore:
             if outside and guard_positions and expected_version is None:
                 raise positions_moved(f"{rel!r} was changed by someone else", before.version)
             plan, after_nb = plan_edit(
-                before, planner, fix_hint="Fix it in JupyterLab, then retry."
+                before,
+                planner,
+                fix_hint="Fix it in JupyterLab, then retry.",
+                read=self._read.get(rel),
             )
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
@@ -280,6 +287,7 @@ class ContentsStore:
                 )
             after = await self._write(rel, after_nb)
             self._known[rel] = after.version
+            self._read[rel] = after.notebook.sources()
         return EditOutcome(before, after, plan, changed_outside=outside, notes=(NOT_LIVE_NOTE,))
 
     async def remove(self, path: str) -> None:
@@ -288,6 +296,7 @@ class ContentsStore:
             await self._fetch(rel)
             await self.api.delete_contents(self.paths.server(rel))
             self._known.pop(rel, None)
+            self._read.pop(rel, None)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
@@ -300,7 +309,7 @@ class ContentsStore:
             if not overwrite:
                 raise NotebookExists(
                     f"{dst_rel!r} already exists.",
-                    hint="Pick another path, or pass overwrite=true to replace it.",
+                    hint=act("exists"),
                 )
             await self.api.delete_contents(self.paths.server(dst_rel))
         full = self.paths.server(dst_rel)
@@ -308,6 +317,7 @@ class ContentsStore:
             await self.api.make_folders(full.rsplit("/", 1)[0])
         await self.api.rename_contents(self.paths.server(src_rel), full)
         self._known.pop(src_rel, None)
+        self._read.pop(src_rel, None)
         return await self.load(dst_rel)
 
     async def aclose(self) -> None:

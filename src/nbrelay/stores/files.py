@@ -47,6 +47,7 @@ from nbrelay.errors import (
     NotebookNotFound,
     PathError,
     StoreError,
+    act,
 )
 from nbrelay.notebook import validate
 from nbrelay.notebook.model import Cell, Notebook, parse, serialize, version_of
@@ -108,6 +109,7 @@ class FileStore:
         self._locks: dict[str, anyio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
         self._known: LastSeen[str] = LastSeen()
+        self._read: LastSeen[dict[str, str]] = LastSeen()  # each cell's source as last read
         self._swept: set[str] = set()
         # The last written notebook's cells as serialised (by cell identity), so that an edit
         # re-encodes only the cells it made; see _serialize.
@@ -127,7 +129,7 @@ class FileStore:
             if not _is_inside(os.path.normpath(path), self._root_s):
                 raise PathError(
                     f"the path {path!r} is outside the root folder.",
-                    hint="Give a path relative to the root; list_notebooks shows what is there.",
+                    hint=act("see_paths"),
                 )
             raw = PurePosixPath(os.path.relpath(os.path.normpath(path), self._root_s))
         rel = paths.relative(path, raw.parts, suffix)
@@ -157,7 +159,7 @@ class FileStore:
         if not os.path.isdir(real):
             raise NotebookNotFound(
                 f"folder {folder!r} does not exist.",
-                hint="list_notebooks with no folder lists all.",
+                hint=act("list_all"),
             )
         return rel, real
 
@@ -200,7 +202,7 @@ class FileStore:
         except FileNotFoundError as exc:
             raise NotebookNotFound(
                 f"notebook {rel!r} does not exist.",
-                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+                hint=act("missing"),
             ) from exc
         except OSError as exc:
             if exc.errno == errno.ELOOP:
@@ -261,6 +263,7 @@ class FileStore:
         """Record that the agent has seen ``snap``; flag it if someone else changed the file."""
         known = self._known.get(real)
         self._known[real] = snap.version
+        self._read[real] = snap.notebook.sources()
         changed = known is not None and known != snap.version
         return replace(snap, changed_outside=changed) if changed else snap
 
@@ -450,7 +453,7 @@ class FileStore:
             if expect is None:
                 raise NotebookExists(
                     f"{rel!r} was created by someone else a moment ago.",
-                    hint="Read it with read_notebook, or pass overwrite=true to replace it.",
+                    hint=act("read_it"),
                 )
             raise ConflictError(
                 f"{rel!r} was changed by someone else while nbrelay was writing it; "
@@ -491,7 +494,7 @@ class FileStore:
                 if not overwrite:
                     raise NotebookExists(
                         f"{rel!r} already exists.",
-                        hint="Pick another path, or pass overwrite=true to replace it.",
+                        hint=act("exists"),
                     )
                 expect = self._snapshot_version(real, rel)
             return self._write_atomic(real, data, expect=expect)
@@ -521,6 +524,7 @@ class FileStore:
                 self._edit_sync, rel, real, planner, expected_version, guard_positions
             )
         self._known[real] = outcome.after.version
+        self._read[real] = outcome.after.notebook.sources()
         return outcome
 
     def _edit_sync(
@@ -542,6 +546,7 @@ class FileStore:
                 before,
                 planner,
                 fix_hint="Fix the file by hand or restore it from version control, then retry.",
+                read=self._read.get(real),
             )
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
@@ -588,6 +593,7 @@ class FileStore:
             self._unlink(real)
             self._cache.pop(real, None)
             self._known.pop(real, None)
+            self._read.pop(real, None)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, src_real = self._resolve(src)
@@ -622,7 +628,7 @@ class FileStore:
                 if not overwrite:
                     raise NotebookExists(
                         f"{dst_rel!r} already exists.",
-                        hint="Pick another path, or pass overwrite=true to replace it.",
+                        hint=act("exists"),
                     )
                 expect = self._snapshot_version(dst_real, dst_rel)
             os.makedirs(os.path.dirname(dst_real), exist_ok=True)
@@ -631,6 +637,7 @@ class FileStore:
                 self._unlink(src_real)
                 self._cache.pop(src_real, None)
                 self._known.pop(src_real, None)
+                self._read.pop(src_real, None)
             if not notebook:
                 self._cache.pop(dst_real, None)
                 return None
@@ -658,7 +665,7 @@ class FileStore:
                 if await anyio.to_thread.run_sync(os.path.lexists, real):
                     raise NotebookExists(
                         f"{rel!r} already exists.",
-                        hint="Pick another path, or pass overwrite=true to replace it.",
+                        hint=act("exists"),
                     )
         for rel, real, data in targets:
             async with self._lock(real):
@@ -769,6 +776,7 @@ class FileStore:
             os.unlink(real)
             self._cache.pop(real, None)
             self._known.pop(real, None)
+            self._read.pop(real, None)
 
     async def move_document(self, src: str, dst: str, *, keep_source: bool) -> Document:
         src_rel, src_real = self._resolve(src, suffix="")

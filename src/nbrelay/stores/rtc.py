@@ -58,6 +58,7 @@ from nbrelay.errors import (
     NotebookNotFound,
     RemoteError,
     Unsupported,
+    act,
 )
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
@@ -521,7 +522,7 @@ class Room:
         if self.closed.is_set() and self.close_code == 4404:
             raise NotebookNotFound(
                 f"notebook {self.name!r} does not exist.",
-                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+                hint=act("missing"),
             )
         if self.closed.is_set():
             raise RemoteError(
@@ -728,7 +729,7 @@ def _index(order: list[str], cid: str) -> int:
         raise ConflictError(
             f"cell {cid!r} is no longer in the notebook (someone deleted it a moment ago).",
             current="",
-            hint="Call read_notebook and try again.",
+            hint=act("read_again"),
         ) from None
 
 
@@ -765,8 +766,11 @@ def _update(ycells: pycrdt.Array[Any], order: list[str], edit: UpdateCell) -> No
         cell = _py_cell(target)
         source = changes.pop("source", None)
         if source is not None:
-            ops = rebase_text(edit.base_source or cell.get("source", ""), cell["source"], source)
-            cell["source"] = apply_text_ops(cell["source"], ops)
+            wanted = source if edit.intended is None else edit.intended
+            base = cell.get("source", "") if edit.base_source is None else edit.base_source
+            cell["source"] = apply_text_ops(
+                cell["source"], rebase_text(base, cell["source"], wanted)
+            )
         for key in edit.remove:
             cell.pop(key, None)
         cell.update(copy.deepcopy(changes))
@@ -779,7 +783,10 @@ def _update(ycells: pycrdt.Array[Any], order: list[str], edit: UpdateCell) -> No
         if key == "source":
             ytext = target.get("source")
             if isinstance(ytext, pycrdt.Text):
-                _set_ytext(ytext, edit.base_source, str(value))
+                # A merged edit applies the caller's own change (read source → its source),
+                # rebased onto the text as it is now, never a rewrite of others' typing.
+                wanted = str(value) if edit.intended is None else edit.intended
+                _set_ytext(ytext, edit.base_source, wanted)
             else:
                 target["source"] = pycrdt.Text(str(value))
         elif key == "metadata":
@@ -857,6 +864,7 @@ class RTCStore:
         # What each MCP session (reader) last saw: the guard against stale positions.
         self._known_version: LastSeen[str] = LastSeen()
         self._known_order: LastSeen[tuple[str, ...]] = LastSeen()
+        self._known_sources: LastSeen[dict[str, str]] = LastSeen()
         self._seen_reloads: dict[str, tuple[Room, int]] = {}
         self._reconnected: set[str] = set()
         self._presence: Room | None = None
@@ -961,7 +969,7 @@ class RTCStore:
         if not await self.api.exists(full):
             raise NotebookNotFound(
                 f"notebook {rel!r} does not exist.",
-                hint="Call list_notebooks to see the notebooks, or create_notebook to make it.",
+                hint=act("missing"),
             )
         session = await self.api.collaboration_session(full)
         if session is None:
@@ -1088,6 +1096,7 @@ class RTCStore:
                 known = self._known_version.get(rel)
                 self._known_version[rel] = snap.version
                 self._known_order[rel] = order
+                self._known_sources[rel] = snap.notebook.sources()
                 changed = known is not None and known != snap.version
                 return replace(snap, changed_outside=changed, notes=notes)
         raise self._lost(rel)
@@ -1121,6 +1130,7 @@ class RTCStore:
             if outcome.plan.edits:
                 self._known_version[rel] = outcome.after.version
                 self._known_order[rel] = tuple(outcome.after.notebook.ids)
+                self._known_sources[rel] = outcome.after.notebook.sources()
         return outcome
 
     async def _edit(
@@ -1175,6 +1185,7 @@ class RTCStore:
             planner,
             fix_hint="Fix it in JupyterLab, then retry.",
             clean=lambda c: {k: v for k, v in c.items() if k != "execution_state"},
+            read=self._known_sources.get(rel),
         )
         before = replace(before, changed_outside=outside)
         self._notes(rel, room)
@@ -1205,7 +1216,7 @@ class RTCStore:
                 "saved, and the Jupyter Server reloaded the notebook from that file, which may "
                 "have discarded your edit.",
                 current=room.snapshot()[1],
-                hint="Read the notebook again (read_notebook) and redo the edit if it is missing.",
+                hint=f"{act('read_again')} Redo the edit if it is missing.",
             )
         if saved is not None:
             outcome = replace(outcome, notes=(*notes, SAVE_NOTE.format(why=saved)))
@@ -1255,7 +1266,7 @@ class RTCStore:
             if exists and not overwrite:
                 raise NotebookExists(
                     f"{rel!r} already exists.",
-                    hint="Pick another path, or pass overwrite=true to replace it.",
+                    hint=act("exists"),
                 )
             if self._rtc is False:
                 return await self.contents.create(rel, notebook, overwrite=overwrite)
@@ -1285,6 +1296,7 @@ class RTCStore:
                     notes = (SAVE_NOTE.format(why=saved),)
         self._known_version[rel] = snap.version
         self._known_order[rel] = order
+        self._known_sources[rel] = snap.notebook.sources()
         return replace(snap, notes=notes)
 
     async def _settle(self, room: Room, rel: str, notebook: Notebook, within: float = 10.0) -> None:
@@ -1302,7 +1314,7 @@ class RTCStore:
                 raise RemoteError(
                     f"the Jupyter Server still shows an older notebook at {rel!r} after creating "
                     "it (it keeps a closed notebook in memory for a while).",
-                    hint="Read it with read_notebook in a minute, or create it under another name.",
+                    hint=act("read_later"),
                 )
             await anyio.sleep(0.2)
 
@@ -1313,6 +1325,7 @@ class RTCStore:
             await self.contents.remove(rel)
             self._known_version.pop(rel, None)
             self._known_order.pop(rel, None)
+            self._known_sources.pop(rel, None)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
@@ -1325,4 +1338,5 @@ class RTCStore:
             await self.contents.rename(src_rel, dst_rel, overwrite=overwrite, keep_source=False)
             self._known_version.pop(src_rel, None)
             self._known_order.pop(src_rel, None)
+            self._known_sources.pop(src_rel, None)
         return await self.load(dst_rel)

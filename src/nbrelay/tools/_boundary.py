@@ -3,7 +3,8 @@
 ``Registrar.tool(kind=...)`` registers an ``async def`` whose docstring (cleaned with
 ``inspect.cleandoc``) is the description the model reads. The wrapper
 
-* turns ``NbrelayError`` into ``ToolError`` with the message and its hint;
+* turns ``NbrelayError`` into ``ToolError`` with the message and its hint, in the words of the
+  profile (``Registrar.words``: its tool names and index base; see ``nbrelay.errors``);
 * turns any other exception into a short "internal error" with an error id (the traceback goes
   to the log on stderr, never to the client);
 * returns pydantic results as compact JSON text plus ``structuredContent`` (no ``null`` fields),
@@ -34,7 +35,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
-from nbrelay.errors import NbrelayError
+from nbrelay.errors import CANONICAL_WORDS, NbrelayError, Vocabulary
 from nbrelay.stores.base import current_reader
 
 logger = logging.getLogger("nbrelay")
@@ -135,12 +136,17 @@ class Registrar:
     no_execute: bool = False
     output_schemas: bool = False
     exact: bool = False  # compatibility profiles: keep null fields in results and null defaults
+    words: Vocabulary = CANONICAL_WORDS  # how errors name actions and number cells
     tools: list[Tool] = field(default_factory=list)
     kinds: dict[str, Kind] = field(default_factory=dict)
 
     @property
     def registered(self) -> list[str]:
         return [t.name for t in self.tools]
+
+    def explain(self, exc: NbrelayError) -> str:
+        """An error's text in this profile's words (for profiles that return errors as fields)."""
+        return exc.render(self.words)
 
     def tool(
         self, *, kind: Kind, name: str | None = None, title: str | None = None
@@ -155,7 +161,7 @@ class Registrar:
                 return fn
             annotations = _ANNOTATIONS[kind].model_copy(update={"title": title})
             tool = Tool.from_function(
-                _guard(tool_name, fn, keep_none=self.exact),
+                _guard(tool_name, fn, self, keep_none=self.exact),
                 name=tool_name,
                 description=inspect.cleandoc(fn.__doc__ or ""),
                 annotations=annotations,
@@ -182,7 +188,7 @@ class Registrar:
 
 
 def _guard(
-    name: str, fn: Callable[P, Awaitable[Any]], *, keep_none: bool = False
+    name: str, fn: Callable[P, Awaitable[Any]], reg: Registrar, *, keep_none: bool = False
 ) -> Callable[P, Awaitable[Any]]:
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
@@ -193,7 +199,7 @@ def _guard(
         try:
             return to_result(await fn(*args, **kwargs), keep_none=keep_none)
         except NbrelayError as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(reg.explain(exc)) from exc
         except (ToolError, anyio.get_cancelled_exc_class()):
             raise
         except Exception as exc:

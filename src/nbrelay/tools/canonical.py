@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.notebook.edits import CellSpec
@@ -123,7 +124,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ws.settings.output_budget,
         )
         views = (
-            [results.cell_view(cells[i], i, full=True, budget=budget) for i in range(start, end)]
+            results.full_views(snap.path, cells, range(start, end), budget)
             if full
             else results.OverviewMemo.of(ws).views(snap.path, cells, start, end)
         )
@@ -156,7 +157,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
             output_budget if output_budget is not None else ws.settings.output_budget,
             ws.settings.output_budget,
         )
-        view = results.cell_view(snap.notebook.cells[i], i, full=True, budget=budget)
+        view = results.cell_view(
+            snap.notebook.cells[i], i, full=True, budget=budget, path=snap.path
+        )
         note = results.snapshot_note(snap)
         return CellRead(path=snap.path, version=snap.version, cell=view, note=note)
 
@@ -185,9 +188,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         )
         result = results.edit_result(outcome)
         if execute:
-            result.execution = await execution.run_after_edit(
-                ws, path, list(outcome.plan.touched), ctx
-            )
+            ran = await execution.run_after_edit(ws, path, list(outcome.plan.touched), ctx)
+            results.add_run(result, ran)
         return result
 
     @reg.tool(kind="write")
@@ -230,9 +232,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         )
         result = results.edit_result(outcome)
         if execute:
-            result.execution = await execution.run_after_edit(
-                ws, path, list(outcome.plan.touched), ctx
-            )
+            ran = await execution.run_after_edit(ws, path, list(outcome.plan.touched), ctx)
+            results.add_run(result, ran)
         return result
 
     @reg.tool(kind="destructive")
@@ -326,6 +327,38 @@ def register(reg: Registrar, ws: Workspace) -> None:
             path, pattern, regex=regex, case_sensitive=case_sensitive, outputs=outputs
         )
         return results.search_result(snap, matches, limit)
+
+    @reg.tool(kind="write")
+    async def replace_in_notebook(
+        path: NbPath,
+        find: Annotated[str, Field(description="Text, or a regex with regex=true.")],
+        replace: Annotated[str, Field(description="Replacement; regex: \\1, \\g<name>.")],
+        cells: Annotated[list[int | str] | None, Field(description="Cells; default: all.")] = None,
+        regex: bool = False,
+        case_sensitive: bool = True,
+        expected_version: Version = None,
+    ) -> EditResult:
+        """Find and replace across a notebook's cell sources (all cells, or the ones given) in one edit; returns each changed cell's diff.
+
+        Outputs are kept; one undo step reverts it. Refuses if nothing matches.
+        Example: rename a variable: replace_in_notebook(path="eda.ipynb", find="\\bdf\\b", replace="sales", regex=true).
+        """
+        outcome = await ws.replace_in_cells(
+            path,
+            find,
+            replace,
+            regex=regex,
+            case_sensitive=case_sensitive,
+            cells=cells,
+            expected_version=expected_version,
+        )
+        if not outcome.plan.detail.get("replacements"):
+            where = "the cells given" if cells is not None else "any cell's source"
+            raise InvalidArgument(
+                f"{find!r} does not occur in {where}; nothing was changed.",
+                hint="search_notebook shows where text occurs; check case_sensitive and regex.",
+            )
+        return results.edit_result(outcome)
 
     @reg.tool(kind="destructive")
     async def undo(

@@ -23,7 +23,7 @@ from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.canonical import Ref
-from nbrelay.tools.results import ExecutionResult, RunCell, RunOutput, iso
+from nbrelay.tools.results import ExecutionResult, RunCell, RunOutput, image_pointer, iso
 from nbrelay.workspace import Workspace
 
 MAX_IMAGE_SIDE = 1568  # pixels; larger images are downscaled before they are sent
@@ -139,11 +139,12 @@ def image_content(mime: str, data: str) -> ImageContent:
     return ImageContent(mime_type=mime, data=base64.b64encode(raw).decode("ascii"))
 
 
-def _cell_view(
-    job: Job, cell: CellRun, budget: render.Budget, images: list[ImageContent] | None
-) -> RunCell:
-    views: list[RunOutput] = []
-    pending: list[tuple[int, dict[str, Any], render.OutputText, int]] = []
+_Pending = list[tuple[int, dict[str, Any], render.OutputText, int]]
+
+
+def _pending(job: Job, cell: CellRun) -> _Pending:
+    """The outputs of a cell with text not returned before: (index, output, text, offset)."""
+    pending: _Pending = []
     for k, out in enumerate(job.cell_outputs(cell)):
         shown = render.output_text(out)
         start = cell.delivered.get(k, 0)
@@ -152,10 +153,21 @@ def _cell_view(
         if start == len(shown.text) and k in cell.delivered:
             continue
         pending.append((k, out, shown, start))
-    fitted = budget.take_all(
-        [s.text[start:] for _, _, s, start in pending], "read_output for all of it"
-    )
-    for (k, out, shown, start), (text, cut, any_shown) in zip(pending, fitted, strict=True):
+    return pending
+
+
+def _cell_view(
+    job: Job,
+    cell: CellRun,
+    pending: _Pending,
+    budget: render.Budget,
+    images: list[ImageContent] | None,
+) -> RunCell:
+    views: list[RunOutput] = []
+    for k, out, shown, start in pending:
+        text, cut, any_shown = budget.take(shown.text[start:], "read_output for all of it")
+        if shown.image and cell.id is not None and images is None:
+            text = f"{text} ({image_pointer(job.path, cell.id, k)})"
         view = RunOutput(
             output=k,
             type=shown.kind,
@@ -166,15 +178,16 @@ def _cell_view(
             cut=cut or None,
         )
         if not any_shown and shown.text:
-            view.omitted = f"{len(shown.text) - start:,} characters not shown (output budget used)"
+            view.omitted = f"{len(shown.text) - start:,} characters not shown (output budget 0)"
         cell.delivered[k] = len(shown.text)
         if images is not None and shown.image and shown.image != "image/svg+xml":
             images.append(image_content(shown.image, _text(out["data"][shown.image])))
         views.append(view)
+    status = cell.status
     return RunCell(
         index=cell.index if cell.id is not None else None,
         id=cell.id,
-        status=cell.status,
+        status=status,
         execution_count=cell.execution_count if cell.id is not None else None,
         seconds=round(cell.seconds, 2) if cell.seconds else None,
         outputs=views or None,
@@ -188,12 +201,18 @@ def execution_view(
     limit = ws.settings.output_budget
     shared = render.Budget(budget if budget is not None else limit, limit)
     pictures: list[ImageContent] | None = [] if images else None
-    cells = [_cell_view(job, c, shared, pictures) for c in job.cells]
+    # The budget is shared by every output of every cell: a flood in one cell leaves the
+    # others their heads (a cell's short result is never crowded out by an earlier one).
+    pending = [_pending(job, c) for c in job.cells]
+    shared.plan([s.text[start:] for p in pending for _, _, s, start in p])
+    cells = [
+        _cell_view(job, c, p, shared, pictures) for c, p in zip(job.cells, pending, strict=True)
+    ]
     notes = list(job.notes)
-    if job.error and job.state == "done":
+    if job.error and job.state == "done" and any(c.status == "skipped" for c in job.cells):
         notes.insert(0, f"stopped early: {job.error}")
     if job.state != "done":
-        notes.append(f"still {job.state}: poll get_execution(handle={job.handle!r})")
+        notes.append(f'still {job.state}: poll get_execution(handle="{job.handle}")')
     if job.state_lost:
         notes.append("the kernel restarted, so its variables were lost")
     result = ExecutionResult(

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from nbrelay.errors import InvalidArgument, NbrelayError
+from nbrelay.errors import InvalidArgument, NbrelayError, Vocabulary
 from nbrelay.notebook import render
 from nbrelay.notebook.edits import CellSpec
 from nbrelay.notebook.model import Notebook
@@ -22,6 +22,23 @@ FilePath = Annotated[
     str, Field(description="The path to the Jupyter notebook file (e.g., `test/example.ipynb`).")
 ]
 OUTPUT_PREVIEW = 500
+_AGAIN = "Call get_formatted_content to see the notebook as it is now, then retry."
+# How errors say things here (see nbrelay.errors): this profile's tools, cells numbered from 1.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Indexes are 1-based (1 is the first cell).",
+        "see_cells": "Call get_formatted_content to see the cells.",
+        "read_again": _AGAIN,
+        "stale": _AGAIN,
+        "positions": _AGAIN,
+        "reread_cell": "Read the cell again (get_formatted_content) and redo your edit on its "
+        "current source.",
+        "missing": "Check the path: it is relative to the root folder, and the notebook must "
+        "exist.",
+        "insert_rule": "Indexes are 1-based; an index past the end appends.",
+    },
+    index_base=1,
+)
 
 
 class FormattedContent(BaseModel):
@@ -95,6 +112,7 @@ def format_notebook(path: str, nb: Notebook) -> str:
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the ipynb-mcp tools."""
     reg.exact = True
+    reg.words = WORDS
 
     @reg.tool(kind="read")
     async def get_formatted_content(filepath: FilePath) -> FormattedContent:
@@ -102,7 +120,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         try:
             snap = await ws.read(filepath)
         except NbrelayError as exc:
-            return FormattedContent(formatted_content=None, filepath=filepath, error=str(exc))
+            return FormattedContent(
+                formatted_content=None, filepath=filepath, error=reg.explain(exc)
+            )
         return FormattedContent(
             formatted_content=format_notebook(snap.path, snap.notebook), filepath=filepath
         )
@@ -142,7 +162,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
                 )
             mime, data = render.full_output(outputs[k], type_hint)
         except NbrelayError as exc:
-            return FullOutput(full_output_data=None, mime_type=None, error=str(exc))
+            return FullOutput(full_output_data=None, mime_type=None, error=reg.explain(exc))
         return FullOutput(full_output_data=data, mime_type=mime)
 
     @reg.tool(kind="write")
@@ -162,7 +182,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
                 clear_outputs=True,
             )
         except NbrelayError as exc:
-            return Success(success=False, filepath=filepath, error=str(exc))
+            return Success(success=False, filepath=filepath, error=reg.explain(exc))
         return Success(success=True, filepath=filepath)
 
     @reg.tool(kind="write")
@@ -198,7 +218,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             )
         except NbrelayError as exc:
             return AddCellResult(
-                success=False, filepath=filepath, new_cell_actual_index=-1, error=str(exc)
+                success=False, filepath=filepath, new_cell_actual_index=-1, error=reg.explain(exc)
             )
         new_id = outcome.plan.touched[0]
         actual = outcome.after.notebook.ids.index(new_id) + 1
@@ -213,7 +233,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         try:
             await ws.delete_cells(filepath, [_zero_based(cell_index, "cell_index")])
         except NbrelayError as exc:
-            return Success(success=False, filepath=filepath, error=str(exc))
+            return Success(success=False, filepath=filepath, error=reg.explain(exc))
         return Success(success=True, filepath=filepath)
 
     @reg.tool(kind="write")
@@ -245,5 +265,5 @@ def register(reg: Registrar, ws: Workspace) -> None:
                 filepath, [first, second], cell_type=merged, expected_version=snap.version
             )
         except NbrelayError as exc:
-            return Success(success=False, filepath=filepath, error=str(exc))
+            return Success(success=False, filepath=filepath, error=reg.explain(exc))
         return Success(success=True, filepath=filepath)

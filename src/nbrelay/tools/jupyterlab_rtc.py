@@ -16,7 +16,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from nbrelay.errors import InvalidArgument, NbrelayError
+from nbrelay.errors import InvalidArgument, NbrelayError, Vocabulary
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
@@ -183,8 +183,34 @@ def ran(execution: ExecutionResult | None, ws: Workspace) -> str:
     return " (not executed: this server runs no code)" if ws.settings.no_execute else ""
 
 
+_AGAIN = "Call read_nb_cells to see the notebook as it is now, then retry."
+# How errors say things here (see nbrelay.errors): this profile's tools.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Indexes are 0-based; a range's end is excluded.",
+        "see_cells": "Call read_nb_cells to see the cells.",
+        "read_again": _AGAIN,
+        "stale": _AGAIN,
+        "positions": _AGAIN,
+        "reread_cell": "Read the cell again (read_nb_cells) and redo your edit on its current "
+        "source.",
+        "missing": "Call list_nbs to see the notebooks, or create_document to make one.",
+        "list_all": "list_nbs with no path lists all.",
+        "see_paths": "Give a path relative to the root; list_nbs shows what is there.",
+        "exists": "Pick another path, or delete_document the old one first.",
+        "read_it": "Read it with read_nb_cells.",
+        "read_later": "Read it with read_nb_cells in a minute, or create it under another name.",
+        "restart": "call restart_nb_kernel",
+        "interrupt": "restart it (restart_nb_kernel)",
+        "start_kernel": "Run a cell (insert_nb_cells or modify_nb_cells with exec=true) to "
+        "start one.",
+    }
+)
+
+
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the jupyterlab-rtc tools."""
+    reg.words = WORDS
     # modify/insert run code by default (exec=true), so they are announced as tools that run
     # code, unless this server runs none (then exec is ignored and they only edit).
     runs: Kind = "write" if ws.settings.no_execute else "execute"
@@ -331,15 +357,16 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ref = range_ref(CellRange(start=r.start, end=end))
             indexes += [i for i in address.resolve(nb.ids, ref) if i not in indexes]
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
+        rendered = render.render_many([nb.cells[i] for i in indexes], budget)
         cells = []
-        for i in indexes:
+        for i, outputs in zip(indexes, rendered, strict=True):
             cell = nb.cells[i]
             item = CellItem(
                 index=i, id=cell["id"], content=str(cell.get("source", "")), type=cell["cell_type"]
             )
             if cell["cell_type"] == "code":
                 item.execution_count = cell.get("execution_count")
-                item.outputs = render.render_outputs(cell, budget) or None
+                item.outputs = outputs or None
             cells.append(item)
         return CellItems(cells=cells)
 

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
+from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound, Vocabulary
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import render
 from nbrelay.notebook.address import describe_bounds
@@ -36,6 +36,23 @@ EXECUTION_TYPES = ("execute_cell", "install_packages")
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
 VIEW_HINT = (
     "Call query_notebook(query_type='view_source') to see the notebook as it is now, then retry."
+)
+
+# How errors say things here (see nbrelay.errors): this profile's tools and positions.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Positions (position_index) are 0-based.",
+        "see_cells": "View the notebook with query_notebook to see the positions.",
+        "read_again": VIEW_HINT,
+        "stale": VIEW_HINT,
+        "positions": VIEW_HINT,
+        "reread_cell": "View the cell again (query_notebook) and redo your edit on its current "
+        "source.",
+        "missing": "Call setup_notebook to create it.",
+        "read_it": "View it with query_notebook.",
+        "read_later": "View it with query_notebook in a minute, or create it under another name.",
+        "start_kernel": "Run a cell with execute_notebook_code to start one.",
+    }
 )
 
 NotebookPath = Annotated[
@@ -150,9 +167,7 @@ def shown_output(output: dict[str, Any], budget: render.Budget, hint: str) -> di
     def fit(text: str) -> str:
         shown, _, any_shown = budget.take(text, hint)
         if not any_shown and text:
-            return (
-                f"[{len(text):,} characters not shown: this call's output budget is used; {hint}]"
-            )
+            return f"[{len(text):,} characters not shown: the output budget is 0; {hint}]"
         return shown
 
     kind = out.get("output_type")
@@ -190,6 +205,7 @@ def shown_cell(cell: Cell, index: int, budget: render.Budget) -> dict[str, Any]:
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the mcp-jupyter tools."""
     reg.exact = True
+    reg.words = WORDS
 
     def budget() -> render.Budget:
         """The text one call may return: --output-budget per output, four times that in all."""
@@ -215,13 +231,15 @@ def register(reg: Registrar, ws: Workspace) -> None:
         patience = ws.timeout_for(None) + ws.settings.interrupt_grace + 10
         await follow(ws, job, patience, ctx)
         run = job.cells[0]
-        shared = budget()
+        outputs = job.cell_outputs(run)
         result: dict[str, Any] = {
             "execution_count": run.execution_count,
-            "outputs": [
-                shown_output(dict(o), shared, "the whole output is saved in the notebook")
-                for o in job.cell_outputs(run)
-            ],
+            "outputs": budget().share(
+                lambda b: [
+                    shown_output(dict(o), b, "the whole output is saved in the notebook")
+                    for o in outputs
+                ]
+            ),
             "status": run.status,
         }
         if run.message:
@@ -323,8 +341,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         snap = await ws.view(path)
         nb = snap.notebook
         if execution_count is None and position_index is None:
-            shared = budget()
-            return reply([shown_cell(c, i, shared) for i, c in enumerate(nb.cells)])
+            return reply(
+                budget().share(lambda b: [shown_cell(c, i, b) for i, c in enumerate(nb.cells)])
+            )
         index = position(position_index)
         if index is None:
             index = index_of(nb, execution_count=count_of(execution_count or 0))
@@ -332,7 +351,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             raise InvalidArgument(
                 f"position_index={index} is out of range: {describe_bounds(len(nb.cells))}."
             )
-        return reply(shown_cell(nb.cells[index], index, budget()))
+        return reply(budget().share(lambda b: shown_cell(nb.cells[index], index, b)))
 
     @reg.tool(kind=runs)
     async def modify_notebook_cells(
@@ -393,7 +412,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
             try:
                 return reply(await run_cell(path, new, ctx))
             except NbrelayError as exc:
-                return reply({"error": str(exc), "message": "Cell was added but execution failed"})
+                return reply(
+                    {"error": reg.explain(exc), "message": "Cell was added but execution failed"}
+                )
         if operation == "edit_code":
             await ws.edit_cell(
                 path,
@@ -431,7 +452,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
                 )
                 result["message"] = "Cell deleted"
         except NbrelayError as exc:
-            result["error"] = str(exc)
+            result["error"] = reg.explain(exc)
         return reply(result)
 
     @reg.tool(kind="execute")

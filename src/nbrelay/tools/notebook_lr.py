@@ -14,11 +14,10 @@ Outputs keep notebook-lr's shape (``{"type": "stream", "name", "text"}``,
 from __future__ import annotations
 
 import contextlib
-import functools
 import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp_types import ImageContent
@@ -26,12 +25,12 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from nbrelay.errors import (
     CellNotFound,
-    ConflictError,
     InvalidArgument,
     KernelError,
     NotebookExists,
     NotebookNotFound,
     Unsupported,
+    Vocabulary,
 )
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import address, edits, render
@@ -42,12 +41,32 @@ from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.execution import follow, image_content
 from nbrelay.workspace import Workspace
 
-P = ParamSpec("P")
 T = TypeVar("T")
 
 INDEX_HINT = "Indexes are zero-based; call list_cells to see the cells."
+_AGAIN = "Call list_cells to see the notebook as it is now, then retry."
+# How errors say things here (see nbrelay.errors): this profile's tools, zero-based indexes.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Indexes are zero-based.",
+        "see_cells": "Call list_cells to see the cells.",
+        "read_again": _AGAIN,
+        "stale": _AGAIN,
+        "positions": _AGAIN,
+        "reread_cell": "Read the cell again (get_cell_source) and redo your edit on its current "
+        "source, or change only the text you mean with replace_in_cells.",
+        "missing": "Check the path: it is relative to the root folder.",
+        "read_it": "Load it with load_notebook.",
+        "read_later": "Load it with load_notebook in a minute, or save under another name.",
+        "restart": "run the cell again (a new kernel starts)",
+        "interrupt": "wait for it to end",
+        "start_kernel": "Run a cell with execute_cell to start one.",
+        "save_state": "Save it first with save_notebook(include_session=true).",
+        "run_first": "Run it first (execute_cell)",
+    }
+)
 CUT_HINT = "raise --output-budget to see more"
-FAILED = ("timeout", "died", "cancelled")
+FAILED = ("timeout", "died", "cancelled", "interrupted")
 
 
 def _omit_null_default(schema: dict[str, Any]) -> None:
@@ -163,24 +182,6 @@ def _zero_based(value: int, name: str = "index") -> int:
     return value
 
 
-def _seed_hints(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    """Point the workspace's index and conflict errors at this profile's own tools."""
-
-    @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await fn(*args, **kwargs)
-        except CellNotFound as exc:
-            if "read_notebook" in exc.hint:  # the canonical tools' advice
-                exc.hint = INDEX_HINT
-            raise
-        except ConflictError as exc:
-            exc.hint = "Call list_cells to see the notebook as it is now, then retry."
-            raise
-
-    return wrapper
-
-
 def output_view(out: dict[str, Any], budget: render.Budget) -> dict[str, Any]:
     """One nbformat output in notebook-lr's shape, its text readable and within ``budget``."""
     kind = str(out.get("output_type", ""))
@@ -201,13 +202,15 @@ def output_view(out: dict[str, Any], budget: render.Budget) -> dict[str, Any]:
         if kind == "execute_result":
             view["execution_count"] = out.get("execution_count")
     if not any_shown and shown.text:
-        view["omitted"] = f"{len(shown.text):,} characters not shown (output budget used)"
+        view["omitted"] = f"{len(shown.text):,} characters not shown (output budget 0)"
     return view
 
 
 def cell_output(
     cell: Cell, index: int, budget: render.Budget, outputs: list[dict[str, Any]] | None = None
 ) -> CellOutput:
+    """One cell in notebook-lr's shape (outputs take their texts from ``budget`` one by one:
+    share it with ``Budget.share``)."""
     kind = str(cell.get("cell_type", "code"))
     raw = cell.get("outputs") if outputs is None else outputs
     count = cell.get("execution_count")
@@ -261,6 +264,7 @@ def _check_finished(job: Job) -> None:
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the notebook-lr tools."""
     reg.exact = True
+    reg.words = WORDS
     settings = ws.settings
     current = _Current(ws.store.relative(_nblr(settings.notebook)))
 
@@ -321,7 +325,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
     # -- Cell Content Operations ------------------------------------------------------------
 
     @reg.tool(kind="read")
-    @_seed_hints
     async def get_cell_source(index: Index) -> str:
         """Get the source content of a cell at the specified index.
 
@@ -338,7 +341,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return str(nb.cells[address.resolve_one(nb.ids, _zero_based(index))].get("source", ""))
 
     @reg.tool(kind="write")
-    @_seed_hints
     async def update_cell_source(
         index: Index, source: Annotated[str, Field(description="New source code to set")]
     ) -> bool:
@@ -360,7 +362,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
     # -- Cell Management Operations ---------------------------------------------------------
 
     @reg.tool(kind="write")
-    @_seed_hints
     async def add_cell(
         cell_type: Annotated[
             Literal["code", "markdown"], Field(description="Type of cell to create")
@@ -390,17 +391,16 @@ def register(reg: Registrar, ws: Workspace) -> None:
             # The first cell makes the notebook (live mode: no placeholder cell before it).
             with contextlib.suppress(NotebookExists):
                 made = await ws.create_notebook(current.path, new)
-                return cell_output(made.notebook.cells[0], 0, budget())
+                return budget().share(lambda b: cell_output(made.notebook.cells[0], 0, b))
         try:
             outcome = await on_current(lambda p: ws.insert_cells(p, new, after=after))
         except CellNotFound:  # past the last cell: appended, as the document's list insert does
             outcome = await on_current(lambda p: ws.insert_cells(p, new))
         new_id = outcome.plan.touched[0]
         at = outcome.after.notebook.ids.index(new_id)
-        return cell_output(outcome.after.notebook.cells[at], at, budget())
+        return budget().share(lambda b: cell_output(outcome.after.notebook.cells[at], at, b))
 
     @reg.tool(kind="destructive")
-    @_seed_hints
     async def delete_cell(
         index: Annotated[int, Field(description="Zero-based index of the cell to delete")],
     ) -> bool:
@@ -419,7 +419,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return True
 
     @reg.tool(kind="write")
-    @_seed_hints
     async def move_cell(
         index: Annotated[int, Field(description="Zero-based index of the cell to move")],
         direction: Annotated[
@@ -454,7 +453,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return MoveResult(ok=True, new_index=to)
 
     @reg.tool(kind="read")
-    @_seed_hints
     async def get_cell(index: Index) -> Any:
         """Get complete information about a cell at the specified index.
 
@@ -470,7 +468,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         nb = await notebook()
         i = address.resolve_one(nb.ids, _zero_based(index))
         cell = nb.cells[i]
-        return _with_images(cell_output(cell, i, budget()), cell.get("outputs") or [])
+        return _with_images(
+            budget().share(lambda b: cell_output(cell, i, b)), cell.get("outputs") or []
+        )
 
     @reg.tool(kind="read")
     async def list_cells() -> CellList:
@@ -481,7 +481,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         """
         nb = await notebook()
         shared = budget()
-        return CellList(cells=[cell_output(c, i, shared) for i, c in enumerate(nb.cells)])
+        return shared.share(
+            lambda b: CellList(cells=[cell_output(c, i, b) for i, c in enumerate(nb.cells)])
+        )
 
     # -- Notebook Operations ----------------------------------------------------------------
 
@@ -560,7 +562,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
     # -- The document's future tools --------------------------------------------------------
 
     @reg.tool(kind="execute")
-    @_seed_hints
     async def execute_cell(index: Index, ctx: Context) -> Any:
         """Execute a code cell and store its outputs in the notebook.
 
@@ -584,7 +585,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             id=cell.id or "",
             type="code",
             source=cell.source,
-            outputs=[output_view(o, budget()) for o in outputs],
+            outputs=budget().share(lambda b: [output_view(o, b) for o in outputs]),
             execution_count=cell.execution_count,
         )
         return _with_images(model, outputs)
@@ -604,19 +605,20 @@ def register(reg: Registrar, ws: Workspace) -> None:
             return CellList(cells=[])
         job = await on_current(lambda p: ws.execute(p, None))
         await run(job, ctx)
-        shared = budget()
-        return CellList(
-            cells=[
-                CellOutput(
-                    index=c.index,
-                    id=c.id or "",
-                    type="code",
-                    source=c.source,
-                    outputs=[output_view(o, shared) for o in job.cell_outputs(c)],
-                    execution_count=c.execution_count,
-                )
-                for c in _ran(job)
-            ]
+        return budget().share(
+            lambda b: CellList(
+                cells=[
+                    CellOutput(
+                        index=c.index,
+                        id=c.id or "",
+                        type="code",
+                        source=c.source,
+                        outputs=[output_view(o, b) for o in job.cell_outputs(c)],
+                        execution_count=c.execution_count,
+                    )
+                    for c in _ran(job)
+                ]
+            )
         )
 
     @reg.tool(kind="read")
@@ -688,7 +690,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return Variable(name=name, type=kind, value=value, details=found or None)
 
     @reg.tool(kind="write")
-    @_seed_hints
     async def convert_cell_type(
         index: Index,
         cell_type: Annotated[
@@ -712,7 +713,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         )
         nb = outcome.after.notebook
         at = nb.ids.index(outcome.plan.touched[0])
-        return cell_output(nb.cells[at], at, budget())
+        return budget().share(lambda b: cell_output(nb.cells[at], at, b))
 
     @reg.tool(kind="read")
     async def find_in_cells(

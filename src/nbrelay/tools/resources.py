@@ -467,7 +467,9 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         snap = await ws.read(path)
         i = resolve_one(snap.notebook.ids, cell)
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
-        view = results.cell_view(snap.notebook.cells[i], i, full=True, budget=budget)
+        # As read_cell returns it; an image says how to get it only where read_output exists.
+        pointer = snap.path if ws.settings.profile == "canonical" else None
+        view = results.cell_view(snap.notebook.cells[i], i, full=True, budget=budget, path=pointer)
         note = results.OUTSIDE_NOTE if snap.changed_outside else None
         return _json(results.CellRead(path=snap.path, version=snap.version, cell=view, note=note))
 

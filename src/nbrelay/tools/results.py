@@ -7,6 +7,7 @@ out of results, so optional fields cost nothing when unused.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import weakref
 from typing import Any, ClassVar
 
@@ -74,12 +75,30 @@ class CellRead(BaseModel):
     note: str | None = None
 
 
+class MergedCell(BaseModel):
+    """A cell someone else changed since the caller read it; ``theirs`` is that change (a diff
+    from the source as read to the source the edit was merged with)."""
+
+    index: int
+    id: str
+    theirs: str
+
+
+class CellDiff(BaseModel):
+    index: int
+    id: str
+    replacements: int
+    diff: str
+
+
 class EditResult(BaseModel):
     path: str
     version: str
     changed: list[CellLoc]
     removed: list[CellLoc] | None = None
     diff: str | None = None
+    diffs: list[CellDiff] | None = None
+    merged: list[MergedCell] | None = None
     replacements: int | None = None
     undone: list[str] | None = None
     note: str | None = None
@@ -131,7 +150,12 @@ def cell_view(
     full: bool,
     budget: render.Budget | None,
     preview_lines: int = 8,
+    path: str | None = None,
+    outputs: list[dict[str, Any]] | None = None,
 ) -> CellView:
+    """One cell as read tools show it; ``outputs`` are its outputs already rendered (by
+    ``full_views``, which shares the budget among many cells); ``path`` lets image outputs say
+    how to get them."""
     kind = str(cell.get("cell_type", ""))
     source = str(cell.get("source", ""))
     fields: dict[str, Any] = {
@@ -144,8 +168,9 @@ def cell_view(
         count = cell.get("execution_count")
         fields["execution_count"] = count if isinstance(count, int) else None
         if budget is not None and full:
-            outputs = [OutputView(**v) for v in render.render_outputs(cell, budget)]
-            fields["outputs"] = outputs or None
+            if outputs is None:
+                outputs = render.render_many([cell], budget, image_hint=_pointer(path, [cell]))[0]
+            fields["outputs"] = [OutputView(**v) for v in outputs] or None
         elif budget is not None:
             fields["output_summary"] = render.outputs_summary(cell) or None
     if full:
@@ -154,6 +179,32 @@ def cell_view(
     # Built at once (pydantic's validation runs in Rust): setting fields one by one afterwards
     # cost an overview of hundreds of cells twice as much.
     return CellView(**fields)
+
+
+def image_pointer(path: str, cell: str, output: int) -> str:
+    """How to get an image output: the exact read_output call (canonical profile)."""
+    return (
+        f"read_output(path={json.dumps(path, ensure_ascii=False)}, "
+        f"cell={json.dumps(cell, ensure_ascii=False)}, output={output}) returns the image"
+    )
+
+
+def _pointer(path: str | None, cells: list[Cell]) -> Any:
+    if path is None:
+        return None
+    return lambda n, k: image_pointer(path, str(cells[n]["id"]), k)
+
+
+def full_views(
+    path: str, cells: list[Cell], indexes: range, budget: render.Budget
+) -> list[CellView]:
+    """Whole cells with their outputs, every output of every cell sharing ``budget``."""
+    chosen = [cells[i] for i in indexes]
+    rendered = render.render_many(chosen, budget, image_hint=_pointer(path, chosen))
+    return [
+        cell_view(cells[i], i, full=True, budget=budget, path=path, outputs=outs)
+        for i, outs in zip(indexes, rendered, strict=True)
+    ]
 
 
 class OverviewMemo:
@@ -227,15 +278,34 @@ def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
     notes.extend(outcome.notes)
     if not outcome.plan.edits:
         notes.append("Nothing needed changing; the notebook was not written.")
+    merged = [MergedCell(**m) for m in detail.get("merged") or ()]
+    if merged:
+        cells = ", ".join(str(m.index) for m in merged)
+        notes.insert(
+            0,
+            f"Cell {cells} had been changed since you last read it (by a person or another "
+            "client); your new source was merged with that change, which is kept (see merged).",
+        )
     return EditResult(
         path=outcome.after.path,
         version=outcome.after.version,
         changed=sorted(changed, key=lambda c: c.index),
         removed=removed or None,
         diff=detail.get("diff") or None,
+        diffs=[CellDiff(**d) for d in detail.get("diffs") or ()] or None,
+        merged=merged or None,
         replacements=detail.get("replacements"),
         note=" ".join(notes) or None,
     )
+
+
+def add_run(result: EditResult, run: ExecutionResult | None) -> None:
+    """Attach the run that followed an edit: the run saved outputs, so its version is the
+    notebook's current one; the result carries that one version, at the top."""
+    result.execution = run
+    if run is not None and run.version is not None:
+        result.version = run.version
+        run.version = None
 
 
 def search_result(snap: Snapshot, matches: list[Match], limit: int) -> SearchResult:

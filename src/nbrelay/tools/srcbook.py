@@ -34,7 +34,13 @@ from mcp_types import ImageContent
 from pydantic import BaseModel, Field
 
 from nbrelay.config import OPTION_BY_NAME
-from nbrelay.errors import InvalidArgument, KernelError, NbrelayError, NotebookNotFound
+from nbrelay.errors import (
+    InvalidArgument,
+    KernelError,
+    NbrelayError,
+    NotebookNotFound,
+    Vocabulary,
+)
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
@@ -286,8 +292,13 @@ def _cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
     status = str(cell.status)
     if status == "died" and cell.message.startswith("timed out"):
         status = "timeout"  # the cause; a kernel that dies of the interrupt (Deno) says so below
-    if status in ("timeout", "died", "cancelled") and error is None:
-        names = {"timeout": "TimeoutError", "died": "KernelDied", "cancelled": "Cancelled"}
+    if status in ("timeout", "died", "cancelled", "interrupted") and error is None:
+        names = {
+            "timeout": "TimeoutError",
+            "died": "KernelDied",
+            "cancelled": "Cancelled",
+            "interrupted": "Interrupted",
+        }
         error = RunError(name=names[status], message=cell.message or status)
     return CellResult(
         cell_id=cell.id or "",
@@ -352,8 +363,29 @@ class _Events:
 # -- the tools -----------------------------------------------------------------------------
 
 
+_AGAIN = (
+    "Read the session's state (resource notebook://session/{session_id}/state) to see the "
+    "notebook as it is now, then retry."
+)
+# How errors say things here (see nbrelay.errors): this profile's tools and resources.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Positions are 0-based; cells are addressed by cell_id.",
+        "see_cells": "The session's state (resource notebook://session/{session_id}/state) "
+        "lists the cells.",
+        "read_again": _AGAIN,
+        "stale": _AGAIN,
+        "positions": _AGAIN,
+        "missing": "notebook_list shows the sessions; notebook_create starts one.",
+        "start_kernel": "Run a cell with cell_execute to start one.",
+        "run_first": "Run it first (cell_execute)",
+    }
+)
+
+
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the Srcbook tools."""
+    reg.words = WORDS
     sessions = sessions_of(ws)
     settings = ws.settings
 
@@ -534,7 +566,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         await events.follow(job)
         await events.emit("notebook.state.changed")
         budget = render.Budget(settings.output_budget, settings.output_budget)
-        ran = [_cell_result(job, c, budget) for c in job.cells if c.status != "queued"]
+        ran = budget.share(
+            lambda b: [_cell_result(job, c, b) for c in job.cells if c.status != "queued"]
+        )
         ran = [r for r in ran if r.status != "skipped"]
         first_error = next((r.error for r in ran if r.error is not None), None)
         status = next((r.status for r in ran if r.status != "ok"), "ok")
@@ -823,6 +857,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
     async def session_state(session_id: str) -> str:
         snap = await sessions.open(session_id, touch=False)
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
+        rendered = render.render_many(snap.notebook.cells, budget)
         data = {
             **sessions.view(session_id, snap).model_dump(mode="json", exclude_none=True),
             "version": snap.version,
@@ -835,7 +870,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
                     **(
                         {
                             "execution_count": c.get("execution_count"),
-                            "outputs": render.render_outputs(c, budget),
+                            "outputs": rendered[i],
                         }
                         if c.get("cell_type") == "code"
                         else {}

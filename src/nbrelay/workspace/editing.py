@@ -5,7 +5,6 @@ freshest notebook, then goes through ``CoreWorkspace.edit``.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ from nbrelay.notebook import address, edits, history
 from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import CellSpec, Plan
 from nbrelay.notebook.model import Notebook
-from nbrelay.notebook.search import compile_pattern
+from nbrelay.notebook.search import compile_pattern, substitute
 from nbrelay.stores.base import (
     EditOutcome,
 )
@@ -254,43 +253,46 @@ class EditingWorkspace(CoreWorkspace):
         regex: bool = False,
         case_sensitive: bool = True,
         cell_types: Sequence[str] = ("code", "markdown", "raw"),
+        cells: Sequence[CellRef] | None = None,
         expected_version: str | None = None,
     ) -> EditOutcome:
-        """Replace every match in the sources of the notebook's cells (outputs are kept); the
-        count is ``plan.detail["replacements"]``. With ``regex``, ``replacement`` may use
-        ``\\1`` and ``\\g<name>``; otherwise both are literal text."""
+        """Replace every match in the sources of the notebook's cells (all, or ``cells``), in
+        one edit and one undo step; outputs are kept. ``plan.detail`` has the count
+        (``replacements``) and each changed cell's diff (``diffs``). With ``regex``,
+        ``replacement`` may use ``\\1`` and ``\\g<name>``; otherwise both are literal text."""
         pat = compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)
         kinds = set(cell_types)
 
         def planner(nb: Notebook) -> Plan:
             steps: list[Plan] = []
+            diffs: list[dict[str, Any]] = []
             total = 0
-            for i, cell in enumerate(nb.cells):
+            chosen = range(len(nb.cells)) if cells is None else address.resolve_many(nb.ids, cells)
+            for i in chosen:
+                cell = nb.cells[i]
                 if cell.get("cell_type") not in kinds:
                     continue
                 source = str(cell.get("source", ""))
-                try:
-                    if regex:
-                        new, count = pat.subn(replacement, source)
-                    else:
-                        new, count = pat.subn(lambda _: replacement, source)
-                except (re.error, IndexError) as exc:
-                    raise InvalidArgument(
-                        f"the replacement {replacement!r} is invalid: {exc}.",
-                        hint="Group references are \\1 or \\g<name>; pass regex=false for "
-                        "literal text.",
-                    ) from exc
+                new, count = substitute(pat, replacement, source, regex=regex)
                 if count and new != source:
                     total += count
-                    steps.append(edits.plan_set_source(nb, i, new))
+                    steps.append(edits.plan_set_source(nb, i, new, merge=False))
+                    diff = edits.unified_diff(source, new, context=1)
+                    diffs.append(
+                        {"index": i, "id": cell["id"], "replacements": count, "diff": diff}
+                    )
             return Plan(
                 edits=tuple(e for s in steps for e in s.edits),
                 touched=tuple(c for s in steps for c in s.touched),
-                detail={"replacements": total},
+                detail={"replacements": total, "diffs": diffs},
             )
 
         return await self.edit(
-            path, "replace in cells", planner, expected_version=expected_version, positional=False
+            path,
+            "replace in cells",
+            planner,
+            expected_version=expected_version,
+            positional=cells is not None and any(_positional(c) for c in cells),
         )
 
     async def undo(

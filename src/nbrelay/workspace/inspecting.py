@@ -17,6 +17,7 @@ from nbrelay.errors import (
     InvalidArgument,
     KernelError,
     Unsupported,
+    act,
 )
 from nbrelay.kernels import introspect, visualize
 from nbrelay.kernels.execution import Runner
@@ -39,7 +40,7 @@ class InspectingWorkspace(RunningWorkspace):
             raise Unsupported(
                 f"{what} needs a Python kernel; {snap.path!r} runs "
                 f"{runner.session.info.name!r} ({runner.session.info.language}).",
-                hint="Run code in the notebook (execute with code=...) to look at its state.",
+                hint="Run code in the notebook to look at its state.",
             )
         return runner
 
@@ -68,7 +69,7 @@ class InspectingWorkspace(RunningWorkspace):
         if not opts.get("expression") and (found.get("cell_type") != "code" or count is None):
             raise InvalidArgument(
                 f"cell {found['id']!r} has no result to visualise: it has not run.",
-                hint="Run it first (execute), or pass options={'expression': 'df'}.",
+                hint=f"{act('run_first')}, or pass options={{'expression': 'df'}}.",
             )
         runner = await self._python_runner(path, "visualize_cell")
         code = visualize.snippet(count if isinstance(count, int) else None, kind, opts)
@@ -217,7 +218,7 @@ class InspectingWorkspace(RunningWorkspace):
         if not await anyio.Path(source).exists():
             raise InvalidArgument(
                 f"{self.store.relative(path)!r} has no saved kernel state.",
-                hint="Call save_kernel_state first.",
+                hint=act("save_state"),
             )
         found = await self._ask(runner, introspect.restore_state(source), "restoring the state")
         if found.get("no_dill"):

@@ -23,6 +23,7 @@ from nbrelay.errors import (
     KernelError,
     NbrelayError,
     Unsupported,
+    act,
 )
 from nbrelay.kernels import introspect
 from nbrelay.kernels.base import KernelInfo, KernelProvider, KernelSpecInfo
@@ -171,7 +172,7 @@ class RunningWorkspace(EditingWorkspace):
             raise KernelError(
                 f"{key!r} waited {self.settings.execution_timeout:g} s for a kernel: all "
                 f"{limit} kernels this server runs at once (--max-kernels) stayed busy.",
-                hint="Retry when a run has ended, or interrupt one (interrupt_kernel).",
+                hint=f"Retry when a run has ended, or {act('interrupt')}.",
             ) from exc
         return time.monotonic() - started
 
@@ -200,7 +201,7 @@ class RunningWorkspace(EditingWorkspace):
         if runner is None or session is None or runner.session is not session:
             raise KernelError(
                 f"{rel!r} has no running kernel.",
-                hint="execute a cell to start one; list_kernels shows the running kernels.",
+                hint=act("start_kernel"),
             )
         return runner
 
@@ -553,10 +554,10 @@ class RunningWorkspace(EditingWorkspace):
         if runner.busy:
             raise KernelError(
                 f"the kernel is running a cell, so {what} would have to wait for it.",
-                hint="Wait for the run to end (get_execution), or interrupt it.",
+                hint=f"{act('poll')}, or {act('interrupt')}.",
             )
         outcome, outputs = await runner.evaluate(code, time_limit=60)
-        if outcome.status in ("timeout", "died", "cancelled"):
+        if outcome.status in ("timeout", "died", "cancelled", "interrupted"):
             raise KernelError(f"{what} did not finish: {outcome.message}.")
         return introspect.parse(outputs, what)
 
