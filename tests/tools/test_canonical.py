@@ -285,7 +285,8 @@ async def test_list_notebooks_reports_size_and_time(client: Client, root: Path) 
         (
             "insert_cells",
             {"path": "n.ipynb", "cells": [{"type": "sql", "source": "x"}]},
-            "Input should be",
+            'Invalid `cells`: [{"type": "sql", "source": "x"}] (a list): '
+            "cells[0].type should be 'code', 'markdown' or 'raw'. It takes a list",
         ),
         (
             "insert_cells",
