@@ -53,6 +53,33 @@ async def test_execute_runs_cells_by_index_id_and_range_and_saves_outputs(
     assert read["version"] == result["version"]
 
 
+async def test_execute_without_cells_or_code_is_refused_and_runs_nothing(
+    client: Client, root: Path
+) -> None:
+    """It used to run every cell (and so re-ran a cell that wrote a file)."""
+    write_notebook(root / "nb.ipynb", notebook("open('side-effect', 'a').write('x')", "1 + 1"))
+    before = (root / "nb.ipynb").read_bytes()
+    error = await call_error(client, "execute", path="nb.ipynb")
+    assert error == (
+        "Error executing tool execute: no cells and no code given: execute runs only what it is "
+        'asked to run. To run every cell pass cells=[":"] (or cells="all"); some cells: '
+        'cells=[0, "a1b2c3d4", "2:5"]; scratch code: code="print(1)".'
+    )
+    assert (root / "nb.ipynb").read_bytes() == before
+    assert not (root / "side-effect").exists()
+    kernels = await call(client, "list_kernels")
+    assert kernels["kernels"] == []
+
+
+@pytest.mark.parametrize("every", ["all", ["all"], [":"], ":"])
+async def test_every_cell_runs_when_asked_for(client: Client, root: Path, every: object) -> None:
+    write_notebook(root / "nb.ipynb", notebook("x = 20", "x + 1"))
+    result = await call(client, "execute", path="nb.ipynb", cells=every)
+    assert [(c["index"], c["status"]) for c in result["cells"]] == [(0, "ok"), (1, "ok")]
+    one = await call(client, "execute", path="nb.ipynb", cells=1)  # one value for the list
+    assert one["cells"][0]["outputs"][0]["text"] == "21"
+
+
 async def test_stop_on_error_skips_the_cells_after_the_failing_one(
     client: Client, root: Path
 ) -> None:
