@@ -13,7 +13,8 @@ import pytest
 from mcp import Client
 from mcp_types import ImageContent
 
-from tests.helpers import call, call_error, notebook, write_notebook
+from tests.helpers import PATIENCE, call, call_error, notebook, write_notebook
+from tests.kernels.conftest import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -124,7 +125,7 @@ async def test_a_long_run_returns_a_handle_then_polls_show_only_new_output(
     assert first["note"] == f"still running: poll get_execution(handle='{handle}')"
     seen = "".join(o["text"] for c in first["cells"] for o in c.get("outputs", []))
     done: dict[str, Any] = {}
-    with anyio.fail_after(30):
+    with anyio.fail_after(PATIENCE):
         while done.get("status") != "done":
             done = await call(client, "get_execution", handle=handle, wait=5)
             seen += "".join(o["text"] for c in done["cells"] for o in c.get("outputs", []))
@@ -143,7 +144,7 @@ async def test_progress_notifications_carry_what_the_cell_printed(
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         messages.append(message or "")
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(PATIENCE):
         result = await client.call_tool(
             "execute", {"path": "nb.ipynb", "cells": [0]}, progress_callback=on_progress
         )
@@ -154,7 +155,7 @@ async def test_progress_notifications_carry_what_the_cell_printed(
 async def test_cancel_execution_interrupts_the_running_cell(client: Client, root: Path) -> None:
     write_notebook(root / "nb.ipynb", notebook("import time\ntime.sleep(60)", "print('after')"))
     started = await call(client, "execute", path="nb.ipynb", cells=[":"], wait=0.5)
-    with anyio.fail_after(30):
+    with anyio.fail_after(PATIENCE):
         cancelled = await call(client, "cancel_execution", handle=started["handle"])
     assert cancelled["status"] == "done"
     assert [c["status"] for c in cancelled["cells"]] == ["cancelled", "cancelled"]
@@ -164,10 +165,19 @@ async def test_cancel_execution_interrupts_the_running_cell(client: Client, root
 
 
 async def test_cancelling_the_request_interrupts_the_kernel(client: Client, root: Path) -> None:
-    write_notebook(root / "nb.ipynb", notebook("import time\ntime.sleep(60)"))
-    with anyio.move_on_after(2):
-        await client.call_tool("execute", {"path": "nb.ipynb", "cells": [0]})
-    with anyio.fail_after(30):
+    code = "import time\nopen('running', 'w').close()\ntime.sleep(3600)"
+    write_notebook(root / "nb.ipynb", notebook(code))
+    async with anyio.create_task_group() as tg:
+        scope = anyio.CancelScope()
+
+        async def execute() -> None:
+            with scope:
+                await client.call_tool("execute", {"path": "nb.ipynb", "cells": [0]})
+
+        tg.start_soon(execute)
+        await eventually((root / "running").exists, PATIENCE)  # the cell is in its sleep
+        scope.cancel()
+    with anyio.fail_after(PATIENCE):
         while True:
             cells = stored(root)
             if cells[0]["outputs"] and cells[0]["outputs"][-1].get("ename") == "KeyboardInterrupt":
