@@ -137,12 +137,18 @@ async def test_a_long_run_returns_a_handle_then_polls_show_only_new_output(
 async def test_progress_notifications_carry_what_the_cell_printed(
     client: Client, root: Path
 ) -> None:
-    code = "import time\nprint('loading data', flush=True)\ntime.sleep(2.5)\nprint('done')"
+    # The cell keeps printing until the test has had a progress notification (it creates 'go').
+    code = (
+        "import os, time\nprint('loading data', flush=True)\n"
+        "while not os.path.exists('go'):\n    print('.', end='', flush=True)\n    time.sleep(0.5)\n"
+        "print('done')"
+    )
     write_notebook(root / "nb.ipynb", notebook(code))
     messages: list[str] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         messages.append(message or "")
+        (root / "go").touch()
 
     with anyio.fail_after(PATIENCE):
         result = await client.call_tool(
@@ -153,8 +159,10 @@ async def test_progress_notifications_carry_what_the_cell_printed(
 
 
 async def test_cancel_execution_interrupts_the_running_cell(client: Client, root: Path) -> None:
-    write_notebook(root / "nb.ipynb", notebook("import time\ntime.sleep(60)", "print('after')"))
-    started = await call(client, "execute", path="nb.ipynb", cells=[":"], wait=0.5)
+    code = "import time\nopen('running', 'w').close()\ntime.sleep(3600)"
+    write_notebook(root / "nb.ipynb", notebook(code, "print('after')"))
+    started = await call(client, "execute", path="nb.ipynb", cells=[":"], wait=0)
+    await eventually((root / "running").exists, PATIENCE)  # the first cell is in its sleep
     with anyio.fail_after(PATIENCE):
         cancelled = await call(client, "cancel_execution", handle=started["handle"])
     assert cancelled["status"] == "done"
