@@ -261,18 +261,27 @@ async def test_without_collaboration_the_rest_api_is_used_and_the_agent_is_told(
 
 
 async def _awareness_states(
-    server: JupyterServer, seen: list[dict[str, Any]], connected: anyio.Event
+    server: JupyterServer, seen: list[dict[str, Any]], connected: anyio.Event, stop: anyio.Event
 ) -> None:
     """Listen to JupyterLab's global awareness room as a browser would, appending each state to
-    ``seen``; ``connected`` is set once the server has answered. Runs until cancelled."""
+    ``seen``; ``connected`` is set once the server has answered. Closes when ``stop`` is set."""
     import pycrdt
 
     doc: pycrdt.Doc[Any] = pycrdt.Doc()
     awareness = pycrdt.Awareness(doc)
     url = f"ws://127.0.0.1:{server.port}/api/collaboration/room/JupyterLab:globalAwareness"
-    async with websockets.connect(
-        url, additional_headers={"Authorization": f"token {server.token}"}
-    ) as ws:
+    async with (
+        websockets.connect(
+            url, additional_headers={"Authorization": f"token {server.token}"}
+        ) as ws,
+        anyio.create_task_group() as tg,
+    ):
+
+        async def close_on_stop() -> None:
+            await stop.wait()
+            await ws.close()  # ends the loop below
+
+        tg.start_soon(close_on_stop)
         await ws.send(pycrdt.create_sync_message(doc))
         async for message in ws:
             assert isinstance(message, bytes)
@@ -296,9 +305,9 @@ async def test_the_agent_is_listed_among_online_collaborators_while_it_works(
     folder, local = live_folder
     write_notebook(local / "n.ipynb", notebook("a"))
     seen: list[dict[str, Any]] = []
-    connected = anyio.Event()
+    connected, stop = anyio.Event(), anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_awareness_states, jupyter, seen, connected)
+        tg.start_soon(_awareness_states, jupyter, seen, connected, stop)
         with anyio.fail_after(PATIENCE):
             await connected.wait()
         async with agent(jupyter, folder, idle_close=1.0) as client:
@@ -307,7 +316,7 @@ async def test_the_agent_is_listed_among_online_collaborators_while_it_works(
             listed = next(a for a in map(_agent_in, seen) if a)
             # still connected, but idle: the agent leaves after idle_close
             await wait_for(lambda: _agent_in(seen[-1]) is None, seconds=PATIENCE)
-        tg.cancel_scope.cancel()
+        stop.set()
     assert listed["current"] == f"notebook:{folder}/n.ipynb"
     assert listed["user"]["username"].startswith("nbrelay-")
 
