@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nbrelay import __version__
-from nbrelay.config import OPTIONS, TOKEN_ENV, Option, Settings, load, read_toml
+from nbrelay.config import OPTIONS, TOKEN_ENV, Option, Secret, Settings, load, read_toml
 from nbrelay.errors import NbrelayError
 
 
@@ -207,7 +207,10 @@ def _print_tools(settings: Settings, *, as_json: bool) -> int:
     return 0
 
 
-def _plain(value: Any) -> Any:
+def _plain(opt: Option, value: Any) -> Any:
+    """A setting's value as JSON shows it; secrets are never shown."""
+    if value is not None and (opt.secret or isinstance(value, Secret)):
+        return "<hidden>"
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple):
@@ -216,7 +219,7 @@ def _plain(value: Any) -> Any:
 
 
 def _print_settings(settings: Settings, origins: Mapping[str, str], *, as_json: bool) -> int:
-    values = {opt.name: _plain(getattr(settings, opt.name)) for opt in OPTIONS}
+    values = {opt.name: _plain(opt, getattr(settings, opt.name)) for opt in OPTIONS}
     secrets = {
         "token": "$NBRELAY_TOKEN" if settings.token is not None else None,
         "jupyter_token": "$JUPYTER_TOKEN" if settings.jupyter_token is not None else None,
@@ -224,10 +227,13 @@ def _print_settings(settings: Settings, origins: Mapping[str, str], *, as_json: 
     if as_json:
         found = {**origins, **{k: v for k, v in secrets.items() if v is not None}}
         shown = {**values, **{k: "<hidden>" for k, v in secrets.items() if v is not None}}
-        sys.stdout.write(json.dumps({"settings": shown, "from": found}, indent=1) + "\n")
+        sys.stdout.write(
+            json.dumps({"settings": shown, "from": found}, indent=1, default=str) + "\n"
+        )
         return 0
     for name, value in values.items():
-        sys.stdout.write(f"{name:22} {json.dumps(value)}  ({origins.get(name, 'default')})\n")
+        shown_value = json.dumps(value, default=str)
+        sys.stdout.write(f"{name:22} {shown_value}  ({origins.get(name, 'default')})\n")
     for name, where in secrets.items():
         if where is not None:
             sys.stdout.write(f"{name:22} <hidden>  ({where})\n")
