@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from nbrelay.config import JUPYTER_TOKEN_ENV, OPTIONS, TOKEN_ENV
+
 # Live mode: a real Jupyter Server for the tests that need one (started on first use).
 pytest_plugins = ["tests.live.fixtures"]
 
@@ -16,12 +18,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+# Every variable nbrelay's settings are read from (each option's NBRELAY_*, and the tokens).
+SETTINGS_ENV = frozenset({opt.env for opt in OPTIONS} | {TOKEN_ENV, JUPYTER_TOKEN_ENV})
+
+
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No NBRELAY_* or JUPYTER_TOKEN setting from the developer's shell leaks into a test."""
-    for key in list(os.environ):
-        if key.startswith("NBRELAY_") or key in ("JUPYTER_TOKEN",):
-            monkeypatch.delenv(key, raising=False)
+    """No nbrelay setting or token from the developer's shell leaks into a test. The suite's own
+    variables (NBRELAY_FULL_SUITE, NBRELAY_SOAK, NBRELAY_FIGURES, ...) are kept."""
+    for key in SETTINGS_ENV & set(os.environ):
+        monkeypatch.delenv(key)
 
 
 @pytest.fixture

@@ -15,6 +15,12 @@ from mcp_types import CallToolResult, TextContent
 
 from nbrelay.notebook.model import Cell, Notebook, new_cell, new_notebook
 
+# The longest any test waits for a condition (a kernel to start, a notification to arrive, a
+# process to exit). Waits end as soon as their condition holds, so this bound costs nothing when
+# things work; it is generous so that a busy machine (CI, other jobs) never fails a test. How
+# fast things happen is measured in bench/, not asserted here.
+PATIENCE = 120.0
+
 
 def counter_ids(prefix: str = "cell") -> Callable[[], str]:
     """Deterministic ids: cell-1, cell-2, ..."""

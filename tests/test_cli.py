@@ -104,4 +104,4 @@ def test_readme_lists_every_canonical_tool(tmp_path: Path) -> None:
 
 def test_readme_lists_every_option() -> None:
     listed = _readme_table("## Options")
-    assert listed == ["--config", *[o.flag for o in OPTIONS]]
+    assert listed == ["--config", "--log-level", *[o.flag for o in OPTIONS]]

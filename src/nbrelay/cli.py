@@ -13,13 +13,48 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nbrelay import __version__
-from nbrelay.config import OPTIONS, TOKEN_ENV, Settings, load, read_toml
+from nbrelay.config import OPTIONS, TOKEN_ENV, Option, Secret, Settings, load, read_toml
 from nbrelay.errors import NbrelayError
+
+
+class _Switch(argparse.Action):
+    """A boolean option and its opposite, each a flag of its own: ``--read-only`` /
+    ``--no-read-only``, and for an option named as a negation ``--no-execute`` / ``--execute``
+    (argparse's BooleanOptionalAction would read ``--no-execute`` as "off" and offer
+    ``--no-no-execute``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+        self.on = option_strings[0]
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, option_string == self.on)
+
+    def format_usage(self) -> str:
+        return " | ".join(self.option_strings)
+
+
+def switch_flags(opt: Option) -> tuple[str, str]:
+    """A boolean option's flags: the one that turns it on, and the one that turns it off."""
+    if opt.name.startswith("no_"):
+        return opt.flag, "--" + opt.name[3:].replace("_", "-")
+    return opt.flag, "--no-" + opt.name.replace("_", "-")
+
+
+def _help(text: str) -> str:
+    """argparse formats help with ``%``: a literal ``%`` in a help string must be doubled."""
+    return text.replace("%", "%%")
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -29,20 +64,23 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         help="TOML file with settings (keys as below), or a srcbook-mcp.json.",
     )
     for opt in OPTIONS:
-        kwargs: dict[str, Any] = {"dest": opt.name, "default": None, "help": opt.help}
+        kwargs: dict[str, Any] = {"dest": opt.name, "default": None, "help": _help(opt.help)}
         if opt.kind is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        else:
-            kwargs["metavar"] = opt.name.upper()
-            if opt.choices:
-                kwargs["choices"] = opt.choices
+            parser.add_argument(*switch_flags(opt), action=_Switch, **kwargs)
+            continue
+        kwargs["metavar"] = opt.name.upper()
+        if opt.choices:
+            kwargs["choices"] = opt.choices
         parser.add_argument(opt.flag, **kwargs)
     parser.add_argument(
         "--log-level",
         default="WARNING",
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        choices=LOG_LEVELS,
         help="Log level for messages on stderr.",
     )
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,13 +106,26 @@ def build_parser() -> argparse.ArgumentParser:
     tools = sub.add_parser("tools", help="Print the tools a profile exposes.", allow_abbrev=False)
     _add_options(tools)
     tools.add_argument("--json", action="store_true", help="Print the full tools/list JSON.")
+    shown = sub.add_parser(
+        "settings",
+        help="Print the settings serve would run with, and where each one came from.",
+        allow_abbrev=False,
+    )
+    _add_options(shown)
+    shown.add_argument(
+        "--json", action="store_true", help='Print JSON: {"settings": {...}, "from": {...}}.'
+    )
     return parser
 
 
-def settings_from(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Settings:
+def settings_from(
+    args: argparse.Namespace,
+    environ: Mapping[str, str] | None = None,
+    origins: dict[str, str] | None = None,
+) -> Settings:
     flags = {opt.name: getattr(args, opt.name, None) for opt in OPTIONS}
     toml = read_toml(args.config) if getattr(args, "config", None) else None
-    return load(flags, os.environ if environ is None else environ, toml)
+    return load(flags, os.environ if environ is None else environ, toml, origins)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -85,12 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from nbrelay.demo import run_demo
 
             return run_demo(args.dir)
-        settings = settings_from(args)
+        origins: dict[str, str] = {}
+        settings = settings_from(args, origins=origins)
         logging.basicConfig(
             level=args.log_level, stream=sys.stderr, format="nbrelay %(levelname)s %(message)s"
         )
         if args.command == "tools":
             return _print_tools(settings, as_json=args.json)
+        if args.command == "settings":
+            return _print_settings(settings, origins, as_json=args.json)
         return _serve(settings)
     except NbrelayError as exc:
         sys.stderr.write(f"nbrelay: {exc}\n")
@@ -150,4 +204,37 @@ def _print_tools(settings: Settings, *, as_json: bool) -> int:
     for t in tools:
         first = (t.description or "").splitlines()[0] if t.description else ""
         sys.stdout.write(f"{t.name:22} {first}\n")
+    return 0
+
+
+def _plain(opt: Option, value: Any) -> Any:
+    """A setting's value as JSON shows it; secrets are never shown."""
+    if value is not None and (opt.secret or isinstance(value, Secret)):
+        return "<hidden>"
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _print_settings(settings: Settings, origins: Mapping[str, str], *, as_json: bool) -> int:
+    values = {opt.name: _plain(opt, getattr(settings, opt.name)) for opt in OPTIONS}
+    secrets = {
+        "token": "$NBRELAY_TOKEN" if settings.token is not None else None,
+        "jupyter_token": "$JUPYTER_TOKEN" if settings.jupyter_token is not None else None,
+    }
+    if as_json:
+        found = {**origins, **{k: v for k, v in secrets.items() if v is not None}}
+        shown = {**values, **{k: "<hidden>" for k, v in secrets.items() if v is not None}}
+        sys.stdout.write(
+            json.dumps({"settings": shown, "from": found}, indent=1, default=str) + "\n"
+        )
+        return 0
+    for name, value in values.items():
+        shown_value = json.dumps(value, default=str)
+        sys.stdout.write(f"{name:22} {shown_value}  ({origins.get(name, 'default')})\n")
+    for name, where in secrets.items():
+        if where is not None:
+            sys.stdout.write(f"{name:22} <hidden>  ({where})\n")
     return 0

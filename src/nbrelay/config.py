@@ -494,8 +494,12 @@ def load(
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     toml: Mapping[str, Any] | None = None,
+    origins: dict[str, str] | None = None,
 ) -> Settings:
     """Build Settings; each value comes from the first of flags, environment, TOML, default.
+
+    ``origins``, when given, receives where each option's value came from (its flag, its
+    environment variable, "config file" or "default").
 
     Raises:
         InvalidArgument: an unknown TOML key or a value of the wrong type or range, naming the
@@ -511,13 +515,21 @@ def load(
             hint=f"Known settings: {', '.join(OPTION_BY_NAME)}.",
         )
     values: dict[str, Any] = {}
+    found: dict[str, str] = {}
     for opt in OPTIONS:
         if opt.name in flags:
             values[opt.name] = _coerce(opt, flags[opt.name], "the command line")
+            found[opt.name] = "command line"
         elif opt.env in environ:
             values[opt.name] = _coerce(opt, environ[opt.env], f"${opt.env}")
+            found[opt.name] = f"${opt.env}"
         elif opt.name in toml:
             values[opt.name] = _coerce(opt, toml[opt.name], "the config file")
+            found[opt.name] = "config file"
+        else:
+            found[opt.name] = "default"
+    if origins is not None:
+        origins.update(found)
     token = environ.get(TOKEN_ENV, "").strip()
     if token:
         values["token"] = Secret(token)

@@ -16,7 +16,7 @@ from nbrelay.server import build_server
 from nbrelay.stores.files import FileStore
 from nbrelay.workspace import Workspace
 from tests.fault_kernels.install import install
-from tests.helpers import counter_ids
+from tests.helpers import PATIENCE, counter_ids
 
 
 @pytest.fixture(autouse=True)
@@ -33,8 +33,9 @@ def jupyter_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def eventually(check: Callable[[], bool | Awaitable[bool]], seconds: float) -> None:
-    """Poll an outside state (a process, a file) until ``check`` holds; fail after ``seconds``."""
-    with anyio.fail_after(seconds):
+    """Poll an outside state (a process, a file) until ``check`` holds; fail after ``seconds``
+    (at least ``PATIENCE``: a bound against hanging, not a timing target)."""
+    with anyio.fail_after(max(seconds, PATIENCE)):
         while True:
             done = check()
             if not isinstance(done, bool):

@@ -12,7 +12,7 @@ from mcp import Client
 
 from nbrelay.config import Settings
 from nbrelay.server import build_server
-from tests.helpers import call, call_error
+from tests.helpers import PATIENCE, call, call_error
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +35,7 @@ def printed(done: dict[str, Any]) -> str:
 
 
 async def wait_for_state(client: Client, path: str, state: str) -> None:
-    with anyio.fail_after(20):
+    with anyio.fail_after(PATIENCE):
         while True:
             kernels = (await call(client, "list_kernels"))["kernels"]
             if any(k["path"] == path and k["state"] == state for k in kernels):

@@ -25,14 +25,17 @@ from pathlib import Path
 
 import anyio
 
+from tests.helpers import PATIENCE
+
 TOKEN = "nbrelay-test-token"  # a fixed token for a loopback test server
 
 
 async def wait_for(
     check: Callable[[], Awaitable[bool] | bool], *, seconds: float, interval: float = 0.1
 ) -> None:
-    """Poll ``check`` until it is true; fail after ``seconds``."""
-    with anyio.fail_after(seconds):
+    """Poll ``check`` until it is true; fail after ``seconds`` (at least ``PATIENCE``: a bound
+    against hanging, not a timing target)."""
+    with anyio.fail_after(max(seconds, PATIENCE)):
         while True:
             result = check()
             if not isinstance(result, bool):

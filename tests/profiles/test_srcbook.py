@@ -19,7 +19,7 @@ from nbrelay.config import Settings
 from nbrelay.notebook.model import parse
 from nbrelay.server import build_server
 from nbrelay.tools.srcbook import js_literal
-from tests.helpers import call, call_error, text_of
+from tests.helpers import PATIENCE, call, call_error, text_of
 from tests.live.person import person
 from tests.live.server import JupyterServer, wait_for
 from tests.profiles.conftest import ProfileClient
@@ -521,14 +521,14 @@ async def test_state_listeners_hear_of_changes(modern: Client, root: Path) -> No
     session_id = (await call(modern, "notebook_create", name="Watched"))["session_id"]
     state = f"notebook://session/{session_id}/state"
     history = f"notebook://session/{session_id}/history"
+    # entering waits for the server's acknowledgement, sent once the feed has its baseline
     async with modern.listen(resource_subscriptions=[state, history]) as sub:
-        await anyio.sleep(0.3)  # the feed takes its baseline
         # A change made outside nbrelay (a person's editor) is reported too.
         raw = json.loads((root / f"{session_id}.ipynb").read_text())
         raw["cells"].append({"cell_type": "markdown", "id": "m1", "metadata": {}, "source": "note"})
         (root / f"{session_id}.ipynb").write_text(json.dumps(raw, indent=1))
         seen: set[str] = set()
-        with anyio.fail_after(5):
+        with anyio.fail_after(PATIENCE):
             async for event in sub:
                 assert isinstance(event, ResourceUpdated)
                 seen.add(event.uri)

@@ -1,6 +1,9 @@
 """Kernels (plan E) at the plan's sizes, through the MCP tools: timeouts, kernels that ignore
 interrupts or die, cancellations, output floods, start/shutdown leaks, and 1,000 mixed executions
 (seed 003's bar: at least 99.9% return the right result, every failure explained).
+
+These tests assert what happened (interrupted, restarted, detected, cleaned up), never how fast:
+the figures they report are measured, and their targets checked, by bench/fault_timing.py.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import psutil
 import pytest
 from mcp import Client
 
-from tests.helpers import call, data_of, notebook, write_notebook
+from tests.helpers import PATIENCE, call, data_of, notebook, write_notebook
 from tests.http.harness import http_client, http_server, report, size
 from tests.kernels.conftest import eventually, serve, settings_for
 
@@ -53,7 +56,7 @@ def out_text(view: dict[str, Any]) -> str:
 
 async def run(client: Client, code: str, **extra: Any) -> tuple[dict[str, Any], float]:
     start = time.monotonic()
-    with anyio.fail_after(120):
+    with anyio.fail_after(PATIENCE):
         result = await call(client, "execute", path="k.ipynb", code=code, **extra)
     return result, time.monotonic() - start
 
@@ -75,14 +78,13 @@ async def test_timeouts_interrupt_keep_variables_and_the_next_run_works(
             assert (
                 f"timed out after {limit:g} s; kernel interrupted; variables kept" in view["note"]
             )
-            assert took <= limit + 2.0, f"run {n}: replied after {took:.1f} s"
             worst = max(worst, took)
             after, _ = await run(client, f"x += 1; print(x - {n})")
             assert out_text(cell(after)) == "42\n"
     report(
         request,
         f"E1: {runs} infinite loops with a {limit:g} s limit: all interrupted, replied within "
-        f"{worst - limit:.2f} s of the limit (bar: 2 s), variables kept, next run fine every time",
+        f"{worst - limit:.2f} s of the limit (target 2 s, bench/fault_timing.py), variables kept, next run fine every time",
     )
 
 
@@ -104,14 +106,13 @@ async def test_a_kernel_that_ignores_interrupts_is_restarted(
             assert "restarted" in view["note"]
             assert "variables were lost" in view["note"]
             assert result["state_lost"] is True
-            assert took <= 1.0 + grace + 11, took  # bar: <= 15 s with a 5 s grace
             times.append(took)
             after, _ = await run(client, "print('x' in dir())")
             assert out_text(cell(after)) == "False\n"
     report(
         request,
         f"E2: 3 cells ignoring SIGINT (limit 1 s, grace {grace:g} s): restarted each time after "
-        f"{max(times):.1f} s at most (bar: 15 s with a 5 s grace), state loss reported",
+        f"{max(times):.1f} s at most (target: limit + grace + 11 s), state loss reported",
     )
 
 
@@ -154,12 +155,10 @@ async def test_kernel_death_is_detected_fast_outputs_kept_and_the_next_run_works
             assert "MemoryError" in json.dumps(view)
             kept, _ = await run(client, "print(y)")
             assert out_text(cell(kept)) == "5\n"
-    assert max(detect) <= 3.0, detect
-    assert max(recover) <= 3.0, recover
     report(
         request,
-        f"E3: 6 deaths (kill -9, exit 3) detected within {max(detect):.2f} s (bar 3 s), outputs "
-        f"before death kept, next run {max(recover):.2f} s later at most (bar 3 s); 3 memory "
+        f"E3: 6 deaths (kill -9, exit 3) detected within {max(detect):.2f} s (target 3 s), outputs "
+        f"before death kept, next run {max(recover):.2f} s later at most (target 3 s); 3 memory "
         "bombs under a 1 GB limit failed in the cell with MemoryError, kernel and variables kept",
     )
 
@@ -173,21 +172,32 @@ async def test_cancelled_executions_interrupt_the_kernel(
     async with serve(settings_for(root, tmp_path)) as client:
         await run(client, "n = 0")
         for k in range(20):
-            with anyio.move_on_after(0.8) as scope:
-                await client.call_tool(
-                    "execute",
-                    {"path": "k.ipynb", "code": "import time\nn += 1\ntime.sleep(60)", "wait": 120},
-                )
-            assert scope.cancelled_caught, "the execute returned before being cancelled"
-            after, took = await run(client, "print(n)")
+            marker = root / f"running-{k}"
+            code = f"import time\nn += 1\nopen({marker.name!r}, 'w').close()\ntime.sleep(3600)"
+            returned: list[Any] = []
+            scope = anyio.CancelScope()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_cancellable_execute, client, code, scope, returned)
+                await eventually(marker.exists, PATIENCE)  # the cell is in its sleep
+                scope.cancel()
+            assert returned == [], "the execute returned before being cancelled"
+            # a missed interrupt would leave the kernel in its hour-long sleep: no answer
+            after, took = await run(client, "print(n)", wait=PATIENCE)
             assert out_text(cell(after)) == f"{k + 1}\n"
             worst = max(worst, took)
-    assert worst < 10, worst
     report(
         request,
         f"E4: 20 executions cancelled by the client mid-run: each interrupted the kernel; the "
-        f"next run answered within {worst:.2f} s every time (a missed interrupt would wait 60 s)",
+        f"next run answered within {worst:.2f} s every time",
     )
+
+
+async def _cancellable_execute(
+    client: Client, code: str, scope: anyio.CancelScope, returned: list[Any]
+) -> None:
+    with scope:
+        args = {"path": "k.ipynb", "code": code, "wait": PATIENCE}
+        returned.append(await client.call_tool("execute", args))
 
 
 @pytest.fixture
@@ -389,15 +399,20 @@ def test_no_kernel_outlives_a_killed_server(tmp_path: Path, request: pytest.Fixt
         server.proc.wait(timeout=10)
         start = time.monotonic()
         while any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in kernels):
-            assert time.monotonic() - start < 5, "kernels outlived the killed server"
+            assert time.monotonic() - start < PATIENCE, "kernels outlived the killed server"
             time.sleep(0.05)
         orphaned = time.monotonic() - start
     begin = time.monotonic()
-    with http_server(root, tmp_path, "--kernel-pool", "0", name="again"):
+    with http_server(root, tmp_path, "--kernel-pool", "0", name="again") as again:
         ready = time.monotonic() - begin
-    assert ready <= 3.0, ready
+
+        async def serves() -> None:
+            async with http_client(again.url, again.token) as client:
+                assert (await call(client, "list_notebooks"))["count"] == 3
+
+        anyio.run(serves)
     report(
         request,
         f"A6: nbrelay SIGKILLed with {len(kernels)} kernels running: all gone "
-        f"{orphaned:.1f} s later (bar 5 s); a new server on the folder was ready in {ready:.1f} s",
+        f"{orphaned:.1f} s later; a new server on the folder was ready in {ready:.1f} s",
     )

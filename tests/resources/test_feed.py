@@ -1,10 +1,14 @@
-"""The change feed: listeners hear about edits by anyone within 1 s, and learn what changed."""
+"""The change feed: listeners hear about edits by anyone, and learn what changed.
+
+How soon (the README's "within a second") is measured by bench/fault_timing.py; here every wait
+is for the notification itself, bounded generously.
+"""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
-import time
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,13 +23,13 @@ from mcp_types import ResourceUpdatedNotification
 
 from nbrelay.config import Settings
 from nbrelay.server import build_server
-from tests.helpers import call
+from tests.helpers import PATIENCE, call
 from tests.resources.test_resources import read_json
 
 pytestmark = pytest.mark.anyio
 
 NB = "nbrelay://notebook/report.ipynb"
-WITHIN = 1.0  # seconds from the end of an edit to the notification
+OTHER = "nbrelay://notebook/other.ipynb"
 
 
 @pytest.fixture
@@ -36,10 +40,10 @@ async def modern(served: Path, tmp_path: Path) -> AsyncIterator[Client]:
         yield c
 
 
-async def next_uris(sub: Subscription, want: set[str], within: float = WITHIN) -> set[str]:
+async def next_uris(sub: Subscription, want: set[str]) -> set[str]:
     """Collect resource-updated URIs until every one of ``want`` has arrived."""
     seen: set[str] = set()
-    with anyio.fail_after(within):
+    with anyio.fail_after(PATIENCE):
         async for event in sub:
             assert isinstance(event, ResourceUpdated)
             seen.add(event.uri)
@@ -62,9 +66,7 @@ async def last_change(client: Client) -> dict[str, Any]:
     return entry
 
 
-async def test_an_edit_in_the_file_is_reported_within_a_second(
-    modern: Client, served: Path
-) -> None:
+async def test_an_edit_in_the_file_is_reported(modern: Client, served: Path) -> None:
     watched = [NB, f"{NB}/cells/c1", f"{NB}/cells/c3", f"{NB}/changes"]
     async with modern.listen(resource_subscriptions=watched) as sub:
 
@@ -72,9 +74,7 @@ async def test_an_edit_in_the_file_is_reported_within_a_second(
             nb["cells"][1]["source"] = "total = 7 * 6\n"
 
         edit_file(served / "report.ipynb", change)
-        started = time.monotonic()
         seen = await next_uris(sub, {NB, f"{NB}/cells/c1", f"{NB}/changes"})
-        assert time.monotonic() - started < WITHIN
         assert f"{NB}/cells/c3" not in seen
     entry = await last_change(modern)
     assert entry["edited"] == ["c1"]
@@ -94,9 +94,7 @@ async def test_an_edit_by_another_nbrelay_process_is_reported(
     )
     async with Client(other) as second, modern.listen(resource_subscriptions=[NB]) as sub:
         done = await call(second, "insert_cells", path="report.ipynb", cells=["x = 1"], after="c1")
-        started = time.monotonic()
         await next_uris(sub, {NB})
-        assert time.monotonic() - started < WITHIN
         new_id = done["changed"][0]["id"]
         await call(second, "delete_cells", path="report.ipynb", cells=["m0"])
         await next_uris(sub, {NB})
@@ -134,25 +132,30 @@ async def test_a_deleted_notebook_is_reported(modern: Client, served: Path) -> N
 async def test_clients_on_older_protocols_subscribe(served: Path, tmp_path: Path) -> None:
     got: list[ResourceUpdatedNotification] = []
     both = anyio.Event()
+    other_heard = [anyio.Event()]
 
     async def on_message(message: Any) -> None:
         if isinstance(message, ResourceUpdatedNotification):
             got.append(message)
             if {n.params.uri for n in got} == {NB, f"{NB}/cells/c3"}:
                 both.set()
+            if message.params.uri == OTHER:
+                other_heard[0].set()
 
+    shutil.copy(served / "report.ipynb", served / "other.ipynb")
     settings = Settings(root=served, lock_dir=tmp_path / "locks")
     async with Client(build_server(settings), mode="legacy", message_handler=on_message) as c:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await c.subscribe_resource(NB)
             await c.subscribe_resource(f"{NB}/cells/c3")
+            await c.subscribe_resource(OTHER)
 
         def change(nb: dict[str, Any]) -> None:
             nb["cells"][3]["metadata"] = {"tags": ["new"]}
 
         edit_file(served / "report.ipynb", change)
-        with anyio.fail_after(WITHIN):
+        with anyio.fail_after(PATIENCE):
             await both.wait()
         meta = got[0].params.meta or {}
         assert meta["nbrelay/change"]["edited"] == ["c3"]
@@ -162,8 +165,15 @@ async def test_clients_on_older_protocols_subscribe(served: Path, tmp_path: Path
             await c.unsubscribe_resource(f"{NB}/cells/c3")
         got.clear()
         edit_file(served / "report.ipynb", lambda nb: nb["cells"][3].update(source="y"))
-        await anyio.sleep(0.6)
-        assert got == []
+        # The feed checks every watched notebook in turn: two later changes of another notebook
+        # still listened to are each heard after a full round, so a notification of the first
+        # change, had it been sent, would have come before the second of them.
+        for n in range(2):
+            other_heard[0] = anyio.Event()
+            edit_file(served / "other.ipynb", lambda nb, n=n: nb["cells"][0].update(source=f"{n}"))
+            with anyio.fail_after(PATIENCE):
+                await other_heard[0].wait()
+        assert {m.params.uri for m in got} == {OTHER}
 
 
 async def test_a_client_listening_over_stdio_hears_a_persons_edit(
@@ -181,8 +191,6 @@ async def test_a_client_listening_over_stdio_hears_a_persons_edit(
             )
 
         edit_file(served / "report.ipynb", change)
-        started = time.monotonic()
         await next_uris(sub, {NB})
-        assert time.monotonic() - started < WITHIN
         changes = (await read_json(c, f"{NB}/changes"))["changes"]
     assert changes[-1]["added"] == ["late"]

@@ -13,7 +13,7 @@ from mcp import Client
 
 from nbrelay.config import Settings
 from nbrelay.server import build_server
-from tests.helpers import call
+from tests.helpers import PATIENCE, call
 from tests.resources.test_feed import next_uris
 from tests.resources.test_resources import read_json
 
@@ -41,8 +41,8 @@ async def test_history_records_each_cell_run(runner: Client) -> None:
     assert (await read_json(runner, f"{NB}/history"))["executions"] == []
     before = time.time()
     async with runner.listen(resource_subscriptions=[f"{NB}/history"]) as sub:
-        await call(runner, "execute", path="run.ipynb", wait=60)
-        await next_uris(sub, {f"{NB}/history"}, within=5)
+        await call(runner, "execute", path="run.ipynb", cells=[":"], wait=60)
+        await next_uris(sub, {f"{NB}/history"})
     await call(runner, "execute", path="run.ipynb", code="y = 2", wait=60)
     runs = (await read_json(runner, f"{NB}/history"))["executions"]
     assert [(r["cell"], r["status"]) for r in runs] == [
@@ -64,5 +64,5 @@ async def test_history_records_each_cell_run(runner: Client) -> None:
 async def test_history_of_a_missing_notebook_is_an_error(runner: Client) -> None:
     with pytest.raises(Exception, match="does not exist"):
         await runner.read_resource("nbrelay://notebook/none.ipynb/history")
-    with anyio.fail_after(1):
+    with anyio.fail_after(PATIENCE):
         assert (await read_json(runner, f"{NB}/history"))["path"] == "run.ipynb"

@@ -160,8 +160,24 @@ def invalid_arguments(draw: Any, schema: dict[str, Any], valid: Any) -> tuple[di
     for option in sub.get("anyOf") or ():
         types |= set(_types(_resolve(option, defs)))
     if how == "wrong-type" and types:
+        # One value for a list parameter is taken as a list of that value (cells=3): a value
+        # the list's items admit is not certainly invalid.
+        accepted = set(types)
+        if "array" in types:
+            for holder in [sub, *(_resolve(o, defs) for o in sub.get("anyOf") or ())]:
+                if "items" not in holder:
+                    continue
+                items = _resolve(holder["items"], defs)
+                if not _types(items) and not items.get("anyOf"):  # items of any type
+                    accepted |= set(WRONG_VALUES)
+                accepted |= set(_types(items))
+                for option in items.get("anyOf") or ():
+                    accepted |= set(_types(_resolve(option, defs))) | {"object"}
         wrong = [
-            v for t in sorted(types) for v in WRONG_VALUES.get(t, []) if not _matches_any(v, types)
+            v
+            for t in sorted(types)
+            for v in WRONG_VALUES.get(t, [])
+            if not _matches_any(v, accepted)
         ]
         if wrong:
             args[name] = draw(st.sampled_from(wrong))

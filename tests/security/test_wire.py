@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import notebook, write_notebook
+from tests.helpers import PATIENCE, notebook, write_notebook
 from tests.http.harness import RunningServer, auth_headers, http_server, report, server_env, size
 from tests.security.strategies import JSON
 
@@ -225,7 +225,9 @@ class StdioServer:
         self.proc.stdin.write(raw + b"\n")
         self.proc.stdin.flush()
 
-    def ask(self, message: dict[str, Any], timeout: float = 30.0) -> tuple[dict[str, Any], float]:
+    def ask(
+        self, message: dict[str, Any], timeout: float = PATIENCE
+    ) -> tuple[dict[str, Any], float]:
         """Send a request; return its response (every stdout line must be JSON-RPC)."""
         start = time.monotonic()
         self.send(json.dumps(message).encode())

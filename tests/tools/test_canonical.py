@@ -11,7 +11,7 @@ from mcp import Client
 
 from nbrelay.errors import NotebookInvalid
 from nbrelay.notebook.model import parse
-from tests.helpers import call, call_error, notebook, write_notebook
+from tests.helpers import PATIENCE, call, call_error, notebook, write_notebook
 from tests.tools.conftest import SomeoneElse
 
 pytestmark = pytest.mark.anyio
@@ -35,12 +35,14 @@ CANONICAL = [
 
 
 def sources(root: Path, name: str = "n.ipynb") -> list[str]:
-    for _ in range(100):
+    deadline = time.monotonic() + PATIENCE
+    while True:
         try:
             return [c["source"] for c in parse((root / name).read_bytes()).cells]
         except NotebookInvalid:  # live mode: Jupyter Server rewrites files in place
+            if time.monotonic() > deadline:
+                raise
             time.sleep(0.01)
-    return [c["source"] for c in parse((root / name).read_bytes()).cells]
 
 
 async def test_the_tool_list_has_the_canonical_names_and_annotations(client: Client) -> None:
@@ -286,7 +288,8 @@ async def test_list_notebooks_reports_size_and_time(client: Client, root: Path) 
         (
             "insert_cells",
             {"path": "n.ipynb", "cells": [{"type": "sql", "source": "x"}]},
-            "Input should be",
+            'Invalid `cells`: [{"type": "sql", "source": "x"}] (a list): '
+            "cells[0].type should be 'code', 'markdown' or 'raw'. It takes a list",
         ),
         (
             "insert_cells",

@@ -13,7 +13,8 @@ import pytest
 from mcp import Client
 from mcp_types import ImageContent
 
-from tests.helpers import call, call_error, notebook, write_notebook
+from tests.helpers import PATIENCE, call, call_error, notebook, write_notebook
+from tests.kernels.conftest import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -51,6 +52,33 @@ async def test_execute_runs_cells_by_index_id_and_range_and_saves_outputs(
     assert cells[3]["outputs"][0]["data"]["text/plain"] == ["23"]
     read = await call(client, "read_notebook", path="nb.ipynb")
     assert read["version"] == result["version"]
+
+
+async def test_execute_without_cells_or_code_is_refused_and_runs_nothing(
+    client: Client, root: Path
+) -> None:
+    """It used to run every cell (and so re-ran a cell that wrote a file)."""
+    write_notebook(root / "nb.ipynb", notebook("open('side-effect', 'a').write('x')", "1 + 1"))
+    before = (root / "nb.ipynb").read_bytes()
+    error = await call_error(client, "execute", path="nb.ipynb")
+    assert error == (
+        "Error executing tool execute: no cells and no code given: execute runs only what it is "
+        'asked to run. To run every cell pass cells=[":"] (or cells="all"); some cells: '
+        'cells=[0, "a1b2c3d4", "2:5"]; scratch code: code="print(1)".'
+    )
+    assert (root / "nb.ipynb").read_bytes() == before
+    assert not (root / "side-effect").exists()
+    kernels = await call(client, "list_kernels")
+    assert kernels["kernels"] == []
+
+
+@pytest.mark.parametrize("every", ["all", ["all"], [":"], ":"])
+async def test_every_cell_runs_when_asked_for(client: Client, root: Path, every: object) -> None:
+    write_notebook(root / "nb.ipynb", notebook("x = 20", "x + 1"))
+    result = await call(client, "execute", path="nb.ipynb", cells=every)
+    assert [(c["index"], c["status"]) for c in result["cells"]] == [(0, "ok"), (1, "ok")]
+    one = await call(client, "execute", path="nb.ipynb", cells=1)  # one value for the list
+    assert one["cells"][0]["outputs"][0]["text"] == "21"
 
 
 async def test_stop_on_error_skips_the_cells_after_the_failing_one(
@@ -97,7 +125,7 @@ async def test_a_long_run_returns_a_handle_then_polls_show_only_new_output(
     assert first["note"] == f'still running: poll get_execution(handle="{handle}")'
     seen = "".join(o["text"] for c in first["cells"] for o in c.get("outputs", []))
     done: dict[str, Any] = {}
-    with anyio.fail_after(30):
+    with anyio.fail_after(PATIENCE):
         while done.get("status") != "done":
             done = await call(client, "get_execution", handle=handle, wait=5)
             seen += "".join(o["text"] for c in done["cells"] for o in c.get("outputs", []))
@@ -109,14 +137,20 @@ async def test_a_long_run_returns_a_handle_then_polls_show_only_new_output(
 async def test_progress_notifications_carry_what_the_cell_printed(
     client: Client, root: Path
 ) -> None:
-    code = "import time\nprint('loading data', flush=True)\ntime.sleep(2.5)\nprint('done')"
+    # The cell keeps printing until the test has had a progress notification (it creates 'go').
+    code = (
+        "import os, time\nprint('loading data', flush=True)\n"
+        "while not os.path.exists('go'):\n    print('.', end='', flush=True)\n    time.sleep(0.5)\n"
+        "print('done')"
+    )
     write_notebook(root / "nb.ipynb", notebook(code))
     messages: list[str] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         messages.append(message or "")
+        (root / "go").touch()
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(PATIENCE):
         result = await client.call_tool(
             "execute", {"path": "nb.ipynb", "cells": [0]}, progress_callback=on_progress
         )
@@ -125,9 +159,11 @@ async def test_progress_notifications_carry_what_the_cell_printed(
 
 
 async def test_cancel_execution_interrupts_the_running_cell(client: Client, root: Path) -> None:
-    write_notebook(root / "nb.ipynb", notebook("import time\ntime.sleep(60)", "print('after')"))
-    started = await call(client, "execute", path="nb.ipynb", cells=[":"], wait=0.5)
-    with anyio.fail_after(30):
+    code = "import time\nopen('running', 'w').close()\ntime.sleep(3600)"
+    write_notebook(root / "nb.ipynb", notebook(code, "print('after')"))
+    started = await call(client, "execute", path="nb.ipynb", cells=[":"], wait=0)
+    await eventually((root / "running").exists, PATIENCE)  # the first cell is in its sleep
+    with anyio.fail_after(PATIENCE):
         cancelled = await call(client, "cancel_execution", handle=started["handle"])
     assert cancelled["status"] == "done"
     assert [c["status"] for c in cancelled["cells"]] == ["interrupted", "cancelled"]
@@ -137,10 +173,19 @@ async def test_cancel_execution_interrupts_the_running_cell(client: Client, root
 
 
 async def test_cancelling_the_request_interrupts_the_kernel(client: Client, root: Path) -> None:
-    write_notebook(root / "nb.ipynb", notebook("import time\ntime.sleep(60)"))
-    with anyio.move_on_after(2):
-        await client.call_tool("execute", {"path": "nb.ipynb", "cells": [0]})
-    with anyio.fail_after(30):
+    code = "import time\nopen('running', 'w').close()\ntime.sleep(3600)"
+    write_notebook(root / "nb.ipynb", notebook(code))
+    async with anyio.create_task_group() as tg:
+        scope = anyio.CancelScope()
+
+        async def execute() -> None:
+            with scope:
+                await client.call_tool("execute", {"path": "nb.ipynb", "cells": [0]})
+
+        tg.start_soon(execute)
+        await eventually((root / "running").exists, PATIENCE)  # the cell is in its sleep
+        scope.cancel()
+    with anyio.fail_after(PATIENCE):
         while True:
             cells = stored(root)
             if cells[0]["outputs"] and cells[0]["outputs"][-1].get("ename") == "KeyboardInterrupt":

@@ -6,7 +6,8 @@ A reference is one of:
 * a ``str`` that is a cell id (``"a1b2c3d4"``);
 * a ``str`` range ``"start:end"`` with Python slice meaning (end excluded; either side may be
   empty): ``"2:5"`` is cells 2, 3 and 4, ``":3"`` the first three, ``"-2:"`` the last two;
-* a ``str`` of digits that is not a cell id is read as an index (``"3"`` is cell 3).
+* a ``str`` of digits that is not a cell id is read as an index (``"3"`` is cell 3);
+* ``"all"`` (when no cell has that id) is every cell, as ``":"`` is.
 
 Errors name the valid range, so the agent can correct itself in one step.
 """
@@ -76,6 +77,8 @@ def resolve(ids: Sequence[str], ref: CellRef) -> list[int]:
     found = _by_id(ids, ref)
     if found is not None:
         return [found]
+    if ref.strip().lower() == "all":
+        return _range(ids, ref, "", "")
     m = _RANGE.match(ref)
     if m:
         return _range(ids, ref, m.group(1), m.group(2))

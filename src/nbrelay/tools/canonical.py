@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import render
@@ -43,6 +43,8 @@ Version = Annotated[
 
 class NewCell(BaseModel):
     """A cell to insert."""
+
+    model_config = ConfigDict(extra="forbid")  # {"content": ...} is a mistake, not an empty cell
 
     source: str = ""
     type: Literal["code", "markdown", "raw"] = "code"

@@ -262,7 +262,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         path: NbPath,
         ctx: Context,
         cells: Annotated[
-            list[int | str] | None, Field(description='Index, id or "a:b"; [":"] = all.')
+            list[int | str] | None,
+            Field(description='Index, id or "a:b"; [":"] or "all" = every cell.'),
         ] = None,
         code: Annotated[str | None, Field(description="Scratch code, not stored.")] = None,
         wait: Wait = None,
@@ -274,9 +275,15 @@ def register(reg: Registrar, ws: Workspace) -> None:
     ) -> Any:
         """Run code cells (0-based) or scratch code in the notebook's kernel; outputs are saved.
 
-        Past `wait` s it returns a `handle` for get_execution and keeps running.
-        Example: execute(path="a.ipynb", cells=["a1b2c3d4", "3:5"]).
+        Give `cells` or `code`. Past `wait` s it returns a `handle` for get_execution and keeps
+        running. Example: execute(path="a.ipynb", cells=["a1b2c3d4", "3:5"]).
         """
+        if cells is None and code is None:
+            raise InvalidArgument(
+                "no cells and no code given: execute runs only what it is asked to run.",
+                hint='To run every cell pass cells=[":"] (or cells="all"); some cells: '
+                'cells=[0, "a1b2c3d4", "2:5"]; scratch code: code="print(1)".',
+            )
         job = await ws.execute(
             path, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error
         )
