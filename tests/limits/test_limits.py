@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from nbrelay import runtime
 from nbrelay.config import Settings
 from nbrelay.errors import Unsupported
 from nbrelay.server import build_server
@@ -185,16 +186,21 @@ async def test_the_sandbox_leaves_no_temporary_files(
     folders: dict[str, Path], tmp_path: Path
 ) -> None:
     settings = Settings(root=folders["root"], lock_dir=tmp_path / "locks", sandbox=True)
+    private = runtime.default_dir()  # nbrelay's runtime folder, where socket folders are made
     code = (
         "import os\nopen('/tmp/scratch', 'w').write('x')\n"
-        "print(*[n for n in os.listdir('/tmp') if n.startswith('nbrelay-ipc-')])"
+        f"print(*sorted(os.listdir({str(private)!r})))"
     )
     async for c in open_client(settings):
-        sockets = text(await run(c, code)).split()
-        assert len(sockets) == 1  # its own socket folder is all the kernel sees of the host's /tmp
-        assert (Path("/tmp") / sockets[0]).is_dir()
+        seen = text(await run(c, code)).split()
+        # its own connection file and socket folder are all it sees of nbrelay's folder
+        assert len(seen) == 2, seen
+        assert seen[0].startswith("ipc-"), seen
+        assert seen[1].startswith("kernel-"), seen
+        assert (private / seen[0]).is_dir()
     # the server stopped, and its kernel with it: the socket folder is gone, /tmp untouched
-    assert not (Path("/tmp") / sockets[0]).exists()
+    assert not (private / seen[0]).exists()
+    assert not (private / seen[1]).exists()
     assert not Path("/tmp/scratch").exists()
 
 

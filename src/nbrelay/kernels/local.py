@@ -26,16 +26,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from nbrelay.errors import KernelError
+from nbrelay import runtime
+from nbrelay.errors import KernelError, PathError
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, LaunchPolicy, Msg, msg_type, parent_id
 
 if TYPE_CHECKING:
@@ -69,9 +70,14 @@ def describe_exit(code: int) -> str:
 
 
 def owned_kernels_dir() -> Path:
-    """The folder of the kernelspecs nbrelay registers itself (per user, outside any root)."""
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"nbrelay-{uid}" / "kernels"
+    """The folder of the kernelspecs nbrelay registers itself: "kernels" in nbrelay's private
+    runtime folder (checked: see ``nbrelay.runtime``)."""
+    return runtime.folder_path(None, "kernels")
+
+
+def owned_runtime_dir() -> Path:
+    """nbrelay's private runtime folder, checked (kernel connection files live there)."""
+    return runtime.folder_path()
 
 
 def deno_executable() -> str | None:
@@ -85,11 +91,11 @@ def deno_executable() -> str | None:
     return str(path) if path and os.path.exists(str(path)) else None
 
 
-def register_owned_kernelspecs(folder: Path) -> list[str]:
-    """Write the kernelspecs nbrelay owns (Deno, when its package is installed) into ``folder``."""
+def register_owned_kernelspecs() -> list[str]:
+    """Write the kernelspecs nbrelay owns (Deno, when its package is installed) into
+    ``owned_kernels_dir()``."""
     names: list[str] = []
     deno_bin = deno_executable()
-    spec_dir = folder / DENO_KERNEL
     if deno_bin is None:
         return names
     spec = {
@@ -99,11 +105,22 @@ def register_owned_kernelspecs(folder: Path) -> list[str]:
         "metadata": {"nbrelay": {"owned": True}},
         "env": {"NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
     }
-    spec_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    target = spec_dir / "kernel.json"
-    text = json.dumps(spec, indent=1)
-    if not target.exists() or target.read_text("utf-8") != text:
-        target.write_text(text, "utf-8")
+    text = json.dumps(spec, indent=1).encode("utf-8")
+    where = str(runtime.default_dir() / "kernels" / DENO_KERNEL / "kernel.json")
+    with runtime.folder_fd(None, "kernels", DENO_KERNEL) as dfd:
+        try:
+            fd = runtime.open_file(dfd, "kernel.json", os.O_RDONLY, where)
+        except PathError:
+            current = b""
+        else:
+            with os.fdopen(fd, "rb") as fh:
+                current = fh.read()
+        if current != text:  # written beside it, then renamed over it (never through a link)
+            tmp = f".kernel.json.{os.getpid()}.tmp"
+            fd = runtime.open_file(dfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, tmp)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text)
+            os.replace(tmp, "kernel.json", src_dir_fd=dfd, dst_dir_fd=dfd)
     names.append(DENO_KERNEL)
     return names
 
@@ -453,7 +470,7 @@ class LocalKernels:
             from jupyter_core.paths import jupyter_path
 
             owned = owned_kernels_dir()
-            register_owned_kernelspecs(owned)
+            register_owned_kernelspecs()
             # jupyter_client's default folders plus nbrelay's own, named here because computing
             # the default imports all of IPython (megabytes) just to find ~/.ipython.
             ipython = os.environ.get("IPYTHONDIR") or os.path.join(
@@ -576,8 +593,10 @@ class LocalKernels:
         km.policy = _with_pdeathsig(self.policy)
         km.output_cap = self.output_cap
         km.transport = self.policy.transport
+        # The connection file (and, over ipc, the socket folder) in the private runtime folder.
+        km.connection_file = str(owned_runtime_dir() / f"kernel-{uuid.uuid4()}.json")
         if self.policy.transport == "ipc":
-            km.ip = str(Path(tempfile.mkdtemp(prefix="nbrelay-ipc-")) / "kernel")
+            km.ip = str(Path(runtime.make_temp_folder("ipc-")) / "kernel")
         km.shutdown_wait_time = 2.0
         env = self.policy.environment(os.environ)
         env["JPY_SESSION_NAME"] = key
