@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -151,8 +150,7 @@ class InspectingWorkspace(RunningWorkspace):
         sessions), as when its session ends for good."""
         rel = self.store.relative(path)
         for name in (self.state_file(rel), self.session_state_file(rel)):
-            with contextlib.suppress(FileNotFoundError):
-                await anyio.Path(name).unlink()
+            await self._remove_state(name)
 
     async def list_variables(self, path: str, *, limit: int = 100) -> dict[str, Any]:
         runner = await self._python_runner(path, "list_variables")
@@ -214,7 +212,7 @@ class InspectingWorkspace(RunningWorkspace):
     async def restore_kernel_state(self, path: str) -> dict[str, Any]:
         runner = await self._python_runner(path, "restore_kernel_state")
         source = self.state_file(self.store.relative(path))
-        if not await anyio.Path(source).exists():
+        if not await self._state_exists(source):
             raise InvalidArgument(
                 f"{self.store.relative(path)!r} has no saved kernel state.",
                 hint="Call save_kernel_state first.",
