@@ -4,8 +4,12 @@ With ``--sandbox`` a kernel runs under bubblewrap (``bwrap``) in new user, PID, 
 network namespaces with every capability dropped, and sees:
 
 * the notebook's folder, read-write (its working directory);
-* the system read-only: ``/usr`` (and the ``/bin``, ``/lib`` links), ``/etc`` without the
-  password hashes, and the kernel's own Python environment;
+* the system read-only: ``/usr`` (and the ``/bin``, ``/lib`` links), the kernel's own Python
+  environment, and of ``/etc`` only what ordinary code needs (``_ETC``: the dynamic loader's
+  cache, TLS certificates, users and groups, host names and DNS, the time zone, fonts, the
+  alternatives links ``/usr`` points through, MIME types, the OS name) — not the rest, where
+  files only some users may read live (password hashes, a token file such as
+  ``/etc/nbrelay/tokens``, other services' settings);
 * its own connection file (read-only) and socket folder (the kernel talks to nbrelay over
   ZeroMQ's ``ipc`` transport, Unix sockets in that folder, so it needs no network);
 * a private ``/tmp`` (also ``$HOME``) that disappears with the kernel, a private ``/proc`` and a
@@ -36,7 +40,55 @@ from nbrelay.kernels.base import LaunchPolicy
 from nbrelay.kernels.limits import KernelLimits
 
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+# What of /etc a kernel sees (read-only, where present). A link that leads into /usr or /proc is
+# made again as a link (its target is there in the sandbox); any other is bound as its target.
+_ETC = (
+    # the dynamic loader (multiarch library folders are only in its cache)
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    # TLS: the CA certificates (Debian, Red Hat) and OpenSSL's settings, not private keys
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/tls/openssl.cnf",
+    "pki/ca-trust",
+    "crypto-policies",
+    # users, groups and names: getpass.getuser(), socket.getaddrinfo(), services
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "host.conf",
+    "hosts",
+    "resolv.conf",
+    "gai.conf",
+    "services",
+    "protocols",
+    "networks",
+    # time zone, locale aliases, fonts (fontconfig), Debian's alternatives, MIME types
+    "localtime",
+    "timezone",
+    "locale.alias",
+    "locale.conf",
+    "fonts",
+    "alternatives",
+    "mime.types",
+    "magic",
+    "magic.mime",
+    "terminfo",
+    # what system the kernel runs on; the mounted file systems (a link into /proc)
+    "os-release",
+    "lsb-release",
+    "debian_version",
+    "mtab",
+    # system-wide settings of the tools kernels run
+    "matplotlibrc",
+    "jupyter",
+    "ipython",
+    "R",
+)
 _IPYKERNEL = ("ipykernel_launcher", "ipykernel")
 _TMP = "/tmp"  # noqa: S108 - the sandbox's own private tmpfs, not the host's
 
@@ -74,10 +126,7 @@ class Sandbox:
                 args += ["--symlink", os.readlink(link), link]
             elif os.path.isdir(link):
                 args += ["--ro-bind", link, link]
-        args += ["--ro-bind", "/etc", "/etc"]
-        for secret in _HIDDEN_FILES:
-            if os.path.exists(secret):
-                args += ["--ro-bind", "/dev/null", secret]
+        args += etc_binds()
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", _TMP, "--tmpfs", "/var" + _TMP]
         for env_root in python_roots(argv0):
             args += ["--ro-bind", env_root, env_root]
@@ -123,6 +172,24 @@ class Sandbox:
                 "and user.max_user_namespaces > 0, or root); otherwise run without --sandbox and "
                 "--no-kernel-network.",
             )
+
+
+def etc_binds(etc: str = "/etc") -> list[str]:
+    """The bwrap arguments that show a kernel the parts of ``/etc`` in ``_ETC`` that exist."""
+    args: list[str] = []
+    for name in _ETC:
+        path = os.path.join(etc, name)
+        if os.path.islink(path):
+            target = os.path.realpath(path)
+            if target.startswith(("/usr/", "/proc/")):
+                args += ["--symlink", os.readlink(path), path]
+                continue
+            if not os.path.exists(target):
+                continue
+        elif not os.path.exists(path):
+            continue
+        args += ["--ro-bind", path, path]
+    return args
 
 
 def python_roots(argv0: str) -> list[str]:
