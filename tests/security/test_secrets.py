@@ -273,3 +273,106 @@ async def test_a_kernel_of_an_ordinary_user_cannot_read_nbrelays_environment_or_
         "G4 same-user kernel (ordinary user): nbrelay's /proc/<pid>/environ and /proc/<pid>/mem "
         "refused (PermissionError); the tokens found in 0 of them",
     )
+
+
+# 30 variables that hold credentials in real deployments (by name, or by a URL with a user and
+# password, or a private key, in their value), and ordinary ones kernels should keep.
+CREDENTIALS = {
+    "DATABASE_URL": "postgres://app:hunter2@db.internal/app",
+    "REDIS_URL": "redis://:s3cret@cache:6379/0",
+    "CELERY_BROKER_URL": "amqp://guest:guest@mq//",
+    "MONGODB_URI": "mongodb+srv://u:p@cluster0.example.net/db",
+    "SENTRY_DSN": "https://abc123@o1.ingest.sentry.io/1",
+    "HTTPS_PROXY": "http://user:pw@proxy.internal:3128",
+    "DEPLOY_MATERIAL": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=",
+    "DJANGO_SECRET_KEY": "django-insecure-x",
+    "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI",
+    "AWS_SESSION_TOKEN": "FwoGZXIvYXdzE",
+    "GITHUB_TOKEN": "ghp_example",
+    "GH_TOKEN": "ghp_example2",
+    "PGPASSWORD": "pg-pass",
+    "MYSQL_PWD": "my-pass",
+    "DB_PASS": "db-pass",
+    "SMTP_PASSWORD": "smtp-pass",
+    "OPENAI_API_KEY": "sk-example",
+    "STRIPE_APIKEY": "sk_live_x",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/secrets/gcp.json",
+    "AZURE_STORAGE_CONNECTION_STRING": "DefaultEndpointsProtocol=https;AccountKey=xyz",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/XYZ",
+    "HTTP_AUTH": "basic dXNlcjpwdw==",
+    "OAUTH_CLIENT_ID": "client-1",
+    "JWT_SIGNING_KEY": "jwt-key",
+    "ENCRYPTION_KEY": "enc-key",
+    "GPG_PASSPHRASE": "gpg-pass",
+    "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+    "SESSION_COOKIE": "c00kie",
+    "HASH_SALT": "salt",
+}
+ORDINARY = {
+    "LANG": "C.UTF-8",
+    "TZ": "UTC",
+    "GIT_AUTHOR_NAME": "Ada",
+    "GIT_AUTHOR_EMAIL": "ada@example.org",
+    "HTTP_PROXY": "http://proxy.internal:3128",
+    "PIP_INDEX_URL": "https://pypi.org/simple",
+    "AWS_REGION": "eu-west-1",
+    "KEYTIMEOUT": "1",
+    "OMP_NUM_THREADS": "2",
+    "MY_SETTING": "on",
+}
+NAMES_PROBE = """
+import json, os
+raw = open('/proc/self/environ', 'rb').read()
+names = {names!r}
+print("PROBE" + json.dumps(sorted(n for n in names if n in os.environ or (n + "=").encode() in raw)))
+"""
+
+
+async def _kernel_sees(tmp_path: Path, env: dict[str, str], *args: str) -> list[str]:
+    """The names of ``env`` that a kernel started by ``nbrelay serve ARGS`` over stdio sees."""
+    write_notebook(tmp_path / "a.ipynb", notebook("x = 1"))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nbrelay", "serve", "--root", str(tmp_path), *args],
+        env=server_env(None, env),
+    )
+    code = NAMES_PROBE.format(names=sorted(env))
+    with anyio.fail_after(180):
+        async with Client(params) as client:
+            result = await client.call_tool("execute", {"path": "a.ipynb", "code": code})
+    cells = cast(dict[str, Any], result.structured_content)["cells"]
+    printed = "".join(str(o.get("text", "")) for o in cells[0].get("outputs") or [])
+    line = next(x for x in printed.splitlines() if x.startswith("PROBE"))
+    seen: list[str] = json.loads(line.removeprefix("PROBE"))
+    return seen
+
+
+async def test_credential_like_variables_never_reach_a_kernel(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    seen = await _kernel_sees(tmp_path, {**CREDENTIALS, **ORDINARY})
+    leaked = sorted(set(seen) & set(CREDENTIALS))
+    assert not leaked, f"{len(leaked)} of {len(CREDENTIALS)} reached the kernel: {leaked}"
+    assert sorted(ORDINARY) == sorted(set(seen) & set(ORDINARY))
+    report(
+        request,
+        f"G4 kernel environment: 0 of {len(CREDENTIALS)} credential-like variables reached a "
+        f"real kernel; {len(ORDINARY)} of {len(ORDINARY)} ordinary ones did",
+    )
+
+
+async def test_kernel_env_is_an_allow_list(tmp_path: Path) -> None:
+    env = {
+        "MY_A": "1",
+        "MY_B": "2",
+        "MY_SECRET": "matched by a pattern, but a credential",
+        "OTHER": "not allowed",
+        "GITHUB_TOKEN": "named exactly: the user passes it on purpose",
+        "GH_TOKEN": "not allowed",
+        "LC_ALL": "C.UTF-8",
+        "NBRELAY_AGENT_NAME": "nbrelay's own setting: never",
+    }
+    allow = "PATH,HOME,LC_*,MY_*,GITHUB_TOKEN,NBRELAY_*"
+    seen = await _kernel_sees(tmp_path, env, "--kernel-env", allow)
+    assert seen == ["GITHUB_TOKEN", "LC_ALL", "MY_A", "MY_B"]

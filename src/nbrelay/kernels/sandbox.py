@@ -296,7 +296,11 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
             sandbox.probe()
     env = {**limits.environment()}
     if not limits.active and sandbox is None:
-        return LaunchPolicy()
+        return LaunchPolicy(keep_env=settings.kernel_env)
     return IsolatedPolicy(
-        transport="ipc" if sandbox is not None else "tcp", env=env, limits=limits, sandbox=sandbox
+        transport="ipc" if sandbox is not None else "tcp",
+        env=env,
+        keep_env=settings.kernel_env,
+        limits=limits,
+        sandbox=sandbox,
     )

@@ -99,7 +99,7 @@ class InspectingWorkspace(RunningWorkspace):
         code = shim + visualize.snippet(None, kind, {**opts, "expression": "_nbrelay_value"})
         from nbrelay.kernels.base import LaunchPolicy
 
-        env = LaunchPolicy().environment(os.environ)
+        env = LaunchPolicy(keep_env=self.settings.kernel_env).environment(os.environ)
         env["MPLBACKEND"] = "Agg"
         try:
             with anyio.fail_after(120):
@@ -182,7 +182,7 @@ class InspectingWorkspace(RunningWorkspace):
         )
         from nbrelay.kernels.base import LaunchPolicy
 
-        env = LaunchPolicy().environment(os.environ)
+        env = LaunchPolicy(keep_env=self.settings.kernel_env).environment(os.environ)
         env["PIP_NO_INPUT"] = "1"
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--", *checked]
         try:
