@@ -297,3 +297,23 @@ def test_settings_the_machine_cannot_enforce_are_refused(
             Settings(root=folders["root"], kernel_memory=512, jupyter_url="http://127.0.0.1:9/")
         )
     assert shutil.which("bwrap")
+
+
+async def test_a_sandboxed_kernel_saves_its_state_in_a_folder_reached_through_a_symlink(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """State files are opened by real path, from "/", one folder at a time: the sandbox shows
+    the kernel its folder's real path too."""
+    (folders["root"] / "real").mkdir()
+    os.symlink("real", folders["root"] / "link")
+    settings = Settings(root=folders["root"], lock_dir=tmp_path / "locks", sandbox=True)
+    async with Client(build_server(settings), mode="auto") as c:
+        await call(c, "create_notebook", path="link/nb.ipynb")
+        await call(c, "execute", path="link/nb.ipynb", code="kept = 41 + 1", wait=120)
+        saved = await call(c, "save_kernel_state", path="link/nb.ipynb")
+        assert saved["names"] == ["kept"], saved
+        await call(c, "restart_kernel", path="link/nb.ipynb")
+        await call(c, "restore_kernel_state", path="link/nb.ipynb")
+        done = await call(c, "execute", path="link/nb.ipynb", code="print(kept)", wait=120)
+        assert text(done["cells"][0]) == "42\n"
+    assert (folders["root"] / "real" / ".nbrelay-state" / "nb.ipynb.dill").is_file()

@@ -124,14 +124,16 @@ def refresh_imports() -> str:
 
 # State files are opened from "/" (a relative path: the kernel's folder) one folder at a time, never following a symlink (``target`` is
 # a real path, so it has none): a folder swapped for a symlink after nbrelay checked the path
-# makes the save or restore fail instead of writing or reading outside the root.
+# makes the save or restore fail instead of writing or reading outside the root. Only the last
+# folder (.nbrelay-state, or --session-dir, whose parents nbrelay makes) is made if missing.
 _FOLDER_AT = """
 def _nbrelay_folder(path, create):
     import os
     fd = os.open('/' if path.startswith('/') else '.', os.O_RDONLY | os.O_DIRECTORY)
+    parts = [p for p in path.split('/') if p]
     try:
-        for part in [p for p in path.split('/') if p]:
-            if create:
+        for n, part in enumerate(parts):
+            if create and n == len(parts) - 1:
                 try:
                     os.mkdir(part, dir_fd=fd)
                 except FileExistsError:

@@ -134,6 +134,9 @@ class Sandbox:
             args += ["--ro-bind", path, path]
         for path in folders:
             args += ["--bind", path, path]
+        real = os.path.realpath(cwd)
+        if real != cwd:  # a folder reached through a symlink: its state files are by real path
+            args += ["--bind", real, real]
         args += ["--bind", cwd, cwd, "--chdir", cwd]
         args += ["--remount-ro", "/"]  # the folders made to hold the mounts stay read-only
         for name, value in (

@@ -201,6 +201,7 @@ class InspectingWorkspace(RunningWorkspace):
         """Save ``path``'s kernel variables into the state file of ``to`` (default: ``path``)."""
         runner = await self._python_runner(path, "save_kernel_state")
         target = self.state_file(self.store.relative(to or path))
+        await self._state_folder(target)
         found = await self._ask(runner, introspect.save_state(target), "saving the state")
         if found.get("no_dill"):
             raise Unsupported(

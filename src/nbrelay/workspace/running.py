@@ -467,6 +467,7 @@ class RunningWorkspace(EditingWorkspace):
             return False
         target = self.session_state_file(key)
         try:
+            await self._state_folder(target)
             with anyio.fail_after(20):
                 found = await self._ask(runner, introspect.save_state(target), "saving the session")
         except (NbrelayError, OSError, TimeoutError) as exc:
@@ -562,6 +563,13 @@ class RunningWorkspace(EditingWorkspace):
         if store is not None:
             return await store.state_exists(target)
         return await anyio.Path(target).exists()
+
+    async def _state_folder(self, target: str) -> None:
+        """Make the parents of a --session-dir state file (under the root, the kernel makes
+        the one folder it needs, .nbrelay-state, itself)."""
+        if self._state_in_store() is None and os.path.isabs(target):
+            parent = os.path.dirname(os.path.dirname(target))
+            await anyio.to_thread.run_sync(lambda: os.makedirs(parent, exist_ok=True))
 
     async def _remove_state(self, target: str) -> None:
         store = self._state_in_store()
