@@ -20,8 +20,9 @@ from nbrelay import runtime
 from nbrelay.config import Settings
 from nbrelay.errors import Unsupported
 from nbrelay.server import build_server
-from tests.helpers import call, missing_tool
+from tests.helpers import call, missing_tool, notebook, write_notebook
 from tests.http.harness import report
+from tests.security.swaps import exchanging
 
 pytestmark = [
     pytest.mark.anyio,
@@ -317,3 +318,40 @@ async def test_a_sandboxed_kernel_saves_its_state_in_a_folder_reached_through_a_
         done = await call(c, "execute", path="link/nb.ipynb", code="print(kept)", wait=120)
         assert text(done["cells"][0]) == "42\n"
     assert (folders["root"] / "real" / ".nbrelay-state" / "nb.ipynb.dill").is_file()
+
+
+async def test_a_folder_swapped_for_a_symlink_as_a_sandboxed_kernel_starts_is_never_bound(
+    folders: dict[str, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The sandbox binds the kernel's folder from a descriptor the store opened (by
+    descriptors from the root), not by path: a folder exchanged with a symlink to another
+    folder while kernels start (RENAME_EXCHANGE in a loop) is never what a kernel sees."""
+    root, elsewhere = folders["root"], folders["outside"] / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "canary.txt").write_text("CANARY")
+    (root / "swapdir").mkdir()
+    write_notebook(root / "swapdir" / "n.ipynb", notebook())
+    os.symlink(elsewhere, root / "swaplink")
+    settings = Settings(root=root, lock_dir=tmp_path / "locks", sandbox=True)
+    seen = {"own folder": 0, "the other folder": 0, "refused": 0}
+    starts = 16
+    with exchanging([(root / "swapdir", root / "swaplink")]):
+        async with Client(build_server(settings), mode="auto") as c:
+            for _ in range(starts):
+                code = "import os\nprint(sorted(os.listdir('.')))"
+                args = {"path": "swapdir/n.ipynb", "code": code, "wait": 120}
+                result = await c.call_tool("execute", args)
+                said = str(result.structured_content)
+                if result.is_error:
+                    seen["refused"] += 1
+                else:
+                    seen["the other folder" if "canary.txt" in said else "own folder"] += 1
+                await c.call_tool("restart_kernel", {"path": "swapdir/n.ipynb", "shutdown": True})
+    assert seen["the other folder"] == 0, seen
+    assert seen["own folder"] > 0, seen
+    report(
+        request,
+        f"sandbox bind race: {starts} kernel starts while the notebook's folder was exchanged "
+        f"with a symlink: {seen['own folder']} saw their own folder, {seen['refused']} refused, "
+        "0 bound the other folder",
+    )

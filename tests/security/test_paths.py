@@ -11,8 +11,6 @@ import os
 import re
 import secrets
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,7 @@ from tests.security.surface import (
     path_tools,
     refused,
 )
+from tests.security.swaps import exchanging
 
 pytestmark = pytest.mark.anyio
 
@@ -235,28 +234,6 @@ async def test_every_attack_path_is_refused_by_every_path_tool(
     )
 
 
-# The swapper: a separate process that exchanges, atomically and in a tight loop, a real folder
-# with a symlink to a folder outside the root, and a real notebook with a symlink to one outside
-# (renameat2 RENAME_EXCHANGE, via ctypes), so every moment either name may be either thing.
-SWAPPER = r"""
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-pairs = [(a.encode(), b.encode()) for a, b in zip(sys.argv[1::2], sys.argv[2::2])]
-def exchange(a, b):
-    if hasattr(libc, "renameat2"):
-        return libc.renameat2(-100, a, -100, b, 2)  # AT_FDCWD, RENAME_EXCHANGE
-    return libc.syscall(316, -100, a, -100, b, 2)  # x86_64 renameat2
-print("swapping", flush=True)
-n = 0
-while True:
-    for a, b in pairs:
-        if exchange(a, b) == 0:
-            n += 1
-    if n % 64 == 0:
-        os.sched_yield()
-"""
-
-
 @dataclass
 class SwapLayout:
     """``swapdir`` and ``swapfile.ipynb`` in the root trade places with symlinks to ``outside``,
@@ -378,24 +355,10 @@ SWAP_TARGETS = [
 
 
 @contextlib.contextmanager
-def swapping_process(lay: SwapLayout) -> Iterator[subprocess.Popen[str]]:
+def swapping_process(lay: SwapLayout) -> Iterator[None]:
     r = lay.root
-    pairs = [r / "swapdir", r / "swaplink", r / "swapfile.ipynb", r / "swapfile-link"]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SWAPPER, *map(str, pairs)],
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "swapping"
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with exchanging([(r / "swapdir", r / "swaplink"), (r / "swapfile.ipynb", r / "swapfile-link")]):
+        yield
 
 
 # srcbook's tools take session ids, never paths (checked below).

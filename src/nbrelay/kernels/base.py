@@ -133,10 +133,25 @@ class LaunchPolicy:
     env: Mapping[str, str] = field(default_factory=dict)
     keep_env: tuple[str, ...] = ()
 
-    def for_launch(self, *, cwd: str, connection_file: str, ipc_dir: str | None) -> LaunchPolicy:
+    def for_launch(
+        self,
+        *,
+        cwd: str,
+        connection_file: str,
+        ipc_dir: str | None,
+        cwd_fds: Sequence[int] = (),
+    ) -> LaunchPolicy:
         """The policy for one launch of one kernel (a sandbox binds that kernel's folder,
-        connection file and socket folder); called by the provider just before ``command``."""
+        connection file and socket folder); called by the provider just before ``command``.
+        ``cwd_fds`` are descriptors of the kernel's folder, opened and checked by the store
+        (see ``binds_folder``)."""
         return self
+
+    def binds_folder(self) -> bool:
+        """Whether the launch shows the kernel its folder by binding it (a file sandbox): the
+        provider then passes descriptors of the folder, so that a folder swapped for a symlink
+        after the path checks is never what gets bound."""
+        return False
 
     def command(self, argv: Sequence[str]) -> list[str]:
         """The full command line for a kernelspec's (already formatted) argv."""

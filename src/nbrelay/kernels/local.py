@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -189,6 +189,7 @@ def _manager_class() -> type[AsyncKernelManager]:
 
         policy: LaunchPolicy = LaunchPolicy()
         output_cap: int = 0
+        cwd_fds: tuple[int, ...] = ()  # descriptors of the kernel's folder, for this launch
 
         def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
             argv: list[str] = super().format_kernel_cmd(extra_arguments)
@@ -198,6 +199,7 @@ def _manager_class() -> type[AsyncKernelManager]:
                 cwd=str((self._launch_args or {}).get("cwd") or os.getcwd()),
                 connection_file=str(self.connection_file),
                 ipc_dir=os.path.dirname(self.ip) if self.transport == "ipc" else None,
+                cwd_fds=self.cwd_fds,
             )
             return launch.command(argv)
 
@@ -218,8 +220,10 @@ class LocalSession:
         cwd: str,
         stderr: _StderrTail,
         startup_timeout: float,
+        folder_fds: Callable[[], tuple[int, ...]] | None = None,
     ) -> None:
         self.km = km
+        self._folder_fds = folder_fds
         self.kc = kc
         self.key = key
         self.name = name
@@ -330,7 +334,13 @@ class LocalSession:
     async def restart(self) -> None:
         self._forget_group()
         self._state = "starting"
+        fds: tuple[int, ...] = ()
         try:
+            if self._folder_fds is not None:  # the folder checked again, for this launch
+                fds = self._folder_fds()
+                km: Any = self.km
+                km.cwd_fds = fds
+                km._launch_args["pass_fds"] = fds
             await self.km.restart_kernel(now=True)
             self._stderr = _StderrTail()
             process = getattr(self.km.provisioner, "process", None)
@@ -346,6 +356,8 @@ class LocalSession:
                 f"the {self.name} kernel could not be restarted: {exc}.",
                 hint="Call restart_kernel again, or shut it down and run again.",
             ) from exc
+        finally:
+            _close_all(fds)
         await _drain(self.kc)
         self.restarts += 1
         self._state = "idle"
@@ -446,8 +458,11 @@ class LocalKernels:
         pool_cwd: str | None = None,
         startup_timeout: float = 60.0,
         output_cap: int = 0,
+        open_folder: Callable[[str], int] | None = None,
     ) -> None:
         self.policy = policy or LaunchPolicy()
+        # Opens a kernel's folder as the store checked it (a descriptor), for a sandbox to bind.
+        self.open_folder = open_folder
         self.output_cap = output_cap  # characters one stdout/stderr flush may send (0: no cap)
         self.pool_size = pool_size
         self.default_kernel = default_kernel
@@ -601,6 +616,9 @@ class LocalKernels:
         env = self.policy.environment(os.environ)
         env["JPY_SESSION_NAME"] = key
         stderr = _StderrTail()
+        folder_fds = self._folder_opener(cwd)
+        fds = folder_fds() if folder_fds is not None else ()
+        km.cwd_fds = fds
         try:
             await km.start_kernel(
                 cwd=cwd or None,  # a store without local files gives no folder
@@ -608,6 +626,7 @@ class LocalKernels:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 **self.policy.popen_kwargs(),
+                **({"pass_fds": fds} if fds else {}),
             )
         except (OSError, RuntimeError, ValueError) as exc:
             raise KernelError(
@@ -621,6 +640,8 @@ class LocalKernels:
             with anyio.CancelScope(shield=True):
                 await _abandon(km)
             raise
+        finally:
+            _close_all(fds)
         stderr.follow(getattr(getattr(km.provisioner, "process", None), "stderr", None))
         kc = km.client()
         kc.start_channels(hb=False)  # liveness is watched on the process, not a heartbeat thread
@@ -633,6 +654,7 @@ class LocalKernels:
             cwd=cwd,
             stderr=stderr,
             startup_timeout=self.startup_timeout,
+            folder_fds=folder_fds,
         )
         try:
             await _wait_ready(kc, kernel_name, self.startup_timeout, stderr)
@@ -641,6 +663,23 @@ class LocalKernels:
                 await session.shutdown()
             raise
         return session
+
+    def _folder_opener(self, cwd: str) -> Callable[[], tuple[int, ...]] | None:
+        """For a policy that binds the kernel's folder: a function that opens it (checked by
+        the store) twice, for the folder's path and its real path."""
+        opener = self.open_folder
+        if not cwd or opener is None or not self.policy.binds_folder():
+            return None
+
+        def open_twice() -> tuple[int, ...]:
+            first = opener(cwd)
+            try:
+                return (first, os.dup(first))
+            except OSError:
+                os.close(first)
+                raise
+
+        return open_twice
 
     async def shutdown(self, key: str) -> bool:
         session = self._sessions.pop(key, None)
@@ -659,6 +698,12 @@ class LocalKernels:
             async with anyio.create_task_group() as tg:
                 for s in sessions:
                     tg.start_soon(s.shutdown)
+
+
+def _close_all(fds: tuple[int, ...]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _with_pdeathsig(policy: LaunchPolicy) -> LaunchPolicy:

@@ -112,10 +112,18 @@ class Sandbox:
         return flags
 
     def wrap(
-        self, *, cwd: str, argv0: str, files: Sequence[str], folders: Sequence[str]
+        self,
+        *,
+        cwd: str,
+        argv0: str,
+        files: Sequence[str],
+        folders: Sequence[str],
+        cwd_fds: Sequence[int] = (),
     ) -> list[str]:
         """The bwrap command line (up to ``--``) for one kernel launch: ``files`` are bound
-        read-only, ``folders`` read-write, besides the working folder ``cwd``."""
+        read-only, ``folders`` read-write, besides the working folder ``cwd`` — bound from
+        ``cwd_fds`` when given (two descriptors of it, checked by the store: one for ``cwd``,
+        one for its real path), so what is bound is the folder that was checked."""
         args = [self.bwrap, *self.namespaces()]
         if not self.filesystem:
             args += ["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -135,9 +143,15 @@ class Sandbox:
         for path in folders:
             args += ["--bind", path, path]
         real = os.path.realpath(cwd)
-        if real != cwd:  # a folder reached through a symlink: its state files are by real path
-            args += ["--bind", real, real]
-        args += ["--bind", cwd, cwd, "--chdir", cwd]
+        if cwd_fds:
+            args += ["--bind-fd", str(cwd_fds[0]), cwd]
+            if real != cwd:  # reached through a symlink: state files are opened by real path
+                args += ["--bind-fd", str(cwd_fds[1]), real]
+        else:
+            if real != cwd:
+                args += ["--bind", real, real]
+            args += ["--bind", cwd, cwd]
+        args += ["--chdir", cwd]
         args += ["--remount-ro", "/"]  # the folders made to hold the mounts stay read-only
         for name, value in (
             ("HOME", _TMP),
@@ -222,8 +236,16 @@ class IsolatedPolicy(LaunchPolicy):
     launch_files: tuple[str, ...] = ()
     launch_folders: tuple[str, ...] = ()
     launch_cwd: str | None = None
+    launch_cwd_fds: tuple[int, ...] = ()
 
-    def for_launch(self, *, cwd: str, connection_file: str, ipc_dir: str | None) -> LaunchPolicy:
+    def for_launch(
+        self,
+        *,
+        cwd: str,
+        connection_file: str,
+        ipc_dir: str | None,
+        cwd_fds: Sequence[int] = (),
+    ) -> LaunchPolicy:
         if self.sandbox is None:
             return self
         return replace(
@@ -231,7 +253,11 @@ class IsolatedPolicy(LaunchPolicy):
             launch_cwd=cwd,
             launch_files=(connection_file,),
             launch_folders=(ipc_dir,) if ipc_dir else (),
+            launch_cwd_fds=tuple(cwd_fds),
         )
+
+    def binds_folder(self) -> bool:
+        return self.sandbox is not None and self.sandbox.filesystem
 
     def command(self, argv: Sequence[str]) -> list[str]:
         argv = list(argv)
@@ -245,6 +271,7 @@ class IsolatedPolicy(LaunchPolicy):
                 argv0=argv[0],
                 files=self.launch_files,
                 folders=self.launch_folders,
+                cwd_fds=self.launch_cwd_fds,
             )
         return [*prefix, *argv]
 

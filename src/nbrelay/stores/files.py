@@ -915,6 +915,14 @@ class FileStore:
             )
         return await self.stat_document(dst_rel)
 
+    def open_kernel_folder(self, cwd: str) -> int:
+        """A descriptor of a kernel's folder (a folder under the root, given as a path),
+        opened by descriptors from the root like every file operation: what a sandbox binds is
+        the folder that was checked, even if a symlink takes its name a moment later."""
+        rel = os.path.relpath(os.path.normpath(cwd), self._root_s)
+        _, real = self._folder("" if rel == "." else rel)
+        return self._open_folder(real)
+
     # -- kernel state files: .nbrelay-state/ next to a notebook (hidden, never served) ------
 
     def state_file(self, path: str, name: str) -> str:

@@ -98,6 +98,9 @@ class RunningWorkspace(EditingWorkspace):
                 pool_size=0 if self.settings.sandbox else self.settings.kernel_pool,
                 pool_cwd=str(root) if root is not None else None,
                 output_cap=self.settings.cell_output_limit,
+                open_folder=(
+                    self.store.open_kernel_folder if isinstance(self.store, FileStore) else None
+                ),
             )
             if self._tg is not None:
                 self._kernels.attach(self._tg)
