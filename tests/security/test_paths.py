@@ -393,8 +393,8 @@ async def test_symlinks_swapped_during_every_path_tool_never_read_delete_or_crea
     created: set[str] = set()
     changed: set[str] = set()
     extra = {"notebook": "swapdir/n.ipynb"} if profile == "notebook-lr" else {}
-    with swapping_process(lay):
-        async with connect(profile, lay.root, lay.locks, **extra) as client:
+    async with connect(profile, lay.root, lay.locks, **extra) as client:
+        with swapping_process(lay):  # after start-up (notebook-lr checks --notebook there)
             for k in range(rounds):
                 for j, (tool, param) in enumerate(params):
                     args = baseline(tool, VALID)
