@@ -386,7 +386,7 @@ async def test_symlinks_swapped_during_every_path_tool_never_read_delete_or_crea
     lay = make_swap_layout(tmp_path / "swap")
     mine = [t for t in path_tools(tools) if t.profile == profile]
     params = [(t, p) for t in mine for p in t.path_params]
-    rounds = size(len(SWAP_TARGETS) * 2, len(SWAP_TARGETS) * 10)
+    rounds = size(len(SWAP_TARGETS) * 4, len(SWAP_TARGETS) * 20)
     counts = dict.fromkeys(("calls", "answered", "refused"), 0)
     read: set[str] = set()
     deleted: set[str] = set()
