@@ -61,10 +61,16 @@ def _private_xdg() -> str | None:
         return None
     if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & _OTHERS_ANY:
         return xdg
-    logger.warning(
-        "XDG_RUNTIME_DIR=%s is not a private folder of yours; using the temp folder instead", xdg
-    )
+    if xdg not in _WARNED:
+        _WARNED.add(xdg)
+        logger.warning(
+            "XDG_RUNTIME_DIR=%s is not a private folder of yours; using the temp folder instead",
+            xdg,
+        )
     return None
+
+
+_WARNED: set[str] = set()
 
 
 def default_dir() -> Path:
