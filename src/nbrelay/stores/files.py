@@ -457,10 +457,10 @@ class FileStore:
                 f"folder {rel!r} does not exist.", hint="list_notebooks shows what is there."
             ) from exc
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # Linux says ENOTDIR for a symlink
                 raise PathError(
-                    f"folder {rel!r} changed into a symlink while being opened. Nothing was read "
-                    "or changed.",
+                    f"folder {rel!r} changed into a symlink (or a file) while being opened. "
+                    "Nothing was read or changed.",
                     hint="Only files inside the root are served.",
                 ) from exc
             raise StoreError(
