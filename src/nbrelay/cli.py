@@ -18,8 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from nbrelay import __version__
-from nbrelay.config import OPTIONS, TOKEN_ENV, Option, Secret, Settings, load, read_toml
-from nbrelay.errors import NbrelayError
+from nbrelay.config import (
+    JUPYTER_TOKEN_ENV,
+    OPTIONS,
+    TOKEN_ENV,
+    Option,
+    Secret,
+    Settings,
+    load,
+    read_toml,
+)
+from nbrelay.errors import InvalidArgument, NbrelayError
 
 
 class _Switch(argparse.Action):
@@ -128,6 +137,68 @@ def settings_from(
     return load(flags, os.environ if environ is None else environ, toml, origins)
 
 
+# Tokens nbrelay may find in its environment. A process's initial environment stays readable in
+# /proc/<pid>/environ (by its kernels, say) however os.environ changes; so ``nbrelay serve``
+# started with one there runs itself again without it, and reads it from an inherited pipe.
+SECRET_ENVS = (TOKEN_ENV, JUPYTER_TOKEN_ENV)
+SECRETS_FD_ENV = "NBRELAY_SECRETS_FD"
+_MAX_SECRETS = 32 * 1024  # what a pipe takes without a reader
+
+
+def reexec_without_secrets() -> None:
+    """If a token is in the environment, run this same command again (``execve``, same process)
+    with an environment that lacks it, handing the tokens over through a pipe that only the new
+    program reads. Returns only when there is nothing to hide (or no way to)."""
+    found = {k: os.environ[k] for k in SECRET_ENVS if k in os.environ}
+    data = json.dumps(found).encode("utf-8")
+    if not found or os.name != "posix" or len(data) > _MAX_SECRETS or not sys.orig_argv:
+        return
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)
+    os.close(write_end)
+    os.set_inheritable(read_end, True)
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENVS}
+    env[SECRETS_FD_ENV] = str(read_end)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, sys.orig_argv, env)  # noqa: S606 - this very program, as it was started
+
+
+def take_secrets() -> dict[str, str]:
+    """The tokens handed over by ``reexec_without_secrets`` (none if it did not run)."""
+    fd_text = os.environ.pop(SECRETS_FD_ENV, None)
+    if fd_text is None:
+        return {}
+    try:
+        fd = int(fd_text)
+        with os.fdopen(fd, "rb") as pipe:
+            found = json.loads(pipe.read(_MAX_SECRETS + 1))
+    except (ValueError, OSError) as exc:
+        raise InvalidArgument(
+            f"${SECRETS_FD_ENV} does not name a readable pipe of tokens ({exc}).",
+            hint=f"nbrelay sets ${SECRETS_FD_ENV} itself; unset it.",
+        ) from exc
+    if not isinstance(found, dict):
+        raise InvalidArgument(f"${SECRETS_FD_ENV} did not carry tokens.")
+    return {k: str(v) for k, v in found.items() if k in SECRET_ENVS}
+
+
+def no_dumps() -> None:
+    """Make this process non-dumpable (Linux ``prctl(PR_SET_DUMPABLE, 0)``, as ssh-agent does):
+    other processes of the same user, kernels included, can then no longer read its memory
+    (``/proc/<pid>/mem``), its environment or attach a debugger; only root can. Children get
+    the normal setting back when they start a program."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):  # pragma: no cover - no prctl here
+        logging.getLogger("nbrelay").warning("could not make the process non-dumpable")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -137,7 +208,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_demo(args.dir)
         origins: dict[str, str] = {}
-        settings = settings_from(args, origins=origins)
+        environ: Mapping[str, str] = os.environ
+        if argv is None and args.command == "serve":  # the program itself, not a test calling in
+            reexec_without_secrets()
+            environ = {**os.environ, **take_secrets()}
+        settings = settings_from(args, environ, origins=origins)
         logging.basicConfig(
             level=args.log_level, stream=sys.stderr, format="nbrelay %(levelname)s %(message)s"
         )
@@ -152,8 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(settings: Settings) -> int:
-    # Read once into Settings; kernels and other children must never inherit the token.
-    os.environ.pop(TOKEN_ENV, None)
+    # Read once into Settings; kernels and other children must never inherit the tokens.
+    for name in SECRET_ENVS:
+        os.environ.pop(name, None)
+    if settings.http or settings.jupyter_url or settings.kernel_gateway_url:
+        no_dumps()  # the modes that hold a token: keep it out of reach of same-user processes
     # Start-up makes some hundred thousand long-lived objects (the SDK's and the tools' models);
     # the cycle collector scanning them over and over would be a tenth of start-up and find
     # little. It stays off until the server has answered its first requests.

@@ -35,6 +35,7 @@ class Option:
     lo: float | None = None
     hi: float | None = None
     secret: bool = False
+    pattern: str | None = None  # what each item of a list must be (a regular expression)
 
     @property
     def flag(self) -> str:
@@ -242,6 +243,15 @@ OPTIONS: tuple[Option, ...] = (
         "--no-kernel-network cuts it off even without --sandbox.",
     ),
     Option(
+        "kernel_env",
+        list,
+        (),
+        "Environment variables kernels get: comma-separated names and shell-style patterns, "
+        "e.g. PATH,HOME,LANG,LC_*; a credential-like variable passes only if named exactly "
+        "(default: all but nbrelay's settings and credential-like ones).",
+        pattern=r"[A-Za-z0-9_*?\[\]!-]+",
+    ),
+    Option(
         "cell_output_limit",
         int,
         1_000_000,
@@ -343,6 +353,7 @@ class Settings:
     kernel_cpu_time: int | None = None
     sandbox: bool = False
     kernel_network: bool | None = None
+    kernel_env: tuple[str, ...] = ()
     cell_output_limit: int = 1_000_000
     # From $NBRELAY_TOKEN only: never a flag (argv is visible to every local user).
     token: Secret | None = field(default=None, repr=False, compare=False)
@@ -374,13 +385,13 @@ def _coerce(opt: Option, value: Any, source: str) -> Any:
             raise ValueError(value)
         if opt.kind is list:
             items = value if isinstance(value, list | tuple) else str(value).split(",")
-            return tuple(str(v).strip() for v in items if str(v).strip())
-        if opt.kind is Path:
+            out: Any = tuple(str(v).strip() for v in items if str(v).strip())
+        elif opt.kind is Path:
             return Path(str(value)).expanduser()
-        if opt.kind is int:
+        elif opt.kind is int:
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
-            out: Any = int(value)
+            out = int(value)
         elif opt.kind is float:
             out = float(value)
         else:
@@ -390,6 +401,13 @@ def _coerce(opt: Option, value: Any, source: str) -> Any:
             f"{where}: {value!r} is not a valid {opt.kind.__name__}.",
             hint=f"{opt.help}",
         ) from exc
+    if opt.pattern and isinstance(out, tuple):
+        bad = [item for item in out if not re.fullmatch(opt.pattern, item)]
+        if bad:
+            raise InvalidArgument(
+                f"{where}: {bad[0]!r} is not a variable name or a shell-style pattern.",
+                hint=opt.help,
+            )
     if opt.choices and out not in opt.choices:
         raise InvalidArgument(
             f"{where}: {value!r} is not one of {', '.join(opt.choices)}.", hint=opt.help

@@ -29,7 +29,13 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import anyio
 
 from nbrelay.config import Secret, Settings
-from nbrelay.errors import InvalidArgument, NotebookExists, NotebookNotFound, RemoteError
+from nbrelay.errors import (
+    InvalidArgument,
+    NotebookExists,
+    NotebookNotFound,
+    RemoteError,
+    act,
+)
 
 if TYPE_CHECKING:
     import httpx2
@@ -246,8 +252,7 @@ class JupyterAPI:
         if status == 404:
             return NotebookNotFound(
                 f"{what} does not exist on the Jupyter Server.",
-                hint="Call list_notebooks to see the notebooks; paths are relative to the "
-                "server's root folder.",
+                hint=act("missing"),
             )
         if status == 409:
             return NotebookExists(

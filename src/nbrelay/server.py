@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 
-from nbrelay import __version__
+from nbrelay import __version__, runtime
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.sandbox import launch_policy
@@ -94,6 +94,8 @@ def build_workspace(settings: Settings) -> Workspace:
     if settings.kernel_gateway_url:
         kernels = _gateway_kernels(settings, settings.kernel_gateway_url)
         return Workspace(settings, store, kernels=kernels)
+    if not settings.no_execute:
+        runtime.folder_path()  # local kernels keep files there: refuse one another user holds
     return Workspace(settings, store)
 
 

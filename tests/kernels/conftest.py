@@ -21,15 +21,15 @@ from tests.helpers import PATIENCE, counter_ids
 
 @pytest.fixture(autouse=True)
 def jupyter_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Kernelspecs of the fault kernels in a private data folder; a private runtime folder (for
-    connection files)."""
+    """Kernelspecs of the fault kernels in a private data folder; a private runtime folder
+    ($XDG_RUNTIME_DIR: nbrelay keeps kernel connection files in its "nbrelay" folder there)."""
     data = tmp_path / "jupyter-data"
-    runtime = tmp_path / "jupyter-runtime"
-    runtime.mkdir()
+    runtime = tmp_path / "run-user"
+    runtime.mkdir(mode=0o700)
     install(data)
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
-    return runtime
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    return runtime / "nbrelay"
 
 
 async def eventually(check: Callable[[], bool | Awaitable[bool]], seconds: float) -> None:

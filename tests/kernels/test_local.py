@@ -248,6 +248,7 @@ async def test_start_and_shutdown_leave_no_process_file_or_descriptor(
     pids = [await cycle() for _ in range(4)]
     await eventually(lambda: not any(_running(p) for p in pids), 10)
     assert abs(me.num_fds() - fds) <= 5
+    assert jupyter_dirs.is_dir()  # where the connection files were
     assert list(jupyter_dirs.glob("kernel-*.json")) == []
     live = [c for c in me.children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
     assert [c for c in live if c.pid not in before] == []

@@ -72,3 +72,22 @@ def test_sizes() -> None:
     assert parse_size(4096) == 4096
     with pytest.raises(InvalidArgument, match="is not a size"):
         parse_size("big")
+
+
+def test_kernel_env_comes_from_the_flag_the_environment_or_the_config_file(
+    tmp_path: Path,
+) -> None:
+    cfg = tmp_path / "nbrelay.toml"
+    cfg.write_text('kernel_env = ["PATH", "LC_*"]\n')
+
+    def kernel_env(argv: list[str], environ: dict[str, str]) -> tuple[str, ...]:
+        args = build_parser().parse_args(["serve", "--config", str(cfg), *argv])
+        return settings_from(args, environ=environ).kernel_env
+
+    assert kernel_env(["--kernel-env", "HOME"], {"NBRELAY_KERNEL_ENV": "TERM"}) == ("HOME",)
+    assert kernel_env([], {"NBRELAY_KERNEL_ENV": "TERM, LANG"}) == ("TERM", "LANG")
+    assert kernel_env([], {}) == ("PATH", "LC_*")
+    plain = build_parser().parse_args(["serve"])
+    assert settings_from(plain, environ={}).kernel_env == ()
+    with pytest.raises(InvalidArgument, match=r"--kernel-env \(from the command line\): 'A=B'"):
+        settings_from(build_parser().parse_args(["serve", "--kernel-env", "PATH,A=B"]), {})

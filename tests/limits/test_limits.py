@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
+import secrets
 import shutil
 import socket
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
+from nbrelay import runtime
 from nbrelay.config import Settings
 from nbrelay.errors import Unsupported
 from nbrelay.server import build_server
-from tests.helpers import call
+from tests.helpers import call, missing_tool, notebook, write_notebook
+from tests.http.harness import report
+from tests.security.swaps import exchanging
 
 pytestmark = [
     pytest.mark.anyio,
@@ -131,7 +138,7 @@ print("system", os.path.exists("/usr/bin/env"))
     assert lines["write-etc"] == "OSError"
     assert lines["write-own"] == "2"
     assert lines["tmp"] == "1"
-    assert lines["shadow"] in ("''", "PermissionError")
+    assert lines["shadow"] == "FileNotFoundError"  # only the parts of /etc code needs are there
     assert lines["system"] == "True"
     assert "CANARY" not in str(lines)
     assert "NEIGHBOUR" not in str(lines)
@@ -141,6 +148,74 @@ print("system", os.path.exists("/usr/bin/env"))
     assert not Path("/etc/escaped.txt").exists()
     assert not Path("/escaped.txt").exists()
     assert not Path("/tmp/private.txt").exists()
+
+
+@pytest.fixture
+def private_etc_file() -> Iterator[Path]:
+    """A token file only its owner may read, in a folder of /etc (as the README's
+    /etc/nbrelay/tokens), removed afterwards."""
+    folder = Path("/etc") / f"nbrelay-test-{secrets.token_hex(4)}"
+    try:
+        folder.mkdir(mode=0o700)
+    except PermissionError:
+        missing_tool("this test writes a private file in /etc, which needs root (CI runs as root)")
+    tokens = folder / "tokens"
+    tokens.write_text("CANARY-etc-token\n")
+    tokens.chmod(0o600)
+    try:
+        yield tokens
+    finally:
+        shutil.rmtree(folder)
+
+
+async def test_a_sandboxed_kernel_sees_only_the_parts_of_etc_ordinary_code_needs(
+    sandboxed: Client, private_etc_file: Path, request: pytest.FixtureRequest
+) -> None:
+    probe = f"""
+import getpass, io, json, os, socket, ssl, subprocess, time
+def attempt(action):
+    try:
+        return repr(action())
+    except Exception as exc:
+        return type(exc).__name__
+found = {{}}
+found["token"] = attempt(lambda: open({str(private_etc_file)!r}).read())
+found["token folder listed"] = {private_etc_file.parent.name!r} in os.listdir("/etc")
+found["shadow"] = attempt(lambda: open("/etc/shadow").read())
+found["ca certificates"] = ssl.create_default_context().cert_store_stats()["x509_ca"]
+found["localhost"] = socket.getaddrinfo("localhost", 80, type=socket.SOCK_STREAM)[0][4][0]
+for name in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+    os.environ.pop(name, None)
+found["user"] = getpass.getuser()
+found["time zone"] = time.strftime("%Z")
+found["fonts"] = len(subprocess.run(["fc-list"], capture_output=True, text=True).stdout.splitlines())
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+fig = plt.figure()
+fig.text(0.5, 0.5, "hello")
+buffer = io.BytesIO()
+fig.savefig(buffer, format="png")
+found["png bytes"] = len(buffer.getvalue())
+print(json.dumps(found))
+"""
+    found = json.loads(text(await run(sandboxed, probe)))
+    assert found["token"] == "FileNotFoundError"
+    assert found["token folder listed"] is False
+    assert found["shadow"] == "FileNotFoundError"
+    assert found["ca certificates"] > 0
+    assert found["localhost"] in ("127.0.0.1", "::1")
+    assert found["user"] == pwd.getpwuid(os.getuid()).pw_name
+    assert found["time zone"] == time.strftime("%Z")
+    if shutil.which("fc-list"):
+        assert found["fonts"] > 0
+    assert found["png bytes"] > 1000
+    report(
+        request,
+        "sandbox /etc: a private token file in /etc unreadable (and its folder unlisted); "
+        f"{found['ca certificates']} CA certificates, localhost, user, time zone, "
+        f"{found['fonts']} fonts and a matplotlib PNG all work",
+    )
 
 
 async def test_a_sandboxed_kernel_has_no_network(sandboxed: Client) -> None:
@@ -185,16 +260,21 @@ async def test_the_sandbox_leaves_no_temporary_files(
     folders: dict[str, Path], tmp_path: Path
 ) -> None:
     settings = Settings(root=folders["root"], lock_dir=tmp_path / "locks", sandbox=True)
+    private = runtime.default_dir()  # nbrelay's runtime folder, where socket folders are made
     code = (
         "import os\nopen('/tmp/scratch', 'w').write('x')\n"
-        "print(*[n for n in os.listdir('/tmp') if n.startswith('nbrelay-ipc-')])"
+        f"print(*sorted(os.listdir({str(private)!r})))"
     )
     async for c in open_client(settings):
-        sockets = text(await run(c, code)).split()
-        assert len(sockets) == 1  # its own socket folder is all the kernel sees of the host's /tmp
-        assert (Path("/tmp") / sockets[0]).is_dir()
+        seen = text(await run(c, code)).split()
+        # its own connection file and socket folder are all it sees of nbrelay's folder
+        assert len(seen) == 2, seen
+        assert seen[0].startswith("ipc-"), seen
+        assert seen[1].startswith("kernel-"), seen
+        assert (private / seen[0]).is_dir()
     # the server stopped, and its kernel with it: the socket folder is gone, /tmp untouched
-    assert not (Path("/tmp") / sockets[0]).exists()
+    assert not (private / seen[0]).exists()
+    assert not (private / seen[1]).exists()
     assert not Path("/tmp/scratch").exists()
 
 
@@ -218,3 +298,62 @@ def test_settings_the_machine_cannot_enforce_are_refused(
             Settings(root=folders["root"], kernel_memory=512, jupyter_url="http://127.0.0.1:9/")
         )
     assert shutil.which("bwrap")
+
+
+async def test_a_sandboxed_kernel_saves_its_state_in_a_folder_reached_through_a_symlink(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """State files are opened by real path, from "/", one folder at a time: the sandbox shows
+    the kernel its folder's real path too."""
+    (folders["root"] / "real").mkdir()
+    os.symlink("real", folders["root"] / "link")
+    settings = Settings(root=folders["root"], lock_dir=tmp_path / "locks", sandbox=True)
+    async with Client(build_server(settings), mode="auto") as c:
+        await call(c, "create_notebook", path="link/nb.ipynb")
+        await call(c, "execute", path="link/nb.ipynb", code="kept = 41 + 1", wait=120)
+        saved = await call(c, "save_kernel_state", path="link/nb.ipynb")
+        assert saved["names"] == ["kept"], saved
+        await call(c, "restart_kernel", path="link/nb.ipynb")
+        await call(c, "restore_kernel_state", path="link/nb.ipynb")
+        done = await call(c, "execute", path="link/nb.ipynb", code="print(kept)", wait=120)
+        assert text(done["cells"][0]) == "42\n"
+    assert (folders["root"] / "real" / ".nbrelay-state" / "nb.ipynb.dill").is_file()
+
+
+async def test_a_folder_swapped_for_a_symlink_as_a_sandboxed_kernel_starts_is_never_bound(
+    folders: dict[str, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The sandbox binds the kernel's folder from a descriptor the store opened (by
+    descriptors from the root), not by path: a folder exchanged with a symlink to another
+    folder while kernels start (RENAME_EXCHANGE in a loop) is never what a kernel sees."""
+    root, elsewhere = folders["root"], folders["outside"] / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "canary.txt").write_text("CANARY")
+    (root / "swapdir").mkdir()
+    write_notebook(root / "swapdir" / "n.ipynb", notebook())
+    os.symlink(elsewhere, root / "swaplink")
+    settings = Settings(root=root, lock_dir=tmp_path / "locks", sandbox=True)
+    seen = {"own folder": 0, "the other folder": 0, "refused": 0}
+    starts, most = 16, 20_000  # kernels that got past the path checks; calls at most
+    # About every 0.2 s (refused calls take a millisecond, so most land in a state that
+    # refuses them): a call whose checks pass starts its kernel a moment later, in either state.
+    with exchanging([(root / "swapdir", root / "swaplink")], pause=0.2):
+        async with Client(build_server(settings), mode="auto") as c:
+            while seen["own folder"] + seen["the other folder"] < starts:
+                assert sum(seen.values()) < most, seen
+                code = "import os\nprint(sorted(os.listdir('.')))"
+                args = {"path": "swapdir/n.ipynb", "code": code, "wait": 120}
+                result = await c.call_tool("execute", args)
+                said = str(result.structured_content)
+                if result.is_error:
+                    seen["refused"] += 1
+                    continue
+                seen["the other folder" if "canary.txt" in said else "own folder"] += 1
+                await c.call_tool("restart_kernel", {"path": "swapdir/n.ipynb", "shutdown": True})
+    assert seen["the other folder"] == 0, seen
+    report(
+        request,
+        f"sandbox bind race: {starts} kernel starts while the notebook's folder was exchanged "
+        f"with a symlink ({seen['refused']} calls refused by the path checks): all saw their own "
+        "folder, 0 were given the other folder",
+    )

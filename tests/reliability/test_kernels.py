@@ -38,10 +38,10 @@ PNG = base64.b64decode(
 @pytest.fixture(autouse=True)
 def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private runtime folder, so leftover connection files can be counted."""
-    folder = tmp_path / "jupyter-runtime"
-    folder.mkdir()
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(folder))
-    return folder
+    folder = tmp_path / "run-user"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    return folder / "nbrelay"
 
 
 def cell(result: dict[str, Any]) -> dict[str, Any]:
@@ -306,6 +306,7 @@ async def test_start_execute_shutdown_cycles_leak_nothing(
         await eventually(gone, 30)
         leftover_fds = me.num_fds() - fds
         assert abs(leftover_fds) <= 5, leftover_fds
+        assert runtime.is_dir()  # where the connection files were
         assert list(runtime.glob("kernel-*.json")) == []
     live = [c for c in me.children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
     assert [c for c in live if c.pid not in before] == [], live

@@ -5,16 +5,15 @@ inside it) may be read or changed, and no canary content may appear in any resul
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
-import threading
-import time
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
 import anyio
 import pytest
@@ -22,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from nbrelay.server import PROFILES
 from tests.helpers import notebook, write_notebook
-from tests.http.harness import report, tree_digest
+from tests.http.harness import report, size, tree_digest
 from tests.security.surface import (
     Tool,
     baseline,
@@ -32,6 +31,7 @@ from tests.security.surface import (
     path_tools,
     refused,
 )
+from tests.security.swaps import exchanging
 
 pytestmark = pytest.mark.anyio
 
@@ -234,76 +234,222 @@ async def test_every_attack_path_is_refused_by_every_path_tool(
     )
 
 
-def _swapper(root: Path, outside: Path, stop: threading.Event) -> None:
-    """Flip a notebook (hard link inside <-> symlink out) and a folder (real <-> symlink out)."""
-    real_nb = root / "swap-real.ipynb"
-    parked = root / "swapdir-parked"
-    link, folder, tmp = root / "swap.ipynb", root / "swapdir", root / "swap.tmp"
-    while not stop.is_set():
-        if link.is_symlink():
-            os.link(real_nb, tmp)
-        else:
-            os.symlink(outside / "secret.ipynb", tmp)
-        os.replace(tmp, link)
-        if folder.is_symlink():
-            folder.unlink()
-            os.rename(parked, folder)
-        else:
-            os.rename(folder, parked)
-            os.symlink(outside, folder)
-        time.sleep(0.0005)
+@dataclass
+class SwapLayout:
+    """``swapdir`` and ``swapfile.ipynb`` in the root trade places with symlinks to ``outside``,
+    whose files have the same names and canary contents (and one canary name)."""
+
+    root: Path
+    outside: Path
+    locks: Path
+    inside_fd: int  # the real folder, wherever its name is at the moment
+    keep: Path  # a hidden hard link of the real notebook behind swapfile.ipynb
+    canaries: dict[str, str]
+    outside_tree: dict[str, bytes]
+
+    def restore(self) -> None:
+        """Put back what a call deleted or moved, inside the real folder and outside."""
+        fd = self.inside_fd
+        for name in ("empty", "sub"):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, dir_fd=fd)
+        for name, data in (("n.ipynb", _nb_bytes("inside")), ("doc.txt", b"inside\n")):
+            with contextlib.suppress(FileExistsError):
+                out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd)
+                os.write(out, data)
+                os.close(out)
+        sub = os.open("sub", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        with contextlib.suppress(FileExistsError):
+            out = os.open("n2.ipynb", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=sub)
+            os.write(out, _nb_bytes("inside"))
+            os.close(out)
+        os.close(sub)
+        names = [self.root / "swapfile.ipynb", self.root / "swapfile-link"]
+        if not any(p.is_file() and not p.is_symlink() for p in names):
+            for p in names:
+                if not os.path.lexists(p):
+                    os.link(self.keep, p)
+                    break
+        _write_tree(self.outside, self.outside_tree)
+
+    def outside_now(self) -> dict[str, bytes]:
+        return _read_tree(self.outside)
 
 
-@pytest.fixture
-def swapping(tmp_path: Path) -> Iterator[Layout]:
-    lay = make_layout(tmp_path / "swap")
-    write_notebook(lay.root / "swap-real.ipynb", notebook("inside"))
-    os.link(lay.root / "swap-real.ipynb", lay.root / "swap.ipynb")
-    write_notebook(lay.root / "swapdir" / "n.ipynb", notebook("inside"))
-    stop = threading.Event()
-    thread = threading.Thread(target=_swapper, args=(lay.root, lay.base / "outside", stop))
-    thread.start()
-    try:
-        yield lay
-    finally:
-        stop.set()
-        thread.join(timeout=30)
+def _nb_bytes(marker: str) -> bytes:
+    from nbrelay.notebook.model import serialize
+
+    return serialize(notebook(f"secret = '{marker}'"))
 
 
-async def test_symlinks_swapped_between_check_and_use_never_leak_or_escape(
-    swapping: Layout, request: pytest.FixtureRequest
+def _read_tree(folder: Path) -> dict[str, bytes]:
+    """Every entry under ``folder``: files by content, folders and links marked."""
+    out: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, folder)
+            if os.path.islink(full):
+                out[rel] = b"->" + os.readlink(full).encode()
+            elif os.path.isdir(full):
+                out[rel] = b"<folder>"
+            else:
+                out[rel] = Path(full).read_bytes()
+    return out
+
+
+def _write_tree(folder: Path, tree: dict[str, bytes]) -> None:
+    """Make ``folder`` hold exactly ``tree`` again."""
+    now = _read_tree(folder)
+    for rel in sorted(set(now) - set(tree), reverse=True):
+        full = folder / rel
+        if full.is_dir() and not full.is_symlink():
+            shutil.rmtree(full)
+        elif os.path.lexists(full):
+            full.unlink()
+    for rel, data in sorted(tree.items()):
+        full = folder / rel
+        if data == b"<folder>":
+            full.mkdir(exist_ok=True)
+        elif now.get(rel) != data:
+            full.write_bytes(data)
+
+
+def make_swap_layout(base: Path) -> SwapLayout:
+    root, outside = base / "root", base / "outside"
+    canaries = {k: f"CANARY{k}{secrets.token_hex(6)}" for k in ("n", "n2", "doc", "file", "name")}
+    (outside / "empty").mkdir(parents=True)
+    (outside / "sub").mkdir()
+    (outside / "n.ipynb").write_bytes(_nb_bytes(canaries["n"]))
+    (outside / "sub" / "n2.ipynb").write_bytes(_nb_bytes(canaries["n2"]))
+    (outside / "doc.txt").write_text(canaries["doc"] + "\n")
+    (outside / "secret.ipynb").write_bytes(_nb_bytes(canaries["file"]))
+    (outside / f"{canaries['name']}.ipynb").write_bytes(_nb_bytes("listed"))
+    (root / "swapdir").mkdir(parents=True)
+    os.symlink(outside, root / "swaplink")
+    (root / ".keep").mkdir()
+    keep = root / ".keep" / "swapfile.ipynb"
+    keep.write_bytes(_nb_bytes("inside"))
+    os.link(keep, root / "swapfile.ipynb")
+    os.symlink(outside / "secret.ipynb", root / "swapfile-link")
+    write_notebook(root / "ok.ipynb", notebook("print('ok')"))
+    fd = os.open(root / "swapdir", os.O_RDONLY | os.O_DIRECTORY)
+    lay = SwapLayout(root, outside, base / "locks", fd, keep, canaries, _read_tree(outside))
+    lay.restore()
+    return lay
+
+
+# Where each path parameter points, round by round: notebooks, files, folders (existing or not)
+# in the swapped folder, and the swapped notebook. Sources exist; the new names do not.
+SWAP_TARGETS = [
+    "swapdir/n.ipynb",
+    "swapfile.ipynb",
+    "swapdir/doc.txt",
+    "swapdir/sub/n2.ipynb",
+    "swapdir/empty",
+    "swapdir",
+    "swapdir/new-{k}.ipynb",
+    "swapdir/made-{k}/new.ipynb",
+    "swapdir/sub",
+]
+
+
+@contextlib.contextmanager
+def swapping_process(lay: SwapLayout) -> Iterator[None]:
+    r = lay.root
+    with exchanging([(r / "swapdir", r / "swaplink"), (r / "swapfile.ipynb", r / "swapfile-link")]):
+        yield
+
+
+# srcbook's tools take session ids, never paths (checked below).
+PATH_PROFILES = [p for p in PROFILES if p != "srcbook"]
+
+
+async def test_every_profile_but_srcbook_has_path_tools(tools: list[Tool]) -> None:
+    with_paths = {t.profile for t in path_tools(tools)}
+    assert with_paths == set(PATH_PROFILES)
+
+
+@pytest.mark.parametrize("profile", PATH_PROFILES)
+async def test_symlinks_swapped_during_every_path_tool_never_read_delete_or_create_outside(
+    profile: str,
+    tools: list[Tool],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
-    lay = swapping
-    before = lay.outside_digest()
-    counts = {"answered": 0, "refused": 0}
-    rounds = 150
-    async with connect("canonical", lay.root, lay.locks) as client:
-        for n in range(rounds):
-            for tool, args in [
-                ("read_notebook", {"path": "swap.ipynb", "full": True}),
-                ("read_notebook", {"path": "swapdir/n.ipynb", "full": True}),
-                ("search_notebook", {"path": "swapdir/n.ipynb", "pattern": "secret"}),
-                ("insert_cells", {"path": "swapdir/n.ipynb", "cells": [f"x{n}"]}),
-                ("edit_cell", {"path": "swap.ipynb", "cell": 0, "source": f"inside {n}"}),
-                ("list_notebooks", {"folder": "swapdir"}),
-            ]:
-                with anyio.fail_after(60):
-                    result = await client.call_tool(tool, cast(dict[str, Any], args))
-                said = everything_said(result)
-                assert not [c for c in lay.canaries if c in said], (tool, args, said[:300])
-                assert "internal error" not in said, (tool, args, said[:300])
-                counts["refused" if refused(result) else "answered"] += 1
-    after = lay.outside_digest()
-    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    assert not changed, f"files outside the root changed: {changed}"
-    assert counts["answered"] > 0
-    assert counts["refused"] > 0
+    """G1 race: while a folder and a notebook are exchanged with symlinks to outside the root
+    (RENAME_EXCHANGE in a loop, in another process), every path parameter of every tool of the
+    profile is pointed into them, round after round. Nothing outside the root may be read
+    (its canaries in a result, or copied into the root), deleted, created or changed."""
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # install_packages fails fast, offline
+    lay = make_swap_layout(tmp_path / "swap")
+    mine = [t for t in path_tools(tools) if t.profile == profile]
+    params = [(t, p) for t in mine for p in t.path_params]
+    rounds = size(len(SWAP_TARGETS) * 4, len(SWAP_TARGETS) * 20)
+    counts = dict.fromkeys(("calls", "answered", "refused"), 0)
+    read: set[str] = set()
+    deleted: set[str] = set()
+    created: set[str] = set()
+    changed: set[str] = set()
+    extra = {"notebook": "swapdir/n.ipynb"} if profile == "notebook-lr" else {}
+    async with connect(profile, lay.root, lay.locks, **extra) as client:
+        with swapping_process(lay):  # after start-up (notebook-lr checks --notebook there)
+            for k in range(rounds):
+                for j, (tool, param) in enumerate(params):
+                    args = baseline(tool, VALID)
+                    args[param] = SWAP_TARGETS[(k + j) % len(SWAP_TARGETS)].format(k=k)
+                    if "packages" in args:
+                        args["packages"] = ["nbrelay-no-such-package"]
+                    with anyio.fail_after(120):
+                        result = await client.call_tool(tool.name, args)
+                    counts["calls"] += 1
+                    counts["refused" if refused(result) else "answered"] += 1
+                    said = everything_said(result) + _root_text(lay.root)
+                    now, before = lay.outside_now(), lay.outside_tree
+                    where = f"{tool.id} {param}={args[param]!r}"
+                    read |= {f"{n} ({where})" for n, c in lay.canaries.items() if c in said}
+                    deleted |= {f"{rel} ({where})" for rel in before.keys() - now.keys()}
+                    created |= {f"{rel} ({where})" for rel in now.keys() - before.keys()}
+                    changed |= {
+                        f"{rel} ({where})"
+                        for rel in before.keys() & now.keys()
+                        if before[rel] != now[rel]
+                    }
+                    lay.restore()
+    os.close(lay.inside_fd)
+    figures = (
+        f"{len(read)} files read, {len(deleted)} deleted, {len(created)} created and "
+        f"{len(changed)} changed outside the root in {counts['calls']} calls"
+    )
+    escaped = len(read) + len(deleted) + len(created) + len(changed)
+    assert escaped == 0, (
+        f"{figures}: read {sorted(read)}; deleted {sorted(deleted)[:10]}; created "
+        f"{sorted(created)[:10]}; changed {sorted(changed)[:10]}"
+    )
+    assert counts["answered"] > 0, counts  # the calls did work inside the root
+    assert counts["refused"] > 0, counts  # and the swaps did hit them
     report(
         request,
-        f"G1 swap race: {rounds * 6} calls while a file and a folder flipped between real and "
-        f"symlinked-outside: {counts['answered']} answered from inside, {counts['refused']} "
-        "refused, 0 canaries read, 0 files outside changed",
+        f"G1 swap race {profile}: {len(params)} path parameters of {len(mine)} tools x {rounds} "
+        f"rounds while a folder and a notebook were exchanged with symlinks out of the root "
+        f"(RENAME_EXCHANGE loop): {figures} ({counts['answered']} answered, "
+        f"{counts['refused']} refused)",
     )
+
+
+def _root_text(root: Path) -> str:
+    """Everything under the root (outside content copied in counts as read), walked by
+    descriptors: the swapped symlinks are never followed by the measurement itself."""
+    parts = []
+    for _, dirnames, filenames, dfd in os.fwalk(root):
+        for name in filenames:
+            with contextlib.suppress(OSError):
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+                with os.fdopen(fd, "rb") as fh:
+                    parts.append(fh.read().decode(errors="replace"))
+        parts.extend(filenames + dirnames)
+    return "\n".join(parts)
 
 
 def _expand(template: str, path: str) -> str:

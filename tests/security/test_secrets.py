@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,6 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.helpers import notebook, write_notebook
 from tests.http.harness import (
+    SERVING,
     auth_headers,
     canary_token,
     http_client,
@@ -26,6 +29,14 @@ from tests.http.harness import (
     server_env,
 )
 from tests.security.surface import everything_said
+from tests.security.users import (
+    end_group,
+    local_user,
+    private_dir,
+    require_users,
+    shared_base,
+    user_env,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -132,3 +143,236 @@ async def test_tokens_in_the_environment_never_reach_kernels_over_stdio(tmp_path
     assert jupyter not in text
     assert token not in (tmp_path / "a.ipynb").read_text()
     assert os.environ.get("NBRELAY_TOKEN") != token
+
+
+# Kernel code that looks for the tokens (given reversed, so the code itself does not carry them
+# into nbrelay's memory) in the initial environment of every ancestor process, and in the memory
+# of its parent; it prints one JSON line.
+ANCESTOR_PROBE = """
+import json, os
+needles = [t[::-1].encode() for t in {reversed_tokens!r}]
+def parent_of(pid):
+    with open(f"/proc/{{pid}}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+def environ_of(pid):
+    try:
+        with open(f"/proc/{{pid}}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        return type(exc).__name__
+    return "token" if any(n in raw for n in needles) else "clean"
+def memory_of(pid):
+    try:
+        with open(f"/proc/{{pid}}/maps") as maps, open(f"/proc/{{pid}}/mem", "rb", 0) as mem:
+            for line in maps:
+                span, perms = line.split()[:2]
+                start, end = (int(x, 16) for x in span.split("-"))
+                if "r" not in perms or end - start > 1 << 28:
+                    continue
+                try:
+                    mem.seek(start)
+                    chunk = mem.read(end - start)
+                except OSError:
+                    continue
+                if any(n in chunk for n in needles):
+                    return "token"
+    except OSError as exc:
+        return type(exc).__name__
+    return "clean"
+found = {{"self": environ_of(os.getpid()), "ancestors": []}}
+pid = os.getppid()
+found["parent memory"] = memory_of(pid)
+while pid > 1:
+    found["ancestors"].append([pid, environ_of(pid)])
+    pid = parent_of(pid)
+print("PROBE" + json.dumps(found))
+"""
+
+
+def _probe_result(result: Any) -> dict[str, Any]:
+    """The JSON line the probe printed, from an ``execute`` result."""
+    cells = result.structured_content["cells"]
+    printed = "".join(str(o.get("text", "")) for o in cells[0].get("outputs") or [])
+    line = next(x for x in printed.splitlines() if x.startswith("PROBE"))
+    found: dict[str, Any] = json.loads(line.removeprefix("PROBE"))
+    return found
+
+
+async def test_a_kernel_finds_no_token_in_the_environment_of_any_ancestor(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The initial environment of nbrelay (readable in /proc/<pid>/environ by any process of
+    the same user, kernels included) no longer holds $NBRELAY_TOKEN or $JUPYTER_TOKEN."""
+    token, jupyter = canary_token("mcp"), canary_token("jupyter")
+    root = tmp_path / "root"
+    write_notebook(root / "a.ipynb", notebook("x = 1"))
+    code = ANCESTOR_PROBE.format(reversed_tokens=[token[::-1], jupyter[::-1]])
+    with http_server(root, tmp_path, token=token, env={"JUPYTER_TOKEN": jupyter}) as server:
+        async with http_client(server.url, token, mode="legacy") as client:
+            with anyio.fail_after(120):
+                result = await client.call_tool("execute", {"path": "a.ipynb", "code": code})
+        found = _probe_result(result)
+        chain = [pid for pid, _ in found["ancestors"]]
+        assert server.proc.pid in chain, (server.proc.pid, found)  # nbrelay was looked at
+    leaked = [pid for pid, seen in found["ancestors"] if seen == "token"]
+    readable = [pid for pid, seen in found["ancestors"] if seen in ("clean", "token")]
+    assert found["self"] == "clean"
+    assert not leaked, f"the token is in the environment of process(es) {leaked}: {found}"
+    report(
+        request,
+        f"G4 /proc/<pid>/environ: a kernel walked {len(chain)} ancestor processes "
+        f"({len(readable)} environments readable, nbrelay's among them): the tokens were in 0",
+    )
+
+
+async def test_a_kernel_of_an_ordinary_user_cannot_read_nbrelays_environment_or_memory(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Run by a throw-away user (root could read anything): the kernel gets no access to
+    nbrelay's /proc/<pid>/environ or /proc/<pid>/mem (nbrelay is not dumpable), whether or not
+    the kernel Yama restricts ptrace on this machine."""
+    require_users()
+    token, jupyter = canary_token("mcp"), canary_token("jupyter")
+    code = ANCESTOR_PROBE.format(reversed_tokens=[token[::-1], jupyter[::-1]])
+    with shared_base() as base, local_user("srv") as user:
+        home = private_dir(base / "home", user)
+        root = private_dir(home / "notebooks", user)
+        write_notebook(root / "a.ipynb", notebook("x = 1"))
+        os.chown(root / "a.ipynb", user.uid, user.gid)
+        errors = base / "stderr"
+        env = user_env(home, home, NBRELAY_TOKEN=token, JUPYTER_TOKEN=jupyter)
+        argv = user.argv(
+            sys.executable, "-m", "nbrelay", "serve", "--http", "--port", "0", "--root", str(root)
+        )
+        with errors.open("wb") as err:
+            proc = subprocess.Popen(  # noqa: ASYNC220 - started once, before any awaiting
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                start_new_session=True,
+            )
+        try:
+            deadline = time.monotonic() + 120
+            while not (found_url := SERVING.search(errors.read_text(errors="replace"))):
+                assert proc.poll() is None, errors.read_text()
+                assert time.monotonic() < deadline, errors.read_text()
+                await anyio.sleep(0.1)
+            async with http_client(found_url.group(1), token, mode="legacy") as client:
+                with anyio.fail_after(120):
+                    result = await client.call_tool("execute", {"path": "a.ipynb", "code": code})
+        finally:
+            end_group(proc)
+    found = _probe_result(result)
+    nbrelay_environ = found["ancestors"][0][1]
+    assert nbrelay_environ == "PermissionError", found
+    assert found["parent memory"] == "PermissionError", found
+    report(
+        request,
+        "G4 same-user kernel (ordinary user): nbrelay's /proc/<pid>/environ and /proc/<pid>/mem "
+        "refused (PermissionError); the tokens found in 0 of them",
+    )
+
+
+# 30 variables that hold credentials in real deployments (by name, or by a URL with a user and
+# password, or a private key, in their value), and ordinary ones kernels should keep.
+CREDENTIALS = {
+    "DATABASE_URL": "postgres://app:hunter2@db.internal/app",
+    "REDIS_URL": "redis://:s3cret@cache:6379/0",
+    "CELERY_BROKER_URL": "amqp://guest:guest@mq//",
+    "MONGODB_URI": "mongodb+srv://u:p@cluster0.example.net/db",
+    "SENTRY_DSN": "https://abc123@o1.ingest.sentry.io/1",
+    "HTTPS_PROXY": "http://user:pw@proxy.internal:3128",
+    "DEPLOY_MATERIAL": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=",
+    "DJANGO_SECRET_KEY": "django-insecure-x",
+    "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI",
+    "AWS_SESSION_TOKEN": "FwoGZXIvYXdzE",
+    "GITHUB_TOKEN": "ghp_example",
+    "GH_TOKEN": "ghp_example2",
+    "PGPASSWORD": "pg-pass",
+    "MYSQL_PWD": "my-pass",
+    "DB_PASS": "db-pass",
+    "SMTP_PASSWORD": "smtp-pass",
+    "OPENAI_API_KEY": "sk-example",
+    "STRIPE_APIKEY": "sk_live_x",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/secrets/gcp.json",
+    "AZURE_STORAGE_CONNECTION_STRING": "DefaultEndpointsProtocol=https;AccountKey=xyz",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/XYZ",
+    "HTTP_AUTH": "basic dXNlcjpwdw==",
+    "OAUTH_CLIENT_ID": "client-1",
+    "JWT_SIGNING_KEY": "jwt-key",
+    "ENCRYPTION_KEY": "enc-key",
+    "GPG_PASSPHRASE": "gpg-pass",
+    "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+    "SESSION_COOKIE": "c00kie",
+    "HASH_SALT": "salt",
+}
+ORDINARY = {
+    "LANG": "C.UTF-8",
+    "TZ": "UTC",
+    "GIT_AUTHOR_NAME": "Ada",
+    "GIT_AUTHOR_EMAIL": "ada@example.org",
+    "HTTP_PROXY": "http://proxy.internal:3128",
+    "PIP_INDEX_URL": "https://pypi.org/simple",
+    "AWS_REGION": "eu-west-1",
+    "KEYTIMEOUT": "1",
+    "OMP_NUM_THREADS": "2",
+    "MY_SETTING": "on",
+}
+NAMES_PROBE = """
+import json, os
+raw = open('/proc/self/environ', 'rb').read()
+names = {names!r}
+print("PROBE" + json.dumps(sorted(n for n in names if n in os.environ or (n + "=").encode() in raw)))
+"""
+
+
+async def _kernel_sees(tmp_path: Path, env: dict[str, str], *args: str) -> list[str]:
+    """The names of ``env`` that a kernel started by ``nbrelay serve ARGS`` over stdio sees."""
+    write_notebook(tmp_path / "a.ipynb", notebook("x = 1"))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nbrelay", "serve", "--root", str(tmp_path), *args],
+        env=server_env(None, env),
+    )
+    code = NAMES_PROBE.format(names=sorted(env))
+    with anyio.fail_after(180):
+        async with Client(params) as client:
+            result = await client.call_tool("execute", {"path": "a.ipynb", "code": code})
+    cells = cast(dict[str, Any], result.structured_content)["cells"]
+    printed = "".join(str(o.get("text", "")) for o in cells[0].get("outputs") or [])
+    line = next(x for x in printed.splitlines() if x.startswith("PROBE"))
+    seen: list[str] = json.loads(line.removeprefix("PROBE"))
+    return seen
+
+
+async def test_credential_like_variables_never_reach_a_kernel(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    seen = await _kernel_sees(tmp_path, {**CREDENTIALS, **ORDINARY})
+    leaked = sorted(set(seen) & set(CREDENTIALS))
+    assert not leaked, f"{len(leaked)} of {len(CREDENTIALS)} reached the kernel: {leaked}"
+    assert sorted(ORDINARY) == sorted(set(seen) & set(ORDINARY))
+    report(
+        request,
+        f"G4 kernel environment: 0 of {len(CREDENTIALS)} credential-like variables reached a "
+        f"real kernel; {len(ORDINARY)} of {len(ORDINARY)} ordinary ones did",
+    )
+
+
+async def test_kernel_env_is_an_allow_list(tmp_path: Path) -> None:
+    env = {
+        "MY_A": "1",
+        "MY_B": "2",
+        "MY_SECRET": "matched by a pattern, but a credential",
+        "OTHER": "not allowed",
+        "GITHUB_TOKEN": "named exactly: the user passes it on purpose",
+        "GH_TOKEN": "not allowed",
+        "LC_ALL": "C.UTF-8",
+        "NBRELAY_AGENT_NAME": "nbrelay's own setting: never",
+    }
+    allow = "PATH,HOME,LC_*,MY_*,GITHUB_TOKEN,NBRELAY_*"
+    seen = await _kernel_sees(tmp_path, env, "--kernel-env", allow)
+    assert seen == ["GITHUB_TOKEN", "LC_ALL", "MY_A", "MY_B"]

@@ -21,6 +21,7 @@ message that names the kernel and a hint.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,13 +32,42 @@ if TYPE_CHECKING:
 
 Msg = dict[str, Any]
 
-# Environment variables a kernel must never see: nbrelay's own settings and anything that looks
-# like a credential (a notebook's code could read and leak it).
+# Environment variables a kernel never sees, whatever --kernel-env says: nbrelay's own settings
+# and the tokens of nbrelay and Jupyter.
+OWN_ENV = re.compile(r"^(NBRELAY_.*|JUPYTER_TOKEN|JPY_API_TOKEN|JUPYTERHUB_API_TOKEN)$", re.I)
+# Names that look like a credential (a notebook's code could read and leak it): these words
+# anywhere in the name, or as a whole part of it between underscores (so GIT_AUTHOR_NAME and
+# KEYTIMEOUT stay, SSH_AUTH_SOCK and AWS_ACCESS_KEY_ID go).
 SECRET_ENV = re.compile(
-    r"^(NBRELAY_.*|JUPYTER_TOKEN|JPY_API_TOKEN|JUPYTERHUB_API_TOKEN|.*(TOKEN|SECRET|PASSWORD|"
-    r"PASSWD|CREDENTIAL|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)S?)$",
+    r"^(.*(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTHORI[SZ]ATION|COOKIE|WEBHOOK"
+    r"|CONNECTION_?STRING|APIKEY|PRIVATE_?KEY).*"
+    r"|(.*_)?(O?AUTH|KEYS?|PASS|DSN|SALT)(_.*)?"
+    r"|.+_PWD(_.*)?)$",
     re.IGNORECASE,
 )
+# Values that carry a credential whatever the name: a URL with a user (and password) in it
+# (postgres://app:pw@db/app, https://TOKEN@github.com) or a PEM private key.
+SECRET_VALUE = re.compile(
+    r"[a-z][a-z0-9+.-]*://[^/?#\s@]+@|-----BEGIN [A-Z ]*PRIVATE KEY-----", re.IGNORECASE
+)
+
+
+def kernel_env_passes(name: str, value: str, keep: Sequence[str] = ()) -> bool:
+    """Whether an environment variable of nbrelay reaches its kernels.
+
+    Never nbrelay's own settings and tokens (``OWN_ENV``). Without ``keep`` (``--kernel-env``),
+    every other variable except the ones that look like credentials (``SECRET_ENV`` names,
+    ``SECRET_VALUE`` values). With ``keep``, only variables that match one of its names or
+    shell-style patterns, still without credentials, unless one is named exactly.
+    """
+    if OWN_ENV.match(name):
+        return False
+    if keep:
+        if name in keep:
+            return True
+        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in keep):
+            return False
+    return not (SECRET_ENV.match(name) or SECRET_VALUE.search(value))
 
 
 def msg_type(msg: Msg) -> str:
@@ -91,8 +121,8 @@ class LaunchPolicy:
     * ``transport`` is the ZeroMQ transport (``"ipc"`` keeps the kernel's sockets off the network
       stack, for a sandbox without one);
     * ``env`` is added to the kernel's environment after the secrets are removed;
-    * ``drop_env`` is the pattern of environment variable names removed from the kernel's
-      environment (nbrelay settings and credentials by default).
+    * ``keep_env`` is ``--kernel-env``: the names and shell-style patterns of the variables
+      kernels get (empty: all but credentials; see ``kernel_env_passes``).
 
     Resource limits (``RLIMIT_AS``, ``RLIMIT_CPU``) belong here too: the provider passes
     ``popen_kwargs()`` to the process launch, so a ``preexec_fn`` that sets them goes there.
@@ -101,12 +131,27 @@ class LaunchPolicy:
     argv_prefix: tuple[str, ...] = ()
     transport: Literal["tcp", "ipc"] = "tcp"
     env: Mapping[str, str] = field(default_factory=dict)
-    drop_env: re.Pattern[str] = SECRET_ENV
+    keep_env: tuple[str, ...] = ()
 
-    def for_launch(self, *, cwd: str, connection_file: str, ipc_dir: str | None) -> LaunchPolicy:
+    def for_launch(
+        self,
+        *,
+        cwd: str,
+        connection_file: str,
+        ipc_dir: str | None,
+        cwd_fds: Sequence[int] = (),
+    ) -> LaunchPolicy:
         """The policy for one launch of one kernel (a sandbox binds that kernel's folder,
-        connection file and socket folder); called by the provider just before ``command``."""
+        connection file and socket folder); called by the provider just before ``command``.
+        ``cwd_fds`` are descriptors of the kernel's folder, opened and checked by the store
+        (see ``binds_folder``)."""
         return self
+
+    def binds_folder(self) -> bool:
+        """Whether the launch shows the kernel its folder by binding it (a file sandbox): the
+        provider then passes descriptors of the folder, so that a folder swapped for a symlink
+        after the path checks is never what gets bound."""
+        return False
 
     def command(self, argv: Sequence[str]) -> list[str]:
         """The full command line for a kernelspec's (already formatted) argv."""
@@ -114,7 +159,7 @@ class LaunchPolicy:
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         """The kernel's environment: ``base`` without secrets, plus ``env``."""
-        out = {k: v for k, v in base.items() if not self.drop_env.match(k)}
+        out = {k: v for k, v in base.items() if kernel_env_passes(k, v, self.keep_env)}
         out.update(self.env)
         return out
 

@@ -8,6 +8,7 @@ cannot confuse it. Snippets touch only names starting with ``_nbrelay`` and dele
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Sequence
 from typing import Any
 
@@ -121,8 +122,39 @@ def refresh_imports() -> str:
     )
 
 
+# State files are opened from "/" (a relative path: the kernel's folder) one folder at a time, never following a symlink (``target`` is
+# a real path, so it has none): a folder swapped for a symlink after nbrelay checked the path
+# makes the save or restore fail instead of writing or reading outside the root. Only the last
+# folder (.nbrelay-state, or --session-dir, whose parents nbrelay makes) is made if missing.
+_FOLDER_AT = """
+def _nbrelay_folder(path, create):
+    import os
+    fd = os.open('/' if path.startswith('/') else '.', os.O_RDONLY | os.O_DIRECTORY)
+    parts = [p for p in path.split('/') if p]
+    try:
+        for n, part in enumerate(parts):
+            if create and n == len(parts) - 1:
+                try:
+                    os.mkdir(part, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+"""
+
+
 def save_state(target: str) -> str:
-    body = f"""
+    """Save the user's variables with dill into ``target`` (a real path: see ``_FOLDER_AT``),
+    written beside it and renamed over it, mode 0600."""
+    folder, name = posixpath.split(target)
+    body = (
+        _FOLDER_AT
+        + f"""
 try:
     import dill as _nbrelay_dill
 except ImportError:
@@ -138,25 +170,44 @@ else:
             _nbrelay_saved[_nbrelay_k] = _nbrelay_dill.dumps(_nbrelay_v)
         except Exception as _nbrelay_e:
             _nbrelay_skipped[_nbrelay_k] = type(_nbrelay_e).__name__ + ': ' + str(_nbrelay_e)[:120]
-    _nbrelay_os.makedirs(_nbrelay_os.path.dirname({target!r}), exist_ok=True)
-    _nbrelay_tmp = {target!r} + '.partial'
-    with open(_nbrelay_tmp, 'wb') as _nbrelay_f:
-        _nbrelay_dill.dump({{'format': 1, 'values': _nbrelay_saved, 'modules': _nbrelay_modules}}, _nbrelay_f)
-    _nbrelay_os.replace(_nbrelay_tmp, {target!r})
-    _nbrelay_emit({{'saved': sorted(_nbrelay_saved), 'modules': sorted(_nbrelay_modules), 'skipped': _nbrelay_skipped, 'bytes': _nbrelay_os.path.getsize({target!r})}})
+    _nbrelay_dir = _nbrelay_folder({folder!r}, True)
+    try:
+        _nbrelay_tmp = {name!r} + '.partial'
+        try:
+            _nbrelay_os.unlink(_nbrelay_tmp, dir_fd=_nbrelay_dir)
+        except FileNotFoundError:
+            pass
+        _nbrelay_fd = _nbrelay_os.open(_nbrelay_tmp, _nbrelay_os.O_WRONLY | _nbrelay_os.O_CREAT | _nbrelay_os.O_EXCL | _nbrelay_os.O_NOFOLLOW, 0o600, dir_fd=_nbrelay_dir)
+        with _nbrelay_os.fdopen(_nbrelay_fd, 'wb') as _nbrelay_f:
+            _nbrelay_dill.dump({{'format': 1, 'values': _nbrelay_saved, 'modules': _nbrelay_modules}}, _nbrelay_f)
+        _nbrelay_os.replace(_nbrelay_tmp, {name!r}, src_dir_fd=_nbrelay_dir, dst_dir_fd=_nbrelay_dir)
+        _nbrelay_size = _nbrelay_os.stat({name!r}, dir_fd=_nbrelay_dir, follow_symlinks=False).st_size
+    finally:
+        _nbrelay_os.close(_nbrelay_dir)
+    _nbrelay_emit({{'saved': sorted(_nbrelay_saved), 'modules': sorted(_nbrelay_modules), 'skipped': _nbrelay_skipped, 'bytes': _nbrelay_size}})
 """
+    )
     return _wrap(body)
 
 
 def restore_state(source: str) -> str:
-    body = f"""
+    """Load the variables saved in ``source`` (a real path: see ``_FOLDER_AT``)."""
+    folder, name = posixpath.split(source)
+    body = (
+        _FOLDER_AT
+        + f"""
 try:
     import dill as _nbrelay_dill
 except ImportError:
     _nbrelay_emit({{'no_dill': True}})
 else:
-    import importlib as _nbrelay_il
-    with open({source!r}, 'rb') as _nbrelay_f:
+    import importlib as _nbrelay_il, os as _nbrelay_os
+    _nbrelay_dir = _nbrelay_folder({folder!r}, False)
+    try:
+        _nbrelay_fd = _nbrelay_os.open({name!r}, _nbrelay_os.O_RDONLY | _nbrelay_os.O_NOFOLLOW, dir_fd=_nbrelay_dir)
+    finally:
+        _nbrelay_os.close(_nbrelay_dir)
+    with _nbrelay_os.fdopen(_nbrelay_fd, 'rb') as _nbrelay_f:
         _nbrelay_state = _nbrelay_dill.load(_nbrelay_f)
     _nbrelay_ns = get_ipython().user_ns
     _nbrelay_failed = {{}}
@@ -172,6 +223,7 @@ else:
             _nbrelay_failed[_nbrelay_k] = type(_nbrelay_e).__name__ + ': ' + str(_nbrelay_e)[:120]
     _nbrelay_emit({{'restored': sorted(k for k in list(_nbrelay_state.get('values', {{}})) + list(_nbrelay_state.get('modules', {{}})) if k not in _nbrelay_failed), 'failed': _nbrelay_failed}})
 """
+    )
     return _wrap(body)
 
 

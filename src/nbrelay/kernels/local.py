@@ -26,16 +26,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from nbrelay.errors import KernelError, act
+from nbrelay import runtime
+from nbrelay.errors import KernelError, PathError, act
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, LaunchPolicy, Msg, msg_type, parent_id
 
 if TYPE_CHECKING:
@@ -69,9 +70,14 @@ def describe_exit(code: int) -> str:
 
 
 def owned_kernels_dir() -> Path:
-    """The folder of the kernelspecs nbrelay registers itself (per user, outside any root)."""
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"nbrelay-{uid}" / "kernels"
+    """The folder of the kernelspecs nbrelay registers itself: "kernels" in nbrelay's private
+    runtime folder (checked: see ``nbrelay.runtime``)."""
+    return runtime.folder_path(None, "kernels")
+
+
+def owned_runtime_dir() -> Path:
+    """nbrelay's private runtime folder, checked (kernel connection files live there)."""
+    return runtime.folder_path()
 
 
 def deno_executable() -> str | None:
@@ -85,11 +91,11 @@ def deno_executable() -> str | None:
     return str(path) if path and os.path.exists(str(path)) else None
 
 
-def register_owned_kernelspecs(folder: Path) -> list[str]:
-    """Write the kernelspecs nbrelay owns (Deno, when its package is installed) into ``folder``."""
+def register_owned_kernelspecs() -> list[str]:
+    """Write the kernelspecs nbrelay owns (Deno, when its package is installed) into
+    ``owned_kernels_dir()``."""
     names: list[str] = []
     deno_bin = deno_executable()
-    spec_dir = folder / DENO_KERNEL
     if deno_bin is None:
         return names
     spec = {
@@ -99,11 +105,22 @@ def register_owned_kernelspecs(folder: Path) -> list[str]:
         "metadata": {"nbrelay": {"owned": True}},
         "env": {"NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
     }
-    spec_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    target = spec_dir / "kernel.json"
-    text = json.dumps(spec, indent=1)
-    if not target.exists() or target.read_text("utf-8") != text:
-        target.write_text(text, "utf-8")
+    text = json.dumps(spec, indent=1).encode("utf-8")
+    where = str(runtime.default_dir() / "kernels" / DENO_KERNEL / "kernel.json")
+    with runtime.folder_fd(None, "kernels", DENO_KERNEL) as dfd:
+        try:
+            fd = runtime.open_file(dfd, "kernel.json", os.O_RDONLY, where)
+        except PathError:
+            current = b""
+        else:
+            with os.fdopen(fd, "rb") as fh:
+                current = fh.read()
+        if current != text:  # written beside it, then renamed over it (never through a link)
+            tmp = f".kernel.json.{os.getpid()}.tmp"
+            fd = runtime.open_file(dfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, tmp)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text)
+            os.replace(tmp, "kernel.json", src_dir_fd=dfd, dst_dir_fd=dfd)
     names.append(DENO_KERNEL)
     return names
 
@@ -172,6 +189,7 @@ def _manager_class() -> type[AsyncKernelManager]:
 
         policy: LaunchPolicy = LaunchPolicy()
         output_cap: int = 0
+        cwd_fds: tuple[int, ...] = ()  # descriptors of the kernel's folder, for this launch
 
         def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
             argv: list[str] = super().format_kernel_cmd(extra_arguments)
@@ -181,6 +199,7 @@ def _manager_class() -> type[AsyncKernelManager]:
                 cwd=str((self._launch_args or {}).get("cwd") or os.getcwd()),
                 connection_file=str(self.connection_file),
                 ipc_dir=os.path.dirname(self.ip) if self.transport == "ipc" else None,
+                cwd_fds=self.cwd_fds,
             )
             return launch.command(argv)
 
@@ -201,8 +220,10 @@ class LocalSession:
         cwd: str,
         stderr: _StderrTail,
         startup_timeout: float,
+        folder_fds: Callable[[], tuple[int, ...]] | None = None,
     ) -> None:
         self.km = km
+        self._folder_fds = folder_fds
         self.kc = kc
         self.key = key
         self.name = name
@@ -313,7 +334,13 @@ class LocalSession:
     async def restart(self) -> None:
         self._forget_group()
         self._state = "starting"
+        fds: tuple[int, ...] = ()
         try:
+            if self._folder_fds is not None:  # the folder checked again, for this launch
+                fds = self._folder_fds()
+                km: Any = self.km
+                km.cwd_fds = fds
+                km._launch_args["pass_fds"] = fds
             await self.km.restart_kernel(now=True)
             self._stderr = _StderrTail()
             process = getattr(self.km.provisioner, "process", None)
@@ -329,6 +356,8 @@ class LocalSession:
                 f"the {self.name} kernel could not be restarted: {exc}.",
                 hint=f"Retry ({act('restart')} again), or run a cell, which starts a new kernel.",
             ) from exc
+        finally:
+            _close_all(fds)
         await _drain(self.kc)
         self.restarts += 1
         self._state = "idle"
@@ -429,8 +458,11 @@ class LocalKernels:
         pool_cwd: str | None = None,
         startup_timeout: float = 60.0,
         output_cap: int = 0,
+        open_folder: Callable[[str], int] | None = None,
     ) -> None:
         self.policy = policy or LaunchPolicy()
+        # Opens a kernel's folder as the store checked it (a descriptor), for a sandbox to bind.
+        self.open_folder = open_folder
         self.output_cap = output_cap  # characters one stdout/stderr flush may send (0: no cap)
         self.pool_size = pool_size
         self.default_kernel = default_kernel
@@ -453,7 +485,7 @@ class LocalKernels:
             from jupyter_core.paths import jupyter_path
 
             owned = owned_kernels_dir()
-            register_owned_kernelspecs(owned)
+            register_owned_kernelspecs()
             # jupyter_client's default folders plus nbrelay's own, named here because computing
             # the default imports all of IPython (megabytes) just to find ~/.ipython.
             ipython = os.environ.get("IPYTHONDIR") or os.path.join(
@@ -576,12 +608,17 @@ class LocalKernels:
         km.policy = _with_pdeathsig(self.policy)
         km.output_cap = self.output_cap
         km.transport = self.policy.transport
+        # The connection file (and, over ipc, the socket folder) in the private runtime folder.
+        km.connection_file = str(owned_runtime_dir() / f"kernel-{uuid.uuid4()}.json")
         if self.policy.transport == "ipc":
-            km.ip = str(Path(tempfile.mkdtemp(prefix="nbrelay-ipc-")) / "kernel")
+            km.ip = str(Path(runtime.make_temp_folder("ipc-")) / "kernel")
         km.shutdown_wait_time = 2.0
         env = self.policy.environment(os.environ)
         env["JPY_SESSION_NAME"] = key
         stderr = _StderrTail()
+        folder_fds = self._folder_opener(cwd)
+        fds = folder_fds() if folder_fds is not None else ()
+        km.cwd_fds = fds
         try:
             await km.start_kernel(
                 cwd=cwd or None,  # a store without local files gives no folder
@@ -589,6 +626,7 @@ class LocalKernels:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 **self.policy.popen_kwargs(),
+                **({"pass_fds": fds} if fds else {}),
             )
         except (OSError, RuntimeError, ValueError) as exc:
             raise KernelError(
@@ -602,6 +640,8 @@ class LocalKernels:
             with anyio.CancelScope(shield=True):
                 await _abandon(km)
             raise
+        finally:
+            _close_all(fds)
         stderr.follow(getattr(getattr(km.provisioner, "process", None), "stderr", None))
         kc = km.client()
         kc.start_channels(hb=False)  # liveness is watched on the process, not a heartbeat thread
@@ -614,6 +654,7 @@ class LocalKernels:
             cwd=cwd,
             stderr=stderr,
             startup_timeout=self.startup_timeout,
+            folder_fds=folder_fds,
         )
         try:
             await _wait_ready(kc, kernel_name, self.startup_timeout, stderr)
@@ -622,6 +663,23 @@ class LocalKernels:
                 await session.shutdown()
             raise
         return session
+
+    def _folder_opener(self, cwd: str) -> Callable[[], tuple[int, ...]] | None:
+        """For a policy that binds the kernel's folder: a function that opens it (checked by
+        the store) twice, for the folder's path and its real path."""
+        opener = self.open_folder
+        if not cwd or opener is None or not self.policy.binds_folder():
+            return None
+
+        def open_twice() -> tuple[int, ...]:
+            first = opener(cwd)
+            try:
+                return (first, os.dup(first))
+            except OSError:
+                os.close(first)
+                raise
+
+        return open_twice
 
     async def shutdown(self, key: str) -> bool:
         session = self._sessions.pop(key, None)
@@ -640,6 +698,12 @@ class LocalKernels:
             async with anyio.create_task_group() as tg:
                 for s in sessions:
                     tg.start_soon(s.shutdown)
+
+
+def _close_all(fds: tuple[int, ...]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _with_pdeathsig(policy: LaunchPolicy) -> LaunchPolicy:

@@ -4,8 +4,12 @@ With ``--sandbox`` a kernel runs under bubblewrap (``bwrap``) in new user, PID, 
 network namespaces with every capability dropped, and sees:
 
 * the notebook's folder, read-write (its working directory);
-* the system read-only: ``/usr`` (and the ``/bin``, ``/lib`` links), ``/etc`` without the
-  password hashes, and the kernel's own Python environment;
+* the system read-only: ``/usr`` (and the ``/bin``, ``/lib`` links), the kernel's own Python
+  environment, and of ``/etc`` only what ordinary code needs (``_ETC``: the dynamic loader's
+  cache, TLS certificates, users and groups, host names and DNS, the time zone, fonts, the
+  alternatives links ``/usr`` points through, MIME types, the OS name) — not the rest, where
+  files only some users may read live (password hashes, a token file such as
+  ``/etc/nbrelay/tokens``, other services' settings);
 * its own connection file (read-only) and socket folder (the kernel talks to nbrelay over
   ZeroMQ's ``ipc`` transport, Unix sockets in that folder, so it needs no network);
 * a private ``/tmp`` (also ``$HOME``) that disappears with the kernel, a private ``/proc`` and a
@@ -36,7 +40,55 @@ from nbrelay.kernels.base import LaunchPolicy
 from nbrelay.kernels.limits import KernelLimits
 
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+# What of /etc a kernel sees (read-only, where present). A link that leads into /usr or /proc is
+# made again as a link (its target is there in the sandbox); any other is bound as its target.
+_ETC = (
+    # the dynamic loader (multiarch library folders are only in its cache)
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    # TLS: the CA certificates (Debian, Red Hat) and OpenSSL's settings, not private keys
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/tls/openssl.cnf",
+    "pki/ca-trust",
+    "crypto-policies",
+    # users, groups and names: getpass.getuser(), socket.getaddrinfo(), services
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "host.conf",
+    "hosts",
+    "resolv.conf",
+    "gai.conf",
+    "services",
+    "protocols",
+    "networks",
+    # time zone, locale aliases, fonts (fontconfig), Debian's alternatives, MIME types
+    "localtime",
+    "timezone",
+    "locale.alias",
+    "locale.conf",
+    "fonts",
+    "alternatives",
+    "mime.types",
+    "magic",
+    "magic.mime",
+    "terminfo",
+    # what system the kernel runs on; the mounted file systems (a link into /proc)
+    "os-release",
+    "lsb-release",
+    "debian_version",
+    "mtab",
+    # system-wide settings of the tools kernels run
+    "matplotlibrc",
+    "jupyter",
+    "ipython",
+    "R",
+)
 _IPYKERNEL = ("ipykernel_launcher", "ipykernel")
 _TMP = "/tmp"  # noqa: S108 - the sandbox's own private tmpfs, not the host's
 
@@ -60,10 +112,18 @@ class Sandbox:
         return flags
 
     def wrap(
-        self, *, cwd: str, argv0: str, files: Sequence[str], folders: Sequence[str]
+        self,
+        *,
+        cwd: str,
+        argv0: str,
+        files: Sequence[str],
+        folders: Sequence[str],
+        cwd_fds: Sequence[int] = (),
     ) -> list[str]:
         """The bwrap command line (up to ``--``) for one kernel launch: ``files`` are bound
-        read-only, ``folders`` read-write, besides the working folder ``cwd``."""
+        read-only, ``folders`` read-write, besides the working folder ``cwd`` — bound from
+        ``cwd_fds`` when given (two descriptors of it, checked by the store: one for ``cwd``,
+        one for its real path), so what is bound is the folder that was checked."""
         args = [self.bwrap, *self.namespaces()]
         if not self.filesystem:
             args += ["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -74,10 +134,7 @@ class Sandbox:
                 args += ["--symlink", os.readlink(link), link]
             elif os.path.isdir(link):
                 args += ["--ro-bind", link, link]
-        args += ["--ro-bind", "/etc", "/etc"]
-        for secret in _HIDDEN_FILES:
-            if os.path.exists(secret):
-                args += ["--ro-bind", "/dev/null", secret]
+        args += etc_binds()
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", _TMP, "--tmpfs", "/var" + _TMP]
         for env_root in python_roots(argv0):
             args += ["--ro-bind", env_root, env_root]
@@ -85,7 +142,16 @@ class Sandbox:
             args += ["--ro-bind", path, path]
         for path in folders:
             args += ["--bind", path, path]
-        args += ["--bind", cwd, cwd, "--chdir", cwd]
+        real = os.path.realpath(cwd)
+        if cwd_fds:
+            args += ["--bind-fd", str(cwd_fds[0]), cwd]
+            if real != cwd:  # reached through a symlink: state files are opened by real path
+                args += ["--bind-fd", str(cwd_fds[1]), real]
+        else:
+            if real != cwd:
+                args += ["--bind", real, real]
+            args += ["--bind", cwd, cwd]
+        args += ["--chdir", cwd]
         args += ["--remount-ro", "/"]  # the folders made to hold the mounts stay read-only
         for name, value in (
             ("HOME", _TMP),
@@ -125,6 +191,24 @@ class Sandbox:
             )
 
 
+def etc_binds(etc: str = "/etc") -> list[str]:
+    """The bwrap arguments that show a kernel the parts of ``/etc`` in ``_ETC`` that exist."""
+    args: list[str] = []
+    for name in _ETC:
+        path = os.path.join(etc, name)
+        if os.path.islink(path):
+            target = os.path.realpath(path)
+            if target.startswith(("/usr/", "/proc/")):
+                args += ["--symlink", os.readlink(path), path]
+                continue
+            if not os.path.exists(target):
+                continue
+        elif not os.path.exists(path):
+            continue
+        args += ["--ro-bind", path, path]
+    return args
+
+
 def python_roots(argv0: str) -> list[str]:
     """The folders the kernel's interpreter needs besides ``/usr``: its virtual environment (the
     folder with ``pyvenv.cfg``) and its installation prefix, when outside ``/usr``."""
@@ -152,8 +236,16 @@ class IsolatedPolicy(LaunchPolicy):
     launch_files: tuple[str, ...] = ()
     launch_folders: tuple[str, ...] = ()
     launch_cwd: str | None = None
+    launch_cwd_fds: tuple[int, ...] = ()
 
-    def for_launch(self, *, cwd: str, connection_file: str, ipc_dir: str | None) -> LaunchPolicy:
+    def for_launch(
+        self,
+        *,
+        cwd: str,
+        connection_file: str,
+        ipc_dir: str | None,
+        cwd_fds: Sequence[int] = (),
+    ) -> LaunchPolicy:
         if self.sandbox is None:
             return self
         return replace(
@@ -161,7 +253,11 @@ class IsolatedPolicy(LaunchPolicy):
             launch_cwd=cwd,
             launch_files=(connection_file,),
             launch_folders=(ipc_dir,) if ipc_dir else (),
+            launch_cwd_fds=tuple(cwd_fds),
         )
+
+    def binds_folder(self) -> bool:
+        return self.sandbox is not None and self.sandbox.filesystem
 
     def command(self, argv: Sequence[str]) -> list[str]:
         argv = list(argv)
@@ -175,6 +271,7 @@ class IsolatedPolicy(LaunchPolicy):
                 argv0=argv[0],
                 files=self.launch_files,
                 folders=self.launch_folders,
+                cwd_fds=self.launch_cwd_fds,
             )
         return [*prefix, *argv]
 
@@ -229,7 +326,11 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
             sandbox.probe()
     env = {**limits.environment()}
     if not limits.active and sandbox is None:
-        return LaunchPolicy()
+        return LaunchPolicy(keep_env=settings.kernel_env)
     return IsolatedPolicy(
-        transport="ipc" if sandbox is not None else "tcp", env=env, limits=limits, sandbox=sandbox
+        transport="ipc" if sandbox is not None else "tcp",
+        env=env,
+        keep_env=settings.kernel_env,
+        limits=limits,
+        sandbox=sandbox,
     )

@@ -26,10 +26,10 @@ import hashlib
 import json
 import mimetypes
 import os
+import posixpath
 import secrets
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -39,6 +39,7 @@ from typing import cast
 import anyio
 import anyio.to_thread
 
+from nbrelay import runtime
 from nbrelay.errors import (
     ConflictError,
     InvalidArgument,
@@ -64,6 +65,8 @@ from nbrelay.stores.base import (
     refuse_stale,
 )
 
+STATE_FOLDER = ".nbrelay-state"  # kernel states saved next to notebooks (hidden, never served)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _TMP_MARK = ".nbrelay-"
 _TMP_SUFFIX = ".tmp"
 _MAX_BYTES = 512 * 1024 * 1024
@@ -103,8 +106,12 @@ class FileStore:
             )
         self.root = Path(real)
         self._root_s = real
-        uid = os.getuid() if hasattr(os, "getuid") else 0
-        self._lock_dir = Path(lock_dir or Path(tempfile.gettempdir()) / f"nbrelay-{uid}" / "locks")
+        # The lock folder is private (checked here, so start-up refuses one another user holds,
+        # and again at each lock): --lock-dir, else "locks" in nbrelay's runtime folder.
+        self._lock_at: tuple[Path | None, tuple[str, ...]] = (
+            (lock_dir, ()) if lock_dir is not None else (None, ("locks",))
+        )
+        self._lock_dir = runtime.folder_path(self._lock_at[0], *self._lock_at[1])
         self._lock_timeout = lock_timeout
         self._locks: dict[str, anyio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
@@ -173,9 +180,11 @@ class FileStore:
 
     @contextlib.contextmanager
     def _flock(self, real: str) -> Iterator[None]:
-        self._lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        name = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-        fd = os.open(self._lock_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        name = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".lock"
+        with runtime.folder_fd(self._lock_at[0], *self._lock_at[1]) as dfd:
+            fd = runtime.open_file(
+                dfd, name, os.O_RDWR | os.O_CREAT, os.path.join(self._lock_dir, name)
+            )
         try:
             deadline = time.monotonic() + self._lock_timeout
             while True:
@@ -196,9 +205,22 @@ class FileStore:
 
     # -- reading --------------------------------------------------------------------------
 
-    def _read_bytes(self, real: str, rel: str) -> tuple[bytes, os.stat_result]:
+    def _open_file(self, real: str, rel: str) -> int:
+        """Open the regular file ``real`` for reading through its folder's descriptor (see
+        ``_walk``), without following a symlink or blocking on a FIFO."""
         try:
-            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            dfd = self._open_folder(os.path.dirname(real))
+        except NotebookNotFound as exc:
+            raise NotebookNotFound(
+                f"notebook {rel!r} does not exist.",
+                hint=act("missing"),
+            ) from exc
+        try:
+            return os.open(
+                os.path.basename(real),
+                os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                dir_fd=dfd,
+            )
         except FileNotFoundError as exc:
             raise NotebookNotFound(
                 f"notebook {rel!r} does not exist.",
@@ -208,8 +230,12 @@ class FileStore:
             if exc.errno == errno.ELOOP:
                 raise PathError(f"{rel!r} changed into a symlink while being opened.") from exc
             raise StoreError(f"cannot open {rel!r}: {exc.strerror}.") from exc
+        finally:
+            os.close(dfd)
+
+    def _read_bytes(self, real: str, rel: str) -> tuple[bytes, os.stat_result]:
+        fd = self._open_file(real, rel)
         try:
-            self._check_inside(fd, rel)
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise PathError(
@@ -299,25 +325,52 @@ class FileStore:
         return await anyio.to_thread.run_sync(self._list_sync, rel, real, recursive)
 
     def _list_sync(self, rel: str, real: str, recursive: bool) -> builtins.list[Entry]:
+        """Walk the folder by descriptors (``os.fwalk`` from the folder's descriptor, never into
+        a symlink), so a folder swapped for a symlink is neither listed nor swept."""
         found: builtins.list[Entry] = []
-        for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            if not recursive:
-                dirnames[:] = []
-            self._sweep_dir(dirpath)
-            for name in sorted(filenames):
-                if name.startswith(".") or not name.endswith(".ipynb"):
-                    continue
-                full = os.path.join(dirpath, name)
-                rel_path = os.path.relpath(full, self._root_s).replace(os.sep, "/")
-                try:
-                    _, target = self._resolve(rel_path)
-                    st = os.stat(target)
-                except (PathError, OSError):
-                    continue
-                if stat.S_ISREG(st.st_mode):
-                    found.append(Entry(rel_path, st.st_size, st.st_mtime))
+        try:
+            top = self._open_folder(real)
+        except (PathError, StoreError):
+            return found
+        try:
+            for dirpath, dirnames, filenames, dfd in os.fwalk(".", dir_fd=top):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                if not recursive:
+                    dirnames[:] = []
+                folder = os.path.normpath(os.path.join(real, dirpath))
+                self._sweep_fd(dfd, folder)
+                for name in sorted(filenames):
+                    if name.startswith(".") or not name.endswith(".ipynb"):
+                        continue
+                    full = os.path.join(folder, name)
+                    rel_path = os.path.relpath(full, self._root_s).replace(os.sep, "/")
+                    try:
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                        if stat.S_ISLNK(st.st_mode):  # a link inside the root: its target's
+                            _, target = self._resolve(rel_path)
+                            st = self._lstat(target)
+                    except (PathError, StoreError, OSError):
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        found.append(Entry(rel_path, st.st_size, st.st_mtime))
+        finally:
+            os.close(top)
         return found
+
+    def _lstat(self, real: str) -> os.stat_result:
+        """``lstat`` of a real path inside the root, through its folder's descriptor."""
+        dfd = self._open_folder(os.path.dirname(real))
+        try:
+            return os.stat(os.path.basename(real), dir_fd=dfd, follow_symlinks=False)
+        finally:
+            os.close(dfd)
+
+    def _lexists(self, real: str) -> bool:
+        try:
+            self._lstat(real)
+        except (FileNotFoundError, NotebookNotFound):
+            return False
+        return True
 
     # -- temp files -----------------------------------------------------------------------
 
@@ -330,7 +383,18 @@ class FileStore:
         """Remove temp files left by nbrelay processes that no longer run."""
         self._swept.add(folder)
         try:
-            names = os.listdir(folder)
+            dfd = self._open_folder(folder)
+        except (PathError, StoreError):
+            return
+        try:
+            self._sweep_fd(dfd, folder)
+        finally:
+            os.close(dfd)
+
+    def _sweep_fd(self, dfd: int, folder: str) -> None:
+        self._swept.add(folder)
+        try:
+            names = os.listdir(dfd)
         except OSError:
             return
         for name in names:
@@ -343,45 +407,68 @@ class FileStore:
             if pid != os.getpid() and _alive(pid):
                 continue
             with contextlib.suppress(OSError):
-                os.unlink(os.path.join(folder, name))
+                os.unlink(name, dir_fd=dfd)
 
     # -- writing --------------------------------------------------------------------------
 
     def _check_inside(self, fd: int, rel: str) -> None:
-        """Refuse an open file or folder that lies outside the root: a folder on its path was
-        replaced by a symlink between the path check and the open."""
+        """Refuse (and close) an open folder that lies outside the root."""
         try:
             where = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
-            return  # no /proc here: the realpath check made before opening is all there is
+            return  # no /proc here: the walk by descriptors is all there is
         if not _is_inside(where.removesuffix(" (deleted)"), self._root_s):
+            os.close(fd)
             raise PathError(
                 f"{rel!r} leads outside the root folder: a folder on its path was just replaced "
                 "by a symlink. Nothing was read or changed.",
                 hint="Only files inside the root are served.",
             )
 
-    def _open_folder(self, folder: str) -> int:
-        """Open the folder a file is written in and check that it is inside the root. Every later
-        step works relative to this descriptor, so a folder on the path swapped for a symlink
-        after the checks cannot redirect the write."""
+    def _walk(self, folder: str, *, create: bool) -> int:
+        """Open ``folder`` (a real path inside the root) from the root one name at a time,
+        never following a symlink; with ``create``, missing folders are made on the way."""
+        rel = os.path.relpath(folder, self._root_s)
+        parts = [] if rel == "." else rel.split(os.sep)
+        if parts[:1] == [".."] or os.path.isabs(rel):
+            raise PathError(f"{rel!r} is outside the root folder.")
+        fd = os.open(self._root_s, _DIR_FLAGS)
+        try:
+            for part in parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=fd)
+                child = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _open_folder(self, folder: str, *, create: bool = False) -> int:
+        """Open a folder inside the root (making it and its parents with ``create``) by
+        descriptors from the root (``_walk``). Every operation on a file or folder under the root
+        goes through such a descriptor, so a folder on the path swapped for a symlink after the
+        path checks is refused, never followed: nothing outside the root is read, listed,
+        written, made or deleted."""
         rel = os.path.relpath(folder, self._root_s)
         try:
-            dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            dfd = self._walk(folder, create=create)
+        except FileNotFoundError as exc:
+            raise NotebookNotFound(f"folder {rel!r} does not exist.", hint=act("missing")) from exc
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # Linux says ENOTDIR for a symlink
                 raise PathError(
-                    f"folder {rel!r} changed into a symlink while being opened."
+                    f"folder {rel!r} changed into a symlink (or a file) while being opened. "
+                    "Nothing was read or changed.",
+                    hint="Only files inside the root are served.",
                 ) from exc
             raise StoreError(
-                f"cannot write in {rel!r}: {exc.strerror}.",
+                f"cannot {'write' if create else 'open'} in {rel!r}: {exc.strerror}.",
                 hint="Nothing was changed. Check the folder's permissions and free space.",
             ) from exc
-        try:
-            self._check_inside(dfd, rel)
-        except BaseException:
-            os.close(dfd)
-            raise
+        self._check_inside(dfd, rel)  # the root itself may have moved: belt and braces
         return dfd
 
     def _write_atomic(self, real: str, data: bytes, *, expect: str | None) -> os.stat_result:
@@ -486,11 +573,11 @@ class FileStore:
     ) -> os.stat_result:
         """Write a whole file, making its folders; an existing file is replaced only when
         ``overwrite`` is given, and only if it did not change while being replaced."""
-        os.makedirs(os.path.dirname(real), exist_ok=True)
+        os.close(self._open_folder(os.path.dirname(real), create=True))
         self._resolve(rel, suffix=suffix)  # the folders just made must not change where it leads
         with self._flock(real):
             expect: str | None = None
-            if os.path.lexists(real):
+            if self._lexists(real):
                 if not overwrite:
                     raise NotebookExists(
                         f"{rel!r} already exists.",
@@ -624,14 +711,14 @@ class FileStore:
             if notebook:
                 parse(raw, name=src_rel)
             expect: str | None = None
-            if os.path.lexists(dst_real):
+            if self._lexists(dst_real):
                 if not overwrite:
                     raise NotebookExists(
                         f"{dst_rel!r} already exists.",
                         hint=act("exists"),
                     )
                 expect = self._snapshot_version(dst_real, dst_rel)
-            os.makedirs(os.path.dirname(dst_real), exist_ok=True)
+            os.close(self._open_folder(os.path.dirname(dst_real), create=True))
             st = self._write_atomic(dst_real, raw, expect=expect)
             if not keep_source:
                 self._unlink(src_real)
@@ -662,7 +749,7 @@ class FileStore:
         targets = [(*self._resolve(p, suffix=""), data) for p, data in files.items()]
         if not overwrite:
             for rel, real, _ in targets:
-                if await anyio.to_thread.run_sync(os.path.lexists, real):
+                if await anyio.to_thread.run_sync(self._lexists, real):
                     raise NotebookExists(
                         f"{rel!r} already exists.",
                         hint=act("exists"),
@@ -677,9 +764,8 @@ class FileStore:
 
     # -- documents: any file or folder under the root ------------------------------------
 
-    def _document(self, rel: str, real: str, st: os.stat_result) -> Document:
+    def _document(self, rel: str, st: os.stat_result, writable: bool) -> Document:
         name = PurePosixPath(rel).name
-        writable = os.access(real, os.W_OK)
         created = getattr(st, "st_birthtime", st.st_ctime)
         if stat.S_ISDIR(st.st_mode):
             return Document(rel, name, "directory", None, created, st.st_mtime, writable)
@@ -690,14 +776,26 @@ class FileStore:
 
     def _stat_document(self, rel: str, real: str) -> Document:
         try:
-            st = os.stat(real)
+            dfd = self._open_folder(os.path.dirname(real))
+        except NotebookNotFound as exc:
+            raise NotebookNotFound(f"{rel!r} does not exist.", hint=act("missing")) from exc
+        try:
+            return self._document_at(dfd, os.path.basename(real), rel)
+        finally:
+            os.close(dfd)
+
+    def _document_at(self, dfd: int, name: str, rel: str) -> Document:
+        """The document ``name`` in an open folder (its final name never followed)."""
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError) as exc:
-            raise NotebookNotFound(
-                f"{rel!r} does not exist.", hint="list_documents shows what is there."
-            ) from exc
+            raise NotebookNotFound(f"{rel!r} does not exist.", hint=act("missing")) from exc
+        if stat.S_ISLNK(st.st_mode):
+            raise PathError(f"{rel!r} changed into a symlink while being opened.")
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             raise PathError(f"{rel!r} is not a regular file or folder.")
-        return self._document(rel, real, st)
+        writable = os.access(name, os.W_OK, dir_fd=dfd, follow_symlinks=False)
+        return self._document(rel, st, writable)
 
     async def list_documents(self, folder: str) -> builtins.list[Document]:
         rel, real = self._folder(folder)
@@ -705,15 +803,25 @@ class FileStore:
 
     def _list_documents_sync(self, rel: str, real: str) -> builtins.list[Document]:
         found: builtins.list[Document] = []
-        for name in sorted(os.listdir(real)):
-            if name.startswith("."):
-                continue
-            child = f"{rel}/{name}" if rel else name
-            try:
-                child_rel, child_real = self._resolve(child, suffix="")
-                found.append(self._stat_document(child_rel, child_real))
-            except (PathError, OSError):
-                continue
+        try:
+            dfd = self._open_folder(real)
+        except NotebookNotFound as exc:
+            raise NotebookNotFound(f"folder {rel!r} does not exist.", hint=act("missing")) from exc
+        try:
+            for name in sorted(os.listdir(dfd)):
+                if name.startswith("."):
+                    continue
+                child = f"{rel}/{name}" if rel else name
+                try:
+                    if not stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
+                        found.append(self._document_at(dfd, name, child))
+                        continue
+                    child_rel, child_real = self._resolve(child, suffix="")  # a link: its target
+                    found.append(self._stat_document(child_rel, child_real))
+                except (PathError, StoreError, OSError):
+                    continue
+        finally:
+            os.close(dfd)
         return found
 
     async def stat_document(self, path: str) -> Document:
@@ -728,12 +836,7 @@ class FileStore:
         return await anyio.to_thread.run_sync(self._read_head, real, rel, limit)
 
     def _read_head(self, real: str, rel: str, limit: int) -> tuple[bytes, int]:
-        try:
-            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError as exc:
-            raise NotebookNotFound(f"{rel!r} does not exist.") from exc
-        except OSError as exc:
-            raise StoreError(f"cannot open {rel!r}: {exc.strerror}.") from exc
+        fd = self._open_file(real, rel)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -760,23 +863,34 @@ class FileStore:
             await anyio.to_thread.run_sync(self._remove_document_sync, rel, real)
 
     def _remove_document_sync(self, rel: str, real: str) -> None:
-        if self._stat_document(rel, real).type == "directory":
-            try:
-                os.rmdir(real)
-            except OSError as exc:
-                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                    raise InvalidArgument(
-                        f"folder {rel!r} is not empty.",
-                        hint="Delete the files in it first; only empty folders are deleted.",
-                    ) from exc
-                raise StoreError(f"cannot delete folder {rel!r}: {exc.strerror}.") from exc
-            return
-        with self._flock(real):
-            self._read_head(real, rel, 0)  # exists, regular, not a symlink swap
-            os.unlink(real)
-            self._cache.pop(real, None)
-            self._known.pop(real, None)
-            self._read.pop(real, None)
+        """Delete a file or an empty folder through its folder's descriptor: a name swapped for
+        a symlink is removed itself (or refused), never what it points to."""
+        try:
+            dfd = self._open_folder(os.path.dirname(real))
+        except NotebookNotFound as exc:
+            raise NotebookNotFound(f"{rel!r} does not exist.", hint=act("missing")) from exc
+        name = os.path.basename(real)
+        try:
+            if self._document_at(dfd, name, rel).type == "directory":
+                try:
+                    os.rmdir(name, dir_fd=dfd)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise InvalidArgument(
+                            f"folder {rel!r} is not empty.",
+                            hint="Delete the files in it first; only empty folders are deleted.",
+                        ) from exc
+                    raise StoreError(f"cannot delete folder {rel!r}: {exc.strerror}.") from exc
+                return
+            with self._flock(real):
+                if self._document_at(dfd, name, rel).type == "directory":
+                    raise PathError(f"{rel!r} changed into a folder while being deleted.")
+                os.unlink(name, dir_fd=dfd)
+                self._cache.pop(real, None)
+                self._known.pop(real, None)
+                self._read.pop(real, None)
+        finally:
+            os.close(dfd)
 
     async def move_document(self, src: str, dst: str, *, keep_source: bool) -> Document:
         src_rel, src_real = self._resolve(src, suffix="")
@@ -798,6 +912,44 @@ class FileStore:
                 )
             )
         return await self.stat_document(dst_rel)
+
+    def open_kernel_folder(self, cwd: str) -> int:
+        """A descriptor of a kernel's folder (a folder under the root, given as a path),
+        opened by descriptors from the root like every file operation: what a sandbox binds is
+        the folder that was checked, even if a symlink takes its name a moment later."""
+        rel = os.path.relpath(os.path.normpath(cwd), self._root_s)
+        _, real = self._folder("" if rel == "." else rel)
+        return self._open_folder(real)
+
+    # -- kernel state files: .nbrelay-state/ next to a notebook (hidden, never served) ------
+
+    def state_file(self, path: str, name: str) -> str:
+        """Where the kernel state file ``name`` of notebook ``path`` is kept: the hidden folder
+        ``.nbrelay-state`` in the notebook's folder, as a real path (checked like every path).
+        Kernels write and read it through ``kernels.introspect``, by descriptors from ``/``."""
+        rel = self.relative(path)
+        _, folder = self._folder(posixpath.dirname(rel))
+        return os.path.join(folder, STATE_FOLDER, name)
+
+    def _state_parts(self, real: str) -> str:
+        if os.path.basename(os.path.dirname(real)) != STATE_FOLDER or not _is_inside(
+            real, self._root_s
+        ):
+            raise PathError(f"{real!r} is not a kernel state file of this root.")
+        return real
+
+    async def state_exists(self, real: str) -> bool:
+        return await anyio.to_thread.run_sync(self._lexists, self._state_parts(real))
+
+    async def remove_state(self, real: str) -> None:
+        """Delete a state file through its folder's descriptor (if it exists)."""
+        self._state_parts(real)
+
+        def remove() -> None:
+            with contextlib.suppress(FileNotFoundError, NotebookNotFound):
+                self._unlink(real)
+
+        await anyio.to_thread.run_sync(remove)
 
     async def aclose(self) -> None:
         self._cache.clear()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -101,7 +100,7 @@ class InspectingWorkspace(RunningWorkspace):
         code = shim + visualize.snippet(None, kind, {**opts, "expression": "_nbrelay_value"})
         from nbrelay.kernels.base import LaunchPolicy
 
-        env = LaunchPolicy().environment(os.environ)
+        env = LaunchPolicy(keep_env=self.settings.kernel_env).environment(os.environ)
         env["MPLBACKEND"] = "Agg"
         try:
             with anyio.fail_after(120):
@@ -152,8 +151,7 @@ class InspectingWorkspace(RunningWorkspace):
         sessions), as when its session ends for good."""
         rel = self.store.relative(path)
         for name in (self.state_file(rel), self.session_state_file(rel)):
-            with contextlib.suppress(FileNotFoundError):
-                await anyio.Path(name).unlink()
+            await self._remove_state(name)
 
     async def list_variables(self, path: str, *, limit: int = 100) -> dict[str, Any]:
         runner = await self._python_runner(path, "list_variables")
@@ -185,7 +183,7 @@ class InspectingWorkspace(RunningWorkspace):
         )
         from nbrelay.kernels.base import LaunchPolicy
 
-        env = LaunchPolicy().environment(os.environ)
+        env = LaunchPolicy(keep_env=self.settings.kernel_env).environment(os.environ)
         env["PIP_NO_INPUT"] = "1"
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--", *checked]
         try:
@@ -204,6 +202,7 @@ class InspectingWorkspace(RunningWorkspace):
         """Save ``path``'s kernel variables into the state file of ``to`` (default: ``path``)."""
         runner = await self._python_runner(path, "save_kernel_state")
         target = self.state_file(self.store.relative(to or path))
+        await self._state_folder(target)
         found = await self._ask(runner, introspect.save_state(target), "saving the state")
         if found.get("no_dill"):
             raise Unsupported(
@@ -215,7 +214,7 @@ class InspectingWorkspace(RunningWorkspace):
     async def restore_kernel_state(self, path: str) -> dict[str, Any]:
         runner = await self._python_runner(path, "restore_kernel_state")
         source = self.state_file(self.store.relative(path))
-        if not await anyio.Path(source).exists():
+        if not await self._state_exists(source):
             raise InvalidArgument(
                 f"{self.store.relative(path)!r} has no saved kernel state.",
                 hint=act("save_state"),

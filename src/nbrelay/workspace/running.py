@@ -37,7 +37,7 @@ from nbrelay.notebook.outputs import Limits, Output
 from nbrelay.stores.base import (
     Snapshot,
 )
-from nbrelay.stores.files import map_big_buffers, release_memory
+from nbrelay.stores.files import STATE_FOLDER, FileStore, map_big_buffers, release_memory
 
 if TYPE_CHECKING:
     pass
@@ -99,6 +99,9 @@ class RunningWorkspace(EditingWorkspace):
                 pool_size=0 if self.settings.sandbox else self.settings.kernel_pool,
                 pool_cwd=str(root) if root is not None else None,
                 output_cap=self.settings.cell_output_limit,
+                open_folder=(
+                    self.store.open_kernel_folder if isinstance(self.store, FileStore) else None
+                ),
             )
             if self._tg is not None:
                 self._kernels.attach(self._tg)
@@ -468,9 +471,7 @@ class RunningWorkspace(EditingWorkspace):
             return False
         target = self.session_state_file(key)
         try:
-            await anyio.to_thread.run_sync(
-                lambda: os.makedirs(os.path.dirname(target), exist_ok=True)
-            )
+            await self._state_folder(target)
             with anyio.fail_after(20):
                 found = await self._ask(runner, introspect.save_state(target), "saving the session")
         except (NbrelayError, OSError, TimeoutError) as exc:
@@ -494,7 +495,7 @@ class RunningWorkspace(EditingWorkspace):
         """Give a new kernel the variables its notebook's last session saved."""
         was_suspended = self._suspended.pop(key, None) is not None
         source = self.session_state_file(key)
-        if not self.settings.persist_sessions or not await anyio.Path(source).exists():
+        if not self.settings.persist_sessions or not await self._state_exists(source):
             if was_suspended:
                 self._resumed[key] = "the idle session was resumed with a new kernel"
             return
@@ -505,7 +506,7 @@ class RunningWorkspace(EditingWorkspace):
         except NbrelayError as exc:
             self._resumed[key] = f"the saved session could not be restored: {exc.message}"
             return
-        await anyio.to_thread.run_sync(os.unlink, source)
+        await self._remove_state(source)
         restored = found.get("restored") or []
         self._resumed[key] = (
             f"the idle session was resumed: {len(restored)} saved variable(s) restored"
@@ -542,13 +543,45 @@ class RunningWorkspace(EditingWorkspace):
         return session.info if session is not None else self._suspended.get(rel)
 
     def state_file(self, rel: str) -> str:
-        """Where a notebook's saved kernel state lives: a hidden folder next to it, or
+        """Where a notebook's saved kernel state lives: a hidden folder next to it (in file
+        mode, its real path, which the store checks and the kernel opens by descriptors), or
         --session-dir (one file per notebook path)."""
         name = posixpath.basename(rel)
         if self.settings.session_dir is not None:
             digest = hashlib.sha256(rel.encode("utf-8")).hexdigest()[:12]
-            return os.path.join(str(self.settings.session_dir), f"{digest}-{name}.dill")
-        return os.path.join(self._kernel_cwd(rel), ".nbrelay-state", name + ".dill")
+            folder = os.path.realpath(self.settings.session_dir)
+            return os.path.join(folder, f"{digest}-{name}.dill")
+        if isinstance(self.store, FileStore):
+            return self.store.state_file(rel, name + ".dill")
+        return os.path.join(self._kernel_cwd(rel), STATE_FOLDER, name + ".dill")
+
+    def _state_in_store(self) -> FileStore | None:
+        """The file store that keeps state files under the root (None: --session-dir or live
+        mode, where they are not under the root nbrelay serves)."""
+        if self.settings.session_dir is None and isinstance(self.store, FileStore):
+            return self.store
+        return None
+
+    async def _state_exists(self, target: str) -> bool:
+        store = self._state_in_store()
+        if store is not None:
+            return await store.state_exists(target)
+        return await anyio.Path(target).exists()
+
+    async def _state_folder(self, target: str) -> None:
+        """Make the parents of a --session-dir state file (under the root, the kernel makes
+        the one folder it needs, .nbrelay-state, itself)."""
+        if self._state_in_store() is None and os.path.isabs(target):
+            parent = os.path.dirname(os.path.dirname(target))
+            await anyio.to_thread.run_sync(lambda: os.makedirs(parent, exist_ok=True))
+
+    async def _remove_state(self, target: str) -> None:
+        store = self._state_in_store()
+        if store is not None:
+            await store.remove_state(target)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            await anyio.Path(target).unlink()
 
     async def _ask(self, runner: Runner, code: str, what: str) -> dict[str, Any]:
         if runner.busy:
