@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbrelay.errors import NotebookInvalid
+from nbrelay.notebook import text as _text
 
 Cell = dict[str, Any]
 IdFactory = Callable[[], str]
@@ -47,12 +48,14 @@ class Notebook:
 
     ``data`` is the whole nbformat dict; ``ids_made`` is true when some cell ids exist only in
     memory (notebooks older than nbformat 4.5, or duplicated ids): the next write stores them
-    and records the notebook as nbformat 4.5.
+    and records the notebook as nbformat 4.5. ``problems`` are what the agent should be told
+    about how the file was read (ids made, text that is not valid Unicode).
     """
 
     data: dict[str, Any]
     ids_made: bool = False
     problems: list[str] = field(default_factory=list)
+    replaced: int = 0  # unpaired surrogates read as U+FFFD (the file still holds them)
 
     @property
     def cells(self) -> list[Cell]:
@@ -114,11 +117,15 @@ def parse(raw: bytes, *, name: str = "notebook") -> Notebook:
             f"{name} nests JSON values too deeply to read.",
             hint="The file is corrupt or hostile; restore it from version control.",
         ) from exc
-    return from_dict(data, name=name)
+    return from_dict(data, name=name, scrub=_text.may_hold_surrogates(raw))
 
 
-def from_dict(data: Any, *, name: str = "notebook") -> Notebook:
-    """Build a Notebook from an nbformat v4 dict, joining split lines and filling missing ids."""
+def from_dict(data: Any, *, name: str = "notebook", scrub: bool = True) -> Notebook:
+    """Build a Notebook from an nbformat v4 dict, joining split lines and filling missing ids.
+
+    With ``scrub``, text that is not valid Unicode (unpaired surrogates, which JSON escapes can
+    hold) is replaced by U+FFFD and the notebook's ``problems`` say where.
+    """
     if not isinstance(data, dict):
         raise NotebookInvalid(
             f"{name} is not a notebook: its JSON top level is a {type(data).__name__}, not an object.",
@@ -147,11 +154,58 @@ def from_dict(data: Any, *, name: str = "notebook") -> Notebook:
             )
     if not isinstance(data.get("metadata"), dict):
         data["metadata"] = {}
+    replaced = _scrub(data) if scrub else {}
     nb = Notebook(data=data)
-    _rejoin(cells)
+    _rejoin(data["cells"])
     _strip_transient(data)
     _fill_ids(nb)
+    if replaced:
+        nb.problems.append(_unicode_problem(nb, replaced))
+        nb.replaced = sum(n for n, _ in replaced.values())
     return nb
+
+
+def _scrub(data: dict[str, Any]) -> dict[int, tuple[int, str]]:
+    """Replace unpaired surrogates in place; return {cell index (-1: outside cells): (how many,
+    the first as an escape)}."""
+    found: dict[int, tuple[int, str]] = {}
+    for key in list(data):
+        if key == "cells":
+            continue
+        first = _text.first_surrogate(data[key]) or _text.first_surrogate(key)
+        if first:
+            value, n = _text.scrub(data.pop(key))
+            clean_key = _text.clean_text(key)
+            data[clean_key] = value
+            count = found.get(-1, (0, first))[0]
+            found[-1] = (count + max(n, 1), first)
+    cells = data["cells"]
+    for i, cell in enumerate(cells):
+        first = _text.first_surrogate(cell)
+        if first:
+            cells[i], n = _text.scrub(cell)
+            found[i] = (n, first)
+    return found
+
+
+def _unicode_problem(nb: Notebook, replaced: dict[int, tuple[int, str]]) -> str:
+    where = []
+    for i in sorted(k for k in replaced if k >= 0)[:5]:
+        cid = nb.cells[i].get("id")
+        where.append(f"cell {i}" + (f" (id {cid!r})" if isinstance(cid, str) else ""))
+    more = len([k for k in replaced if k >= 0]) - len(where)
+    if more > 0:
+        where.append(f"{more} more cell{'s' if more != 1 else ''}")
+    if -1 in replaced:
+        where.append("the notebook's metadata")
+    total = sum(n for n, _ in replaced.values())
+    first = replaced[min(replaced, key=lambda k: (k < 0, k))][1]
+    places = where[0] if len(where) == 1 else f"{', '.join(where[:-1])} and {where[-1]}"
+    return (
+        f"{places} {'hold' if len(where) > 1 else 'holds'} text that is not valid Unicode ({total} unpaired surrogate "
+        f"code point{'s' if total != 1 else ''} such as {first}, from JSON escapes); each is "
+        "shown as U+FFFD (\ufffd), and an edit saves the notebook with U+FFFD in its place."
+    )
 
 
 def _strip_transient(data: dict[str, Any]) -> None:

@@ -9,7 +9,9 @@ cell's outputs as Jupyter front ends show them:
 * ``clear_output`` clears at once, or with ``wait=True`` just before the next output arrives;
 * ``display_data`` with a ``transient.display_id`` can be replaced later by
   ``update_display_data`` (in any cell of the same run: ``RunOutputs`` routes the update);
-* ``execute_result`` and ``error`` are stored as nbformat has them.
+* ``execute_result`` and ``error`` are stored as nbformat has them;
+* text that is not valid Unicode (unpaired surrogates, which a kernel's JSON can escape) is stored
+  as U+FFFD, and ``unencodable`` counts it.
 
 Memory stays bounded whatever the kernel prints: past ``limit`` characters of stored text a cell
 keeps its first outputs, a notice saying how much was dropped, and the last ``tail`` characters.
@@ -24,6 +26,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from nbrelay.notebook.text import scrub
 
 Msg = Mapping[str, Any]
 Output = dict[str, Any]
@@ -98,6 +102,7 @@ class CellOutputs:
         self._tail_len = 0
         self._tail_name = "stdout"
         self.printed = 0  # characters received in stream and text outputs, ever
+        self.unencodable = 0  # unpaired surrogates the kernel sent, stored as U+FFFD
 
     # -- reading --------------------------------------------------------------------------
 
@@ -137,7 +142,8 @@ class CellOutputs:
     def feed(self, msg: Msg) -> bool:
         """Fold one IOPub message in; return whether the outputs changed."""
         kind = msg_type_of(msg)
-        content = msg.get("content") or {}
+        content, replaced = scrub(msg.get("content") or {})
+        self.unencodable += replaced
         if kind == "execute_input":
             count = content.get("execution_count")
             if isinstance(count, int):
@@ -287,7 +293,7 @@ class RunOutputs:
         """Fold a message of cell ``key``'s execution; return the keys of the cells it changed."""
         kind = msg_type_of(msg)
         if kind == "update_display_data":
-            content = msg.get("content") or {}
+            content, _ = scrub(msg.get("content") or {})
             display_id = (content.get("transient") or {}).get("display_id")
             if not display_id:
                 return set()

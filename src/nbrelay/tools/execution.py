@@ -21,6 +21,7 @@ from nbrelay.kernels.base import KernelInfo
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
+from nbrelay.notebook.text import clean_text
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.canonical import Ref
 from nbrelay.tools.results import ExecutionResult, RunCell, RunOutput, iso
@@ -196,6 +197,12 @@ def execution_view(
         notes.append(f"still {job.state}: poll get_execution(handle={job.handle!r})")
     if job.state_lost:
         notes.append("the kernel restarted, so its variables were lost")
+    unencodable = sum(c.unencodable for c in job.outputs.cells.values())
+    if unencodable:
+        notes.append(
+            f"the kernel sent {unencodable} unpaired surrogate code point(s), which are not valid "
+            "Unicode; they are shown and saved as U+FFFD"
+        )
     result = ExecutionResult(
         path=job.path,
         status=job.state,
@@ -226,7 +233,7 @@ async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | Non
         where = f"cell {current.index} ({current.id}) " if current and current.id else ""
         tail = j.tail_text(300)
         message = f"{where}running {j.elapsed:.0f} s" + (f": …{tail}" if tail else "")
-        await ctx.report_progress(sent, None, message)
+        await ctx.report_progress(sent, None, clean_text(message))
 
     try:
         await ws.wait_job(job, seconds, progress, interval=PROGRESS_EVERY)

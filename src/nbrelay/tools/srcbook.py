@@ -39,6 +39,7 @@ from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
 from nbrelay.notebook.model import Notebook, new_notebook
+from nbrelay.notebook.text import clean_text
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools import resources, services
 from nbrelay.tools._boundary import Registrar
@@ -321,7 +322,7 @@ class _Events:
         self.sent += 1
         payload = {"event": event, "session_id": self.session_id, **data}
         message = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-        await self.ctx.report_progress(self.sent, None, message)
+        await self.ctx.report_progress(self.sent, None, clean_text(message))
 
     async def follow(self, job: Job) -> None:
         for cell in job.cells:
