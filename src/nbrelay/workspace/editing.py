@@ -5,9 +5,11 @@ freshest notebook, then goes through ``CoreWorkspace.edit``.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import anyio
+import anyio.to_thread
 
 from nbrelay.errors import (
     InvalidArgument,
@@ -17,7 +19,7 @@ from nbrelay.notebook import address, edits, history
 from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import CellSpec, Plan
 from nbrelay.notebook.model import Notebook
-from nbrelay.notebook.search import compile_pattern
+from nbrelay.notebook.search import compile_pattern, regex_error
 from nbrelay.stores.base import (
     EditOutcome,
 )
@@ -262,24 +264,40 @@ class EditingWorkspace(CoreWorkspace):
         pat = compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)
         kinds = set(cell_types)
 
+        def substitute(source: str) -> tuple[str, int]:
+            try:
+                if regex:
+                    return pat.subn(replacement, source)
+                return pat.subn(lambda _: replacement, source)
+            except (regex_error, IndexError) as exc:
+                raise InvalidArgument(
+                    f"the replacement {replacement!r} is invalid: {exc}.",
+                    hint="Group references are \\1 or \\g<name>; pass regex=false for "
+                    "literal text.",
+                ) from exc
+
+        def substitute_all(nb: Notebook) -> dict[str, tuple[str, int]]:
+            pat.restart()
+            sources = {str(c.get("source", "")) for c in nb.cells if c.get("cell_type") in kinds}
+            return {source: substitute(source) for source in sources}
+
+        # The matching runs on a worker thread, against the notebook as it is now (the regex
+        # engine releases the GIL and stops at its time limit); the planner, which may run on
+        # the event loop, then only looks the results up (and matches a cell changed meanwhile).
+        done = await anyio.to_thread.run_sync(
+            substitute_all, (await self.store.peek(path)).notebook
+        )
+
         def planner(nb: Notebook) -> Plan:
             steps: list[Plan] = []
             total = 0
+            pat.restart()
             for i, cell in enumerate(nb.cells):
                 if cell.get("cell_type") not in kinds:
                     continue
                 source = str(cell.get("source", ""))
-                try:
-                    if regex:
-                        new, count = pat.subn(replacement, source)
-                    else:
-                        new, count = pat.subn(lambda _: replacement, source)
-                except (re.error, IndexError) as exc:
-                    raise InvalidArgument(
-                        f"the replacement {replacement!r} is invalid: {exc}.",
-                        hint="Group references are \\1 or \\g<name>; pass regex=false for "
-                        "literal text.",
-                    ) from exc
+                hit = done.get(source)
+                new, count = hit if hit is not None else substitute(source)
                 if count and new != source:
                     total += count
                     steps.append(edits.plan_set_source(nb, i, new))
