@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nbrelay import __version__
-from nbrelay.config import OPTIONS, TOKEN_ENV, Settings, load, read_toml
+from nbrelay.config import OPTIONS, TOKEN_ENV, RedactSecrets, Settings, load, read_toml
 from nbrelay.errors import NbrelayError
 
 
@@ -89,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(
             level=args.log_level, stream=sys.stderr, format="nbrelay %(levelname)s %(message)s"
         )
+        for handler in logging.getLogger().handlers:  # no level logs a credential
+            handler.addFilter(RedactSecrets())
         if args.command == "tools":
             return _print_tools(settings, as_json=args.json)
         return _serve(settings)

@@ -97,7 +97,7 @@ async def test_notebook_lr_find_and_replace_are_bounded_too(tmp_path: Path) -> N
     root = served(tmp_path)
     before = (root / "notebook.ipynb").read_bytes()
     async with stdio(root, "--profile", "notebook-lr") as client:
-        quick = ("get_notebook_info", {})
+        quick: tuple[str, dict[str, Any]] = ("get_notebook_info", {})
         find = ("find_in_cells", {"query": CATASTROPHIC, "regex": True})
         said, order = await race(client, find, quick)
         assert order == ["quick", "slow"]
