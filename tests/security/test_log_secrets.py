@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,13 +45,14 @@ async def test_debug_logs_of_live_mode_hold_no_credential(
             env={"JUPYTER_TOKEN": jupyter_token},
         ) as server:
             async with http_client(server.url, server.token) as client:
-                for tool, args in [
+                calls: list[tuple[str, dict[str, Any]]] = [
                     ("list_notebooks", {}),
                     ("read_notebook", {"path": "a.ipynb"}),
                     ("insert_cells", {"path": "a.ipynb", "cells": ["print('hi')"]}),
                     ("execute", {"path": "a.ipynb", "cells": [-1], "wait": 60}),
                     ("read_notebook", {"path": "missing.ipynb"}),
-                ]:
+                ]
+                for tool, args in calls:
                     result = await client.call_tool(tool, args)
                     said.append(everything_said(result))
             logs = server.stderr()
