@@ -134,6 +134,15 @@ OPTIONS: tuple[Option, ...] = (
         "Browser origins allowed to call --http besides loopback ones, e.g. https://lab.example.",
     ),
     Option(
+        "max_http_sessions",
+        int,
+        100,
+        "Most MCP sessions open at once over --http (each client holds one; idle ones end after "
+        "30 minutes); a client that would open another is refused with HTTP 503.",
+        lo=1,
+        hi=100_000,
+    ),
+    Option(
         "execution_timeout",
         float,
         600.0,
@@ -430,6 +439,7 @@ class Settings:
     token_file: Path | None = None
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    max_http_sessions: int = 100
     execution_timeout: float = 600.0
     max_execution_timeout: float = 7200.0
     execution_wait: float = 30.0
