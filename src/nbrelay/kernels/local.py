@@ -137,6 +137,8 @@ class _StderrTail:
 # Run at ipykernel start-up (as an exec_lines entry): cap what one flush of stdout/stderr sends,
 # so a single huge print (``print("x" * 10**9)``) never reaches nbrelay as one giant message.
 # The class is patched because IPython re-wraps the stream instances' ``write`` on every cell.
+# The marker where it cuts is counted by the output fold (notebook/outputs.py, kernel_cut), so
+# the cell's notice says how much was dropped.
 _OUTPUT_CAP = """
 def _nbrelay_output_cap(limit):
     import sys
@@ -147,7 +149,7 @@ def _nbrelay_output_cap(limit):
     def _flush_buffers(self):
         for parent, data in original(self):
             if isinstance(data, str) and len(data) > limit:
-                cut = len(data) - limit
+                cut = len(data) - 2 * (limit // 2)
                 data = (data[: limit // 2] + f"\\n… [{cut:,} characters cut: over {limit:,} "
                         f"printed at once] …\\n" + data[-(limit // 2):])
             yield parent, data

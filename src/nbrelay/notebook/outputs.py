@@ -35,6 +35,18 @@ Output = dict[str, Any]
 _CR = re.compile(r"[^\n]*\r(?=[^\n])")
 _BS = re.compile(r"[^\n]\x08")
 _OUTPUT_TYPES = frozenset({"stream", "display_data", "execute_result", "error"})
+# What a kernel's own output cap (kernels/local.py) puts where it cut a huge single write.
+_KERNEL_CUT = re.compile(r"\n… \[([\d,]+) characters cut: over [\d,]+ printed at once\] …\n")
+_KERNEL_CUT_TAIL = "printed at once] …"
+
+
+def kernel_cut(text: str) -> tuple[int, int]:
+    """Characters a kernel's output cap cut out of ``text`` (as its markers say), and the
+    characters of those markers."""
+    if _KERNEL_CUT_TAIL not in text:
+        return 0, 0
+    found = list(_KERNEL_CUT.finditer(text))
+    return sum(int(m.group(1).replace(",", "")) for m in found), sum(len(m[0]) for m in found)
 
 
 def msg_type_of(msg: Msg) -> str:
@@ -97,6 +109,8 @@ class CellOutputs:
         self._stored = 0  # characters of text in _outputs
         self._dropped = 0  # characters past the limit (the last ``tail`` of them are kept)
         self._dropped_outputs = 0
+        self._kernel_cut = 0  # characters the kernel's own cap cut before sending
+        self._kernel_marks = 0  # characters of the markers it put there
         self._after: list[Output] = []  # errors that arrived past the limit
         self._tail: deque[str] = deque()
         self._tail_len = 0
@@ -119,18 +133,30 @@ class CellOutputs:
         return out
 
     def _notice(self) -> Output:
+        """What was dropped, counted in full: characters past the limit that are not in the kept
+        tail, characters the kernel's own cap cut from single huge writes, whole outputs."""
         parts = []
-        dropped = self._dropped - self._tail_len
+        dropped = self._dropped - self._tail_len + self._kernel_cut
+        if self._kernel_marks:  # the markers are not output: those past the limit don't count
+            kept = [str(o.get("text", "")) for o in self._outputs if o["output_type"] == "stream"]
+            kept.append("".join(self._tail))
+            dropped -= self._kernel_marks - sum(kernel_cut(t)[1] for t in kept)
         if dropped > 0:
-            parts.append(f"{dropped:,} characters")
+            part = f"{dropped:,} characters"
+            if self._kernel_cut:
+                part += (
+                    f" ({self._kernel_cut:,} of them cut by the kernel from writes too big to send)"
+                )
+            parts.append(part)
         if self._dropped_outputs:
             n = self._dropped_outputs
             parts.append(f"{n:,} output{'s' if n != 1 else ''}")
         tail = terminal_text("".join(self._tail))
-        what = " and ".join(parts) or "nothing"
+        what = f"{' and '.join(parts)} dropped" if parts else "nothing dropped"
+        follows = f"; the last {len(tail):,} characters follow" if tail else ""
         text = (
             f"\n… [output past the {self.limits.limit:,}-character limit stored per cell: "
-            f"{what} dropped; the last part follows] …\n{tail}"
+            f"{what}{follows}] …\n{tail}"
         )
         return {"output_type": "stream", "name": self._tail_name, "text": text}
 
@@ -204,6 +230,8 @@ class CellOutputs:
         self._stored = 0
         self._dropped = 0
         self._dropped_outputs = 0
+        self._kernel_cut = 0
+        self._kernel_marks = 0
         self._after = []
         self._tail.clear()
         self._tail_len = 0
@@ -232,6 +260,9 @@ class CellOutputs:
         self.printed += len(text)
         if not text:
             return False
+        cut, marks = kernel_cut(text)
+        self._kernel_cut += cut
+        self._kernel_marks += marks
         if self.truncated:
             self._add_tail(name, text)
             return True
