@@ -599,6 +599,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             format,
             outputs=include_outputs,
             image_link=lambda cell, k, mime: resources.output_uri(snap.path, cell, k, mime),
+            max_chars=EXPORT_MAX_CHARS,
         )
         return services.export_result(done, EXPORT_MAX_CHARS)
 
