@@ -115,3 +115,26 @@ async def test_notebook_lr_find_and_replace_are_bounded_too(tmp_path: Path) -> N
     after = (root / "notebook.ipynb").read_text()
     assert '"x = 41"' in after
     assert before != after.encode()
+
+
+async def test_an_argument_parsed_by_a_regex_cannot_stall_the_server(tmp_path: Path) -> None:
+    """mcp-jupyter parses ``execution_count`` ("3", "[3]") with a regex that took cubic time on
+    a long run of spaces: 20,000 of them froze the server for minutes."""
+    root = served(tmp_path)
+    async with stdio(root, "--profile", "mcp-jupyter") as client:
+        with anyio.fail_after(20):  # answered at once (a bound generous for a busy machine)
+            result = await client.call_tool(
+                "query_notebook",
+                {
+                    "notebook_path": "r.ipynb",
+                    "query_type": "view_source",
+                    "execution_count": " " * 20_000 + "x",
+                },
+            )
+        assert result.is_error
+        assert "is not a number" in text_of(result)
+        ok = await client.call_tool(
+            "query_notebook",
+            {"notebook_path": "r.ipynb", "query_type": "view_source", "execution_count": " [1] "},
+        )
+        assert "is not a number" not in text_of(ok)
