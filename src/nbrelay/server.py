@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
 
+import pydantic_core
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
@@ -101,11 +102,13 @@ async def sendable(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> 
         if n:
             raise MCPError(exc.error.code, message, data) from exc
         raise
+    try:  # the fast check: the same UTF-8 encoding the transport will do, in Rust
+        pydantic_core.to_json(result)
+        return result
+    except pydantic_core.PydanticSerializationError:
+        pass
     cleaned, n = scrub(result)
-    if n:
-        logger.warning(
-            "%s: replaced %d unpaired surrogate(s) in the answer with U+FFFD", ctx.method, n
-        )
+    logger.warning("%s: replaced %d unpaired surrogate(s) in the answer with U+FFFD", ctx.method, n)
     return cast("HandlerResult", cleaned)
 
 

@@ -174,3 +174,44 @@ async def test_kernel_output_with_lone_surrogates_over_stdio(tmp_path: Path) -> 
         assert "tick \ufffd 0" in "".join(stored["cells"][0]["outputs"][0]["text"])
         read = await client.call_tool("read_cell", {"path": "k.ipynb", "cell": 0})
         assert "tick \ufffd" in said(read)
+
+
+async def test_the_last_line_cleans_any_answer_and_error() -> None:
+    """Notebooks and kernel outputs are cleaned where they are read, and clients cannot send
+    surrogates (the SDK refuses such JSON), so nothing real reaches this check any more: it is
+    driven directly, with what a future source of text could hand it."""
+    from mcp.shared.exceptions import MCPError
+
+    from nbrelay.server import sendable
+
+    class Ctx:
+        method = "tools/call"
+
+    async def answer(_: Any) -> Any:
+        return {
+            "content": [{"type": "text", "text": "a\ud800"}],
+            "structuredContent": {"k": "\udfff"},
+        }
+
+    async def fail(_: Any) -> Any:
+        raise MCPError(-32602, "bad \ud800", {"where": "\udc00"})
+
+    cleaned = await sendable(Ctx(), answer)  # type: ignore[arg-type]
+    assert cleaned == {
+        "content": [{"type": "text", "text": "a\ufffd"}],
+        "structuredContent": {"k": "\ufffd"},
+    }
+    with pytest.raises(MCPError) as caught:
+        await sendable(Ctx(), fail)  # type: ignore[arg-type]
+    assert caught.value.error.message == "bad \ufffd"
+    assert caught.value.error.data == {"where": "\ufffd"}
+
+    async def clean(_: Any) -> Any:
+        return {"content": []}
+
+    same = await clean(None)
+    assert await sendable(Ctx(), lambda _: _wrap(same)) is same  # type: ignore[arg-type]
+
+
+async def _wrap(value: Any) -> Any:
+    return value
