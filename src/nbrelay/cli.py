@@ -23,6 +23,7 @@ from nbrelay.config import (
     OPTIONS,
     TOKEN_ENV,
     Option,
+    RedactSecrets,
     Secret,
     Settings,
     load,
@@ -216,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(
             level=args.log_level, stream=sys.stderr, format="nbrelay %(levelname)s %(message)s"
         )
+        for handler in logging.getLogger().handlers:  # no level logs a credential
+            handler.addFilter(RedactSecrets())
         if args.command == "tools":
             return _print_tools(settings, as_json=args.json)
         if args.command == "settings":

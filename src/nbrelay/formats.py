@@ -32,7 +32,13 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from nbrelay.errors import InvalidArgument, NotebookInvalid, StoreError, Unsupported
+from nbrelay.errors import (
+    InvalidArgument,
+    NbrelayError,
+    NotebookInvalid,
+    StoreError,
+    Unsupported,
+)
 from nbrelay.notebook.model import Notebook, from_dict, serialize
 from nbrelay.notebook.render import IMAGE_MIMES
 
@@ -293,6 +299,44 @@ async def _run_bounded(argv: list[str], env: dict[str, str], seconds: float) -> 
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+# Characters every cell adds to an export at the least (its JSON keys, HTML wrappers, fences).
+_CELL_FLOOR = {"ipynb": 40, "json": 40, "html": 50, "markdown": 0, "myst": 0, "percent": 4}
+
+
+def _solid(text: Any) -> int:
+    """Characters of ``text`` other than whitespace (which converters may change)."""
+    return len("".join(text.split())) if isinstance(text, str) else 0
+
+
+def min_chars(nb: Notebook, fmt: str, *, outputs: bool = True) -> int:
+    """A lower bound on the length of ``nb`` exported to a text ``fmt``, cheap to compute (no
+    conversion, no copy): the non-space characters every converter keeps verbatim (code
+    everywhere; Markdown text except in HTML, which renders it; stream outputs where outputs are
+    kept) plus a floor per cell. An export is refused on it before any work is done."""
+    if fmt not in _CELL_FLOOR and fmt != "script":
+        return 0
+    with_outputs = outputs and fmt in ("ipynb", "json", "markdown", "html")
+    kept = {"code", "raw", "markdown"} if fmt in ("ipynb", "json") else {"code"}
+    if fmt in ("markdown", "myst", "percent", "script"):
+        kept.add("markdown")
+    floor = _CELL_FLOOR.get(fmt, 0)
+    total = 0
+    for cell in nb.cells:
+        kind = cell.get("cell_type")
+        total += floor
+        if kind in kept:
+            total += _solid(cell.get("source"))
+        if with_outputs and kind == "code":
+            for out in cell.get("outputs") or ():
+                if not isinstance(out, dict):
+                    continue
+                if out.get("output_type") == "stream":
+                    total += _solid(out.get("text"))
+                elif fmt in ("ipynb", "json") and isinstance(out.get("data"), dict):
+                    total += sum(_solid(v) for v in out["data"].values())
+    return total
+
+
 async def export(
     nb: Notebook,
     fmt: str,
@@ -302,10 +346,47 @@ async def export(
     image_link: ImageLink | None = None,
     browser: Path | None = None,
     time_limit: float = 120.0,
+    max_chars: int | None = None,
 ) -> Exported:
     """Convert ``nb`` to ``fmt`` (see ``EXPORTS``). ``stem`` names Markdown's image folder;
-    ``image_link`` (inline Markdown) turns images into links instead of files."""
+    ``image_link`` (inline Markdown) turns images into links instead of files. With
+    ``max_chars`` a text export that is surely longer is refused before it is converted."""
     ext, mime, binary = export_info(fmt)
+    if max_chars is not None and not binary:
+        least = await anyio.to_thread.run_sync(lambda: min_chars(nb, fmt, outputs=outputs))
+        if least > max_chars:
+            raise InvalidArgument(
+                f"the {fmt} export would be at least {least:,} characters, over "
+                f"max_chars={max_chars:,}; nothing was converted.",
+                hint="Pass save=true to write it next to the notebook, or a larger max_chars.",
+            )
+    try:
+        return await _export(
+            nb, fmt, ext, mime, binary, outputs, stem, image_link, browser, time_limit
+        )
+    except (NbrelayError, anyio.get_cancelled_exc_class()):
+        raise
+    except Exception as exc:  # nbconvert and jupytext refuse what they cannot convert
+        raise NotebookInvalid(
+            f"the notebook cannot be exported to {fmt}: {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:300]}.",
+            hint="nbconvert and jupytext convert only valid notebooks: read_notebook lists the "
+            "notebook's problems; fix them (or export to ipynb), then retry.",
+        ) from exc
+
+
+async def _export(
+    nb: Notebook,
+    fmt: str,
+    ext: str,
+    mime: str,
+    binary: bool,
+    outputs: bool,
+    stem: str,
+    image_link: ImageLink | None,
+    browser: Path | None,
+    time_limit: float,
+) -> Exported:
     notes: list[str] = []
     files: dict[str, bytes] = {}
     if fmt in ("ipynb", "json"):

@@ -28,7 +28,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import anyio
 
-from nbrelay.config import Secret, Settings
+from nbrelay.config import Secret, Settings, safe_url, url_problem
 from nbrelay.errors import (
     InvalidArgument,
     NotebookExists,
@@ -77,19 +77,25 @@ def base_url(url: str) -> str:
     """Normalise ``--jupyter-url`` to the server's base URL, ending in ``/``.
 
     A JupyterLab address such as ``http://host:8888/lab/tree/a.ipynb`` is cut back to
-    ``http://host:8888/``; a token in the URL is refused (it would show in process lists).
+    ``http://host:8888/``; credentials in the URL (``user:password@``, ``?token=``) are refused
+    (they would show in process lists, logs and errors).
     """
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    problem = url_problem(url)
+    if problem:
         raise InvalidArgument(
-            f"--jupyter-url {url!r} is not an http(s) URL.",
-            hint="Give the address JupyterLab runs at, e.g. http://127.0.0.1:8888/.",
+            f"the Jupyter Server URL {safe_url(url)!r} is refused: {problem}.",
+            hint="Give the URL without credentials and pass the token in $JUPYTER_TOKEN or "
+            "--jupyter-token-file, so it does not show in process lists or logs.",
         )
-    if "token=" in parts.query:
+    try:
+        parts = urlsplit(url.strip())
+        hostname = parts.hostname
+    except ValueError:
+        hostname = None
+    if hostname is None or parts.scheme not in ("http", "https"):
         raise InvalidArgument(
-            "--jupyter-url contains a token.",
-            hint="Give the URL without ?token=… and pass the token in $JUPYTER_TOKEN or "
-            "--jupyter-token-file, so it does not show in process lists.",
+            f"--jupyter-url {safe_url(url)!r} is not an http(s) URL.",
+            hint="Give the address JupyterLab runs at, e.g. http://127.0.0.1:8888/.",
         )
     path = _APP_SUFFIX.sub("", parts.path)
     if not path.endswith("/"):

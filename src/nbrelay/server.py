@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+import pydantic_core
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 
 from nbrelay import __version__, runtime
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.sandbox import launch_policy
+from nbrelay.notebook.text import scrub
 from nbrelay.stores.files import FileStore
 from nbrelay.tools import canonical, resources
 from nbrelay.tools._boundary import Registrar
 from nbrelay.workspace import Workspace
 
 if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
     from nbrelay.kernels.base import KernelProvider
+
+logger = logging.getLogger("nbrelay")
 
 INSTRUCTIONS = (
     "nbrelay gives you Jupyter notebooks. Use its tools to read, edit and run notebooks; never "
@@ -79,6 +87,29 @@ def _plain_sdk_logging() -> None:
 
     if hasattr(sdk, "configure_logging"):
         sdk.configure_logging = configure
+
+
+async def sendable(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Middleware: every answer can be encoded. Text that is not valid Unicode (an unpaired
+    surrogate, from a client's JSON escape echoed in an error, say) would make the transport's
+    UTF-8 encoding fail and the answer never arrive (over stdio the server's writer died with
+    it); it is replaced by U+FFFD. Notebooks and kernel outputs are cleaned where they are read;
+    this is the last line for anything else."""
+    try:
+        result = await call_next(ctx)
+    except MCPError as exc:
+        (message, data), n = scrub([exc.error.message, exc.error.data])
+        if n:
+            raise MCPError(exc.error.code, message, data) from exc
+        raise
+    try:  # the fast check: the same UTF-8 encoding the transport will do, in Rust
+        pydantic_core.to_json(result)
+        return result
+    except pydantic_core.PydanticSerializationError:
+        pass
+    cleaned, n = scrub(result)
+    logger.warning("%s: replaced %d unpaired surrogate(s) in the answer with U+FFFD", ctx.method, n)
+    return cast("HandlerResult", cleaned)
 
 
 def build_workspace(settings: Settings) -> Workspace:
@@ -160,7 +191,7 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
         lifespan=lifespan,
         tools=reg.tools,
         subscriptions=feed.bus,
-        middleware=[feed.middleware],
+        middleware=[sendable, feed.middleware],
     )
     resources.register(server, ws, feed)
     extra = PROFILE_RESOURCES.get(settings.profile)

@@ -8,11 +8,13 @@ request passes :class:`HttpGuard` before it reaches the SDK's app:
 2. ``Origin``, when present, must be a loopback origin or one of ``--allowed-origins`` (``null``
    never is): else **403**. CORS answers echo an allowed origin, never ``*``.
 3. ``Authorization: Bearer <token>`` must match a configured token, compared with
-   ``hmac.compare_digest``: else **401** with ``WWW-Authenticate: Bearer``. A token in the query
-   string is refused, and no token is ever logged.
+   ``hmac.compare_digest``: else **401** with ``WWW-Authenticate: Bearer``. A query string that
+   carries a credential is refused (a parameter named like one, ``?token=``, ``?api_key=``…, or
+   any parameter whose value is a valid token), and no token is ever logged.
 
 The SDK's app then applies its own Host/Origin settings (the same lists), the JSON content type
-(**400**) and the 4 MiB body limit (**413**).
+(**400**), the 4 MiB body limit (**413**) and the cap on open sessions (``--max-http-sessions``:
+**503**, with a body naming the limit and what to do).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from nbrelay.config import TOKEN_ENV, Secret, Settings
+from nbrelay.config import TOKEN_ENV, Secret, Settings, is_credential_name
 from nbrelay.errors import InvalidArgument
 
 logger = logging.getLogger("nbrelay.http")
@@ -42,7 +44,6 @@ logger = logging.getLogger("nbrelay.http")
 MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-_URL_TOKEN_KEYS = frozenset({"token", "access_token", "auth", "authorization", "api_key"})
 _CORS_ALLOW_HEADERS = (
     "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID"
 )
@@ -325,10 +326,12 @@ class HttpGuard:
         lists: Allowlists,
         *,
         on_started: Callable[[], None] | None = None,
+        max_sessions: int = 0,
     ) -> None:
         if not tokens:
             raise InvalidArgument("the HTTP guard needs at least one token.")
         self.app = app
+        self.max_sessions = max_sessions
         self._tokens = tuple(tokens)
         self.lists = lists
         self._on_started = on_started
@@ -366,8 +369,7 @@ class HttpGuard:
         if method == "OPTIONS" and _header(scope, b"access-control-request-method") is not None:
             await _preflight(send, origin)
             return
-        query = bytes(scope.get("query_string") or b"").decode("latin-1")
-        if any(k.lower() in _URL_TOKEN_KEYS for k, _ in parse_qsl(query, keep_blank_values=True)):
+        if self._credential_in_query(scope):
             logger.warning("refused %s: a credential was sent in the URL", where)
             await _reply(
                 send,
@@ -403,17 +405,66 @@ class HttpGuard:
                 origin=origin,
             )
             return
-        if origin is None:
-            await self.app(scope, receive, send)
-            return
+        if origin is not None:
+            send = _with_cors(send, origin)
+        if _header(scope, b"mcp-session-id") is None:
+            send = self._explain_session_limit(send)
+        await self.app(scope, receive, send)
 
-        async def send_cors(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = dict(message)
-                message["headers"] = [*message.get("headers", ()), *_cors_headers(origin)]
+    def _credential_in_query(self, scope: Scope) -> bool:
+        """A query parameter named like a credential, or whose name or value (or a word of it,
+        as in ``Bearer <token>``) is one of the server's tokens."""
+        query = bytes(scope.get("query_string") or b"").decode("latin-1")
+        found = False
+        for key, value in parse_qsl(query, keep_blank_values=True):
+            found |= is_credential_name(key)
+            for candidate in (key, value, *value.split()):
+                found |= token_matches(candidate, self._tokens)
+        return found
+
+    def _explain_session_limit(self, send: Send) -> Send:
+        """The SDK answers a new session past ``max_sessions`` with a bare 503 "Too many open
+        sessions"; say which limit it is and what to do."""
+        state = {"limited": False}
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start" and message.get("status") == 503:
+                state["limited"] = True
+                return
+            if state["limited"] and message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                logger.warning(
+                    "refused a new MCP session: %d are open (--max-http-sessions)",
+                    self.max_sessions,
+                )
+                body = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": None,
+                        "error": {
+                            "code": -32000,
+                            "message": (
+                                f"this server already has {self.max_sessions} MCP sessions "
+                                "open, its --max-http-sessions limit. Close clients you no "
+                                "longer use (they end their session with DELETE), wait for idle "
+                                "sessions to end (after 30 minutes), or start the server with a "
+                                "higher --max-http-sessions."
+                            ),
+                        },
+                    }
+                ).encode()
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", b"60"),
+                ]
+                await send({"type": "http.response.start", "status": 503, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
             await send(message)
 
-        await self.app(scope, receive, send_cors)
+        return wrapped
 
     def _lifespan_send(self, send: Send) -> Send:
         async def wrapped(message: Message) -> None:
@@ -422,6 +473,16 @@ class HttpGuard:
                 self._on_started()
 
         return wrapped
+
+
+def _with_cors(send: Send, origin: str) -> Send:
+    async def send_cors(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = dict(message)
+            message["headers"] = [*message.get("headers", ()), *_cors_headers(origin)]
+        await send(message)
+
+    return send_cors
 
 
 def _cors_headers(origin: str) -> list[tuple[bytes, bytes]]:
@@ -488,8 +549,11 @@ def build_app(
         streamable_http_path=MCP_PATH,
         transport_security=lists.sdk_settings(),
         host=settings.host,
+        max_sessions=settings.max_http_sessions,
     )
-    return HttpGuard(inner, tokens, lists, on_started=on_started)
+    return HttpGuard(
+        inner, tokens, lists, on_started=on_started, max_sessions=settings.max_http_sessions
+    )
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -340,7 +340,7 @@ async def test_wrong_token_and_unreachable_server_are_clear_errors(
         await gone.get_contents("n.ipynb")
     assert "cannot reach Jupyter Server at http://127.0.0.1:" in str(info.value)
     await gone.aclose()
-    with pytest.raises(InvalidArgument, match="contains a token"):
+    with pytest.raises(InvalidArgument, match="carries a credential"):
         base_url("http://127.0.0.1:8888/lab?token=abc")
     assert (
         base_url("http://127.0.0.1:8888/user/a/lab/tree/x.ipynb") == "http://127.0.0.1:8888/user/a/"

@@ -120,7 +120,7 @@ def test_an_output_flood_keeps_the_start_a_notice_and_the_end() -> None:
     assert len(head) == 1000
     assert head.startswith("line 00000 ")
     assert notice.startswith("\n… [output past the 1,000-character limit stored per cell: ")
-    assert "characters dropped; the last part follows] …\n" in notice
+    assert "characters dropped; the last 104 characters follow] …\n" in notice
     assert notice.endswith("line 09999 " + "x" * 40 + "\n")
     assert len(notice) < 400
     cell.feed(display({"text/plain": "late"}))

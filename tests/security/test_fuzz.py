@@ -9,6 +9,7 @@ import json
 import os
 import random
 import shutil
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.security.surface import connect, everything_said, is_path_param, refu
 
 EXAMPLES = size(int(os.environ.get("NBRELAY_FUZZ_EXAMPLES", "200")), 2000)
 CRASH_MARKS = ("internal error in nbrelay", "Traceback (most recent call last)")
+CALL_LIMIT = 20.0  # seconds a call on a damaged file may take (generous: a busy machine passes)
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 
@@ -268,15 +270,19 @@ async def test_mutated_notebook_files_never_crash_and_are_never_modified(
             path.write_bytes(raw)
             readable = True
             for tool, args in READS:
+                started = time.monotonic()
                 with anyio.fail_after(120):
                     result = await client.call_tool(tool, {"path": path.name, **args})
+                assert time.monotonic() - started < CALL_LIMIT, (kind, tool, "too slow")
                 said = everything_said(result)
                 assert not any(m in said for m in CRASH_MARKS), (kind, tool, said[:300])
                 assert path.read_bytes() == raw, f"{kind}: {tool} changed the file"
                 readable = readable and not result.is_error
             tool, args = WRITES[n % len(WRITES)]
+            started = time.monotonic()
             with anyio.fail_after(120):
                 result = await client.call_tool(tool, {"path": path.name, **args})
+            assert time.monotonic() - started < CALL_LIMIT, (kind, tool, "too slow")
             said = everything_said(result)
             assert not any(m in said for m in CRASH_MARKS), (kind, tool, said[:300])
             if result.is_error:

@@ -139,7 +139,12 @@ async def test_invalid_files_are_reported_and_never_written(store: FileStore, ro
         await store.load("bad.ipynb")
     assert "line 1, column 12" in info.value.message
     nb = notebook("a")
-    nb.cells[0]["outputs"] = "nope"
+    nb.cells[0]["outputs"] = "nope"  # a field nbrelay cannot read: refused with its name
+    write_notebook(root / "shape.ipynb", nb)
+    with pytest.raises(NotebookInvalid, match="cell 0 \\(id 'c0'\\)'s outputs are a string"):
+        await store.load("shape.ipynb")
+    nb = notebook("a")
+    nb.cells[0]["unknown"] = 1  # readable, but not valid nbformat: reported, never written
     write_notebook(root / "schema.ipynb", nb)
     raw = (root / "schema.ipynb").read_bytes()
     snap = await store.load("schema.ipynb")

@@ -154,6 +154,8 @@ class _StderrTail:
 # Run at ipykernel start-up (as an exec_lines entry): cap what one flush of stdout/stderr sends,
 # so a single huge print (``print("x" * 10**9)``) never reaches nbrelay as one giant message.
 # The class is patched because IPython re-wraps the stream instances' ``write`` on every cell.
+# The marker where it cuts is counted by the output fold (notebook/outputs.py, kernel_cut), so
+# the cell's notice says how much was dropped.
 _OUTPUT_CAP = """
 def _nbrelay_output_cap(limit):
     import sys
@@ -164,7 +166,7 @@ def _nbrelay_output_cap(limit):
     def _flush_buffers(self):
         for parent, data in original(self):
             if isinstance(data, str) and len(data) > limit:
-                cut = len(data) - limit
+                cut = len(data) - 2 * (limit // 2)
                 data = (data[: limit // 2] + f"\\n… [{cut:,} characters cut: over {limit:,} "
                         f"printed at once] …\\n" + data[-(limit // 2):])
             yield parent, data
@@ -473,6 +475,9 @@ class LocalKernels:
         self._filling = False
         self._tg: TaskGroup | None = None
         self._ksm: KernelSpecManager | None = None
+        # jupyter_client's spec manager is not thread-safe (it imports ipykernel lazily, and a
+        # listing runs on a worker thread while a start reads a spec on the event loop).
+        self._ksm_lock = threading.Lock()
         self._starting: dict[str, anyio.Lock] = {}
         self._closed = False
         self._start_slots: anyio.Semaphore | None = None
@@ -496,7 +501,11 @@ class LocalKernels:
         return self._ksm
 
     async def kernelspecs(self) -> list[KernelSpecInfo]:
-        specs = await anyio.to_thread.run_sync(lambda: self._spec_manager().get_all_specs())
+        def read() -> dict[str, Any]:
+            with self._ksm_lock:
+                return self._spec_manager().get_all_specs()
+
+        specs = await anyio.to_thread.run_sync(read)
         owned = str(owned_kernels_dir())
         out = []
         for name, entry in sorted(specs.items()):
@@ -512,17 +521,26 @@ class LocalKernels:
         return out
 
     def _language(self, name: str) -> str:
-        try:
-            spec = self._spec_manager().get_kernel_spec(name)
-        except Exception as exc:
-            known = ", ".join(sorted(self._spec_manager().find_kernel_specs())) or "none"
-            hint = f"Installed kernelspecs: {known}."
-            if name == DENO_KERNEL:
-                hint += " The Deno kernel comes with `pip install nbrelay[deno]`."
-            raise KernelError(
-                f"no kernelspec named {name!r} is installed.",
-                hint=hint + " Set the notebook's kernelspec to one of them.",
-            ) from exc
+        from jupyter_client.kernelspec import NoSuchKernel
+
+        with self._ksm_lock:
+            manager = self._spec_manager()
+            try:
+                spec = manager.get_kernel_spec(name)
+            except NoSuchKernel as exc:
+                known = ", ".join(sorted(manager.find_kernel_specs())) or "none"
+                hint = f"Installed kernelspecs: {known}."
+                if name == DENO_KERNEL:
+                    hint += " The Deno kernel comes with `pip install nbrelay[deno]`."
+                raise KernelError(
+                    f"no kernelspec named {name!r} is installed.",
+                    hint=hint + " Set the notebook's kernelspec to one of them.",
+                ) from exc
+            except (OSError, ValueError) as exc:  # unreadable folder, broken kernel.json
+                raise KernelError(
+                    f"the kernelspec {name!r} could not be read: {type(exc).__name__}: {exc}.",
+                    hint="Check it with `jupyter kernelspec list` and fix or reinstall it.",
+                ) from exc
         return str(spec.language or "")
 
     # -- sessions -------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbrelay.errors import NotebookInvalid
+from nbrelay.notebook import text as _text
 
 Cell = dict[str, Any]
 IdFactory = Callable[[], str]
@@ -47,12 +48,14 @@ class Notebook:
 
     ``data`` is the whole nbformat dict; ``ids_made`` is true when some cell ids exist only in
     memory (notebooks older than nbformat 4.5, or duplicated ids): the next write stores them
-    and records the notebook as nbformat 4.5.
+    and records the notebook as nbformat 4.5. ``problems`` are what the agent should be told
+    about how the file was read (ids made, text that is not valid Unicode).
     """
 
     data: dict[str, Any]
     ids_made: bool = False
     problems: list[str] = field(default_factory=list)
+    replaced: int = 0  # unpaired surrogates read as U+FFFD (the file still holds them)
     _sources: tuple[list[Cell], dict[str, str]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -125,18 +128,27 @@ def parse(raw: bytes, *, name: str = "notebook") -> Notebook:
             f"{name} nests JSON values too deeply to read.",
             hint="The file is corrupt or hostile; restore it from version control.",
         ) from exc
-    return from_dict(data, name=name)
+    except ValueError as exc:  # a number too long to convert (over 4,300 digits)
+        raise NotebookInvalid(
+            f"{name} cannot be read: {str(exc)[:120]}.",
+            hint="The file is corrupt or hostile; restore it from version control.",
+        ) from exc
+    return from_dict(data, name=name, scrub=_text.may_hold_surrogates(raw))
 
 
-def from_dict(data: Any, *, name: str = "notebook") -> Notebook:
-    """Build a Notebook from an nbformat v4 dict, joining split lines and filling missing ids."""
+def from_dict(data: Any, *, name: str = "notebook", scrub: bool = True) -> Notebook:
+    """Build a Notebook from an nbformat v4 dict, joining split lines and filling missing ids.
+
+    With ``scrub``, text that is not valid Unicode (unpaired surrogates, which JSON escapes can
+    hold) is replaced by U+FFFD and the notebook's ``problems`` say where.
+    """
     if not isinstance(data, dict):
         raise NotebookInvalid(
             f"{name} is not a notebook: its JSON top level is a {type(data).__name__}, not an object.",
             hint="A notebook file is a JSON object with 'cells', 'metadata' and 'nbformat' keys.",
         )
     major = data.get("nbformat")
-    if major != 4:
+    if type(major) is not int or major != 4:
         raise NotebookInvalid(
             f"{name} is nbformat {major!r}; nbrelay reads nbformat 4 notebooks.",
             hint="Convert it with `jupyter nbconvert --to notebook --nbformat 4 FILE`."
@@ -156,13 +168,214 @@ def from_dict(data: Any, *, name: str = "notebook") -> Notebook:
                 hint="Each cell is an object with 'cell_type', 'source' and 'metadata'; fix the "
                 "file by hand or restore it from version control.",
             )
-    if not isinstance(data.get("metadata"), dict):
+    problem = _shape_problem(data)
+    if problem:
+        raise NotebookInvalid(
+            f"{name} is damaged: {problem}.",
+            hint="nbrelay reads notebooks whose fields have nbformat's types. Fix the file by "
+            "hand (or restore it from version control); `jupyter nbconvert --to notebook` "
+            "shows what nbformat makes of it.",
+        )
+    if "metadata" not in data:
         data["metadata"] = {}
+    replaced = _scrub(data) if scrub else {}
     nb = Notebook(data=data)
-    _rejoin(cells)
+    _rejoin(data["cells"])
     _strip_transient(data)
     _fill_ids(nb)
+    if replaced:
+        nb.problems.append(_unicode_problem(nb, replaced))
+        nb.replaced = sum(n for n, _ in replaced.values())
     return nb
+
+
+_MAX_DEPTH = 64  # nesting of free-form JSON (metadata, JSON outputs) that nbrelay reads
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else "a number"
+    )
+
+
+def _text_problem(value: Any, what: str) -> str | None:
+    """A multi-line text field: a string or a list of strings."""
+    if isinstance(value, str):
+        return None
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return None
+    if isinstance(value, list):
+        return f"{what} is a list holding something other than strings"
+    return f"{what} is {_kind(value)}, not text"
+
+
+def _too_deep(value: Any, what: str) -> str | None:
+    """Free-form JSON nested deeper than ``_MAX_DEPTH`` (iterative: no recursion limit)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            return f"{what} nests values over {_MAX_DEPTH} levels deep"
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
+    return None
+
+
+def _bundle_problem(bundle: Any, what: str) -> str | None:
+    """A mime bundle (output data, an attachment): mime type -> text, or JSON for JSON types."""
+    if not isinstance(bundle, dict):
+        return f"{what} is {_kind(bundle)}, not an object"
+    for mime, value in bundle.items():
+        if _is_json_mime(mime):
+            problem = _too_deep(value, f"{what}[{mime!r}]")
+        else:
+            problem = _text_problem(value, f"{what}[{mime!r}]")
+        if problem:
+            return problem
+    return None
+
+
+def _output_problem(out: Any, what: str) -> str | None:
+    if not isinstance(out, dict):
+        return f"{what} is {_kind(out)}, not an object"
+    kind = out.get("output_type")
+    if not isinstance(kind, str):
+        return (
+            f"{what} has no output_type"
+            if kind is None
+            else f"{what}'s output_type is {_kind(kind)}"
+        )
+    if "metadata" in out and not isinstance(out["metadata"], dict):
+        return f"{what}'s metadata is {_kind(out['metadata'])}, not an object"
+    if "metadata" in out:
+        deep = _too_deep(out["metadata"], f"{what}'s metadata")
+        if deep:
+            return deep
+    if kind == "stream":
+        if "name" in out and not isinstance(out["name"], str):
+            return f"{what}'s stream name is {_kind(out['name'])}, not a string"
+        return _text_problem(out.get("text", ""), f"{what}'s text")
+    if kind in ("display_data", "execute_result"):
+        if kind == "execute_result" and not _count_ok(out.get("execution_count")):
+            return f"{what}'s execution_count is {out['execution_count']!r:.30}, not a count"
+        return _bundle_problem(out.get("data", {}), f"{what}'s data")
+    if kind == "error":
+        for key in ("ename", "evalue"):
+            if key in out and not isinstance(out[key], str):
+                return f"{what}'s {key} is {_kind(out[key])}, not a string"
+        tb = out.get("traceback", [])
+        if not isinstance(tb, list) or not all(isinstance(x, str) for x in tb):
+            return f"{what}'s traceback is not a list of strings"
+    return None
+
+
+def _count_ok(count: Any) -> bool:
+    return count is None or (type(count) is int and count >= 0)
+
+
+def _cell_problem(cell: Any, where: str) -> str | None:
+    if not isinstance(cell, dict):
+        return f"{where} is {_kind(cell)}, not an object"
+    if not isinstance(cell.get("cell_type"), str):
+        return (
+            f"{where} has no cell_type"
+            if "cell_type" not in cell
+            else (f"{where}'s cell_type is {_kind(cell['cell_type'])}, not a string")
+        )
+    if "metadata" in cell:
+        if not isinstance(cell["metadata"], dict):
+            return f"{where}'s metadata is {_kind(cell['metadata'])}, not an object"
+        deep = _too_deep(cell["metadata"], f"{where}'s metadata")
+        if deep:
+            return deep
+    problem = _text_problem(cell.get("source", ""), f"{where}'s source")
+    if problem:
+        return problem
+    if "attachments" in cell and cell["attachments"] is not None:
+        attachments = cell["attachments"]
+        if not isinstance(attachments, dict):
+            return f"{where}'s attachments are {_kind(attachments)}, not an object"
+        for key, bundle in attachments.items():
+            problem = _bundle_problem(bundle, f"{where}'s attachment {key!r}")
+            if problem:
+                return problem
+    if cell["cell_type"] == "code":
+        if not _count_ok(cell.get("execution_count")):
+            return f"{where}'s execution_count is {cell['execution_count']!r:.30}, not a count"
+        outputs = cell.get("outputs", [])
+        if not isinstance(outputs, list):
+            return f"{where}'s outputs are {_kind(outputs)}, not a list"
+        for k, out in enumerate(outputs):
+            problem = _output_problem(out, f"{where}, output {k}")
+            if problem:
+                return problem
+    return None
+
+
+def _shape_problem(data: dict[str, Any]) -> str | None:
+    """The first field whose type nbrelay cannot read (the schema's finer rules are reported by
+    validation instead, and only stop edits)."""
+    minor = data.get("nbformat_minor", 0)
+    if type(minor) is not int or not 0 <= minor < 1000:
+        return f"nbformat_minor is {minor!r:.40}, not a small whole number"
+    if "metadata" in data:
+        if not isinstance(data["metadata"], dict):
+            return f"its metadata is {_kind(data['metadata'])}, not an object"
+        deep = _too_deep(data["metadata"], "its metadata")
+        if deep:
+            return deep
+    for i, cell in enumerate(data["cells"]):
+        cid = cell.get("id") if isinstance(cell, dict) else None
+        where = f"cell {i}" + (f" (id {cid[:40]!r})" if isinstance(cid, str) else "")
+        problem = _cell_problem(cell, where)
+        if problem:
+            return problem
+    return None
+
+
+def _scrub(data: dict[str, Any]) -> dict[int, tuple[int, str]]:
+    """Replace unpaired surrogates in place; return {cell index (-1: outside cells): (how many,
+    the first as an escape)}."""
+    found: dict[int, tuple[int, str]] = {}
+    for key in list(data):
+        if key == "cells":
+            continue
+        first = _text.first_surrogate(data[key]) or _text.first_surrogate(key)
+        if first:
+            value, n = _text.scrub(data.pop(key))
+            clean_key = _text.clean_text(key)
+            data[clean_key] = value
+            count = found.get(-1, (0, first))[0]
+            found[-1] = (count + max(n, 1), first)
+    cells = data["cells"]
+    for i, cell in enumerate(cells):
+        first = _text.first_surrogate(cell)
+        if first:
+            cells[i], n = _text.scrub(cell)
+            found[i] = (n, first)
+    return found
+
+
+def _unicode_problem(nb: Notebook, replaced: dict[int, tuple[int, str]]) -> str:
+    where = []
+    for i in sorted(k for k in replaced if k >= 0)[:5]:
+        cid = nb.cells[i].get("id")
+        where.append(f"cell {i}" + (f" (id {cid!r})" if isinstance(cid, str) else ""))
+    more = len([k for k in replaced if k >= 0]) - len(where)
+    if more > 0:
+        where.append(f"{more} more cell{'s' if more != 1 else ''}")
+    if -1 in replaced:
+        where.append("the notebook's metadata")
+    total = sum(n for n, _ in replaced.values())
+    first = replaced[min(replaced, key=lambda k: (k < 0, k))][1]
+    places = where[0] if len(where) == 1 else f"{', '.join(where[:-1])} and {where[-1]}"
+    return (
+        f"{places} {'hold' if len(where) > 1 else 'holds'} text that is not valid Unicode ({total} unpaired surrogate "
+        f"code point{'s' if total != 1 else ''} such as {first}, from JSON escapes); each is "
+        "shown as U+FFFD (\ufffd), and an edit saves the notebook with U+FFFD in its place."
+    )
 
 
 def _strip_transient(data: dict[str, Any]) -> None:

@@ -9,7 +9,9 @@ cell's outputs as Jupyter front ends show them:
 * ``clear_output`` clears at once, or with ``wait=True`` just before the next output arrives;
 * ``display_data`` with a ``transient.display_id`` can be replaced later by
   ``update_display_data`` (in any cell of the same run: ``RunOutputs`` routes the update);
-* ``execute_result`` and ``error`` are stored as nbformat has them.
+* ``execute_result`` and ``error`` are stored as nbformat has them;
+* text that is not valid Unicode (unpaired surrogates, which a kernel's JSON can escape) is stored
+  as U+FFFD, and ``unencodable`` counts it.
 
 Memory stays bounded whatever the kernel prints: past ``limit`` characters of stored text a cell
 keeps its first outputs, a notice saying how much was dropped, and the last ``tail`` characters.
@@ -25,12 +27,26 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nbrelay.notebook.text import scrub
+
 Msg = Mapping[str, Any]
 Output = dict[str, Any]
 
 _CR = re.compile(r"[^\n]*\r(?=[^\n])")
 _BS = re.compile(r"[^\n]\x08")
 _OUTPUT_TYPES = frozenset({"stream", "display_data", "execute_result", "error"})
+# What a kernel's own output cap (kernels/local.py) puts where it cut a huge single write.
+_KERNEL_CUT = re.compile(r"\n… \[([\d,]+) characters cut: over [\d,]+ printed at once\] …\n")
+_KERNEL_CUT_TAIL = "printed at once] …"
+
+
+def kernel_cut(text: str) -> tuple[int, int]:
+    """Characters a kernel's output cap cut out of ``text`` (as its markers say), and the
+    characters of those markers."""
+    if _KERNEL_CUT_TAIL not in text:
+        return 0, 0
+    found = list(_KERNEL_CUT.finditer(text))
+    return sum(int(m.group(1).replace(",", "")) for m in found), sum(len(m[0]) for m in found)
 
 
 def msg_type_of(msg: Msg) -> str:
@@ -93,11 +109,14 @@ class CellOutputs:
         self._stored = 0  # characters of text in _outputs
         self._dropped = 0  # characters past the limit (the last ``tail`` of them are kept)
         self._dropped_outputs = 0
+        self._kernel_cut = 0  # characters the kernel's own cap cut before sending
+        self._kernel_marks = 0  # characters of the markers it put there
         self._after: list[Output] = []  # errors that arrived past the limit
         self._tail: deque[str] = deque()
         self._tail_len = 0
         self._tail_name = "stdout"
         self.printed = 0  # characters received in stream and text outputs, ever
+        self.unencodable = 0  # unpaired surrogates the kernel sent, stored as U+FFFD
 
     # -- reading --------------------------------------------------------------------------
 
@@ -114,18 +133,30 @@ class CellOutputs:
         return out
 
     def _notice(self) -> Output:
+        """What was dropped, counted in full: characters past the limit that are not in the kept
+        tail, characters the kernel's own cap cut from single huge writes, whole outputs."""
         parts = []
-        dropped = self._dropped - self._tail_len
+        dropped = self._dropped - self._tail_len + self._kernel_cut
+        if self._kernel_marks:  # the markers are not output: those past the limit don't count
+            kept = [str(o.get("text", "")) for o in self._outputs if o["output_type"] == "stream"]
+            kept.append("".join(self._tail))
+            dropped -= self._kernel_marks - sum(kernel_cut(t)[1] for t in kept)
         if dropped > 0:
-            parts.append(f"{dropped:,} characters")
+            part = f"{dropped:,} characters"
+            if self._kernel_cut:
+                part += (
+                    f" ({self._kernel_cut:,} of them cut by the kernel from writes too big to send)"
+                )
+            parts.append(part)
         if self._dropped_outputs:
             n = self._dropped_outputs
             parts.append(f"{n:,} output{'s' if n != 1 else ''}")
         tail = terminal_text("".join(self._tail))
-        what = " and ".join(parts) or "nothing"
+        what = f"{' and '.join(parts)} dropped" if parts else "nothing dropped"
+        follows = f"; the last {len(tail):,} characters follow" if tail else ""
         text = (
             f"\n… [output past the {self.limits.limit:,}-character limit stored per cell: "
-            f"{what} dropped; the last part follows] …\n{tail}"
+            f"{what}{follows}] …\n{tail}"
         )
         return {"output_type": "stream", "name": self._tail_name, "text": text}
 
@@ -137,7 +168,8 @@ class CellOutputs:
     def feed(self, msg: Msg) -> bool:
         """Fold one IOPub message in; return whether the outputs changed."""
         kind = msg_type_of(msg)
-        content = msg.get("content") or {}
+        content, replaced = scrub(msg.get("content") or {})
+        self.unencodable += replaced
         if kind == "execute_input":
             count = content.get("execution_count")
             if isinstance(count, int):
@@ -198,6 +230,8 @@ class CellOutputs:
         self._stored = 0
         self._dropped = 0
         self._dropped_outputs = 0
+        self._kernel_cut = 0
+        self._kernel_marks = 0
         self._after = []
         self._tail.clear()
         self._tail_len = 0
@@ -226,6 +260,9 @@ class CellOutputs:
         self.printed += len(text)
         if not text:
             return False
+        cut, marks = kernel_cut(text)
+        self._kernel_cut += cut
+        self._kernel_marks += marks
         if self.truncated:
             self._add_tail(name, text)
             return True
@@ -287,7 +324,7 @@ class RunOutputs:
         """Fold a message of cell ``key``'s execution; return the keys of the cells it changed."""
         kind = msg_type_of(msg)
         if kind == "update_display_data":
-            content = msg.get("content") or {}
+            content, _ = scrub(msg.get("content") or {})
             display_id = (content.get("transient") or {}).get("display_id")
             if not display_id:
                 return set()

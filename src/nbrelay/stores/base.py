@@ -279,4 +279,5 @@ def plan_edit(
     after = before.notebook.with_cells(cells)
     after.data["nbformat_minor"] = max(5, int(after.data.get("nbformat_minor", 0)))
     after.ids_made = False
+    after.problems = []  # what was said about reading the file no longer holds once written
     return plan, after

@@ -206,6 +206,7 @@ class ContentsStore:
             size=int(size) if isinstance(size, int) else None,
             modified=timestamp(model.get("last_modified")),
             problems=tuple(validate.problems(nb)),
+            notes=tuple(nb.problems),
         )
 
     async def _hash(self, rel: str) -> str | None:

@@ -280,6 +280,7 @@ class FileStore:
                 size=st.st_size,
                 modified=st.st_mtime,
                 problems=found,
+                notes=tuple(nb.problems),
             )
             release_memory()
         self._cache[real] = _Cached(_stat_key(st), snap)
@@ -592,7 +593,14 @@ class FileStore:
 
     def _remember(self, rel: str, real: str, data: bytes, st: os.stat_result) -> Snapshot:
         nb = parse(data, name=rel)
-        snap = Snapshot(rel, nb, version_of(data), size=st.st_size, modified=st.st_mtime)
+        snap = Snapshot(
+            rel,
+            nb,
+            version_of(data),
+            size=st.st_size,
+            modified=st.st_mtime,
+            notes=tuple(nb.problems),
+        )
         self._cache[real] = _Cached(_stat_key(st), snap)
         return snap
 

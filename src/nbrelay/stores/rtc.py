@@ -380,7 +380,8 @@ def notebook_from_doc(ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], *, name
         "nbformat": int(meta.get("nbformat") or 4),
         "nbformat_minor": int(minor) if isinstance(minor, int) else 5,
     }
-    return from_dict(data, name=name)
+    # A Yjs document holds Rust strings, which cannot hold unpaired surrogates: nothing to scrub.
+    return from_dict(data, name=name, scrub=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ Cancelling the MCP request interrupts the kernel.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import anyio
@@ -16,11 +18,12 @@ from mcp.server.mcpserver import Context
 from mcp_types import ImageContent
 from pydantic import BaseModel, Field
 
-from nbrelay.errors import InvalidArgument
+from nbrelay.errors import InvalidArgument, KernelError, NbrelayError, NotebookInvalid
 from nbrelay.kernels.base import KernelInfo
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
+from nbrelay.notebook.text import clean_text
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.canonical import Ref
 from nbrelay.tools.results import ExecutionResult, RunCell, RunOutput, image_pointer, iso
@@ -125,18 +128,33 @@ def image_content(mime: str, data: str) -> ImageContent:
     """An MCP image, downscaled (as PNG, or JPEG for photos) when over the size limits."""
     from PIL import Image
 
-    raw = base64.b64decode(data)
-    with Image.open(io.BytesIO(raw)) as img:
-        if len(raw) > MAX_IMAGE_BYTES or max(img.size) > MAX_IMAGE_SIDE:
-            img.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE))
-            out = io.BytesIO()
-            if mime == "image/jpeg":
-                img.convert("RGB").save(out, "JPEG", quality=85)
-            else:
-                img.save(out, "PNG", optimize=True)
-                mime = "image/png"
-            raw = out.getvalue()
+    try:
+        raw = base64.b64decode(data)
+        with Image.open(io.BytesIO(raw)) as img:
+            if len(raw) > MAX_IMAGE_BYTES or max(img.size) > MAX_IMAGE_SIDE:
+                img.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE))
+                out = io.BytesIO()
+                if mime == "image/jpeg":
+                    img.convert("RGB").save(out, "JPEG", quality=85)
+                else:
+                    img.save(out, "PNG", optimize=True)
+                    mime = "image/png"
+                raw = out.getvalue()
+    except (ValueError, OSError, MemoryError, Image.DecompressionBombError) as exc:
+        # Bad base64 (binascii.Error is a ValueError), not an image, truncated, or a bomb.
+        raise NotebookInvalid(
+            f"the output's {mime} image is damaged and cannot be shown ({type(exc).__name__}: "
+            f"{str(exc)[:120]}).",
+            hint="Its other representations (text/plain) are still readable; run the cell "
+            "again to make the image anew.",
+        ) from exc
     return ImageContent(mime_type=mime, data=base64.b64encode(raw).decode("ascii"))
+
+
+def images_or_skip(mime: str, data: str, into: list[ImageContent]) -> None:
+    """Add the image to ``into`` unless it is damaged (a list of pictures shows what it can)."""
+    with contextlib.suppress(NotebookInvalid):
+        into.append(image_content(mime, data))
 
 
 _Pending = list[tuple[int, dict[str, Any], render.OutputText, int]]
@@ -181,7 +199,7 @@ def _cell_view(
             view.omitted = f"{len(shown.text) - start:,} characters not shown (output budget 0)"
         cell.delivered[k] = len(shown.text)
         if images is not None and shown.image and shown.image != "image/svg+xml":
-            images.append(image_content(shown.image, _text(out["data"][shown.image])))
+            images_or_skip(shown.image, _text(out["data"][shown.image]), images)
         views.append(view)
     status = cell.status
     return RunCell(
@@ -215,6 +233,12 @@ def execution_view(
         notes.append(f'still {job.state}: poll get_execution(handle="{job.handle}")')
     if job.state_lost:
         notes.append("the kernel restarted, so its variables were lost")
+    unencodable = sum(c.unencodable for c in job.outputs.cells.values())
+    if unencodable:
+        notes.append(
+            f"the kernel sent {unencodable} unpaired surrogate code point(s), which are not valid "
+            "Unicode; they are shown and saved as U+FFFD"
+        )
     result = ExecutionResult(
         path=job.path,
         status=job.state,
@@ -245,7 +269,7 @@ async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | Non
         where = f"cell {current.index} ({current.id}) " if current and current.id else ""
         tail = j.tail_text(300)
         message = f"{where}running {j.elapsed:.0f} s" + (f": …{tail}" if tail else "")
-        await ctx.report_progress(sent, None, message)
+        await ctx.report_progress(sent, None, clean_text(message))
 
     try:
         await ws.wait_job(job, seconds, progress, interval=PROGRESS_EVERY)
@@ -449,7 +473,21 @@ async def run_after_edit(
     code = [c["id"] for c in snap.notebook.cells if c["id"] in ids and c["cell_type"] == "code"]
     if not code:
         return None
-    job = await ws.execute(path, code)
+    with saved_then_run():
+        job = await ws.execute(path, code)
     await follow(ws, job, None, ctx)
     view = execution_view(ws, job)
     return view if isinstance(view, ExecutionResult) else view[0]
+
+
+@contextlib.contextmanager
+def saved_then_run() -> Iterator[None]:
+    """Around starting the run that follows an edit: a failure to start (no such kernel, a
+    limit) must say that the edit itself was saved, or the agent would make it twice."""
+    try:
+        yield
+    except NbrelayError as exc:
+        raise KernelError(
+            f"the change was saved, but its cells could not be run: {exc.message}",
+            hint=exc.hint,
+        ) from exc

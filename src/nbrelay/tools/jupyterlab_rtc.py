@@ -20,9 +20,10 @@ from nbrelay.errors import InvalidArgument, NbrelayError, Vocabulary
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
+from nbrelay.notebook.model import parse
 from nbrelay.stores.base import Document, Snapshot
 from nbrelay.tools._boundary import Kind, Registrar, compact_json
-from nbrelay.tools.execution import execution_view, follow
+from nbrelay.tools.execution import execution_view, follow, saved_then_run
 from nbrelay.tools.results import ExecutionResult, iso
 from nbrelay.workspace import NotebookSession, Workspace
 
@@ -170,7 +171,8 @@ async def run_cells(
     ]
     if not code or ws.settings.no_execute:
         return None
-    job: Job = await ws.execute(path, code)
+    with saved_then_run():
+        job: Job = await ws.execute(path, code)
     patience = (ws.timeout_for(None) + ws.settings.interrupt_grace + 10) * len(code)
     await follow(ws, job, patience, ctx)
     view = execution_view(ws, job)
@@ -533,6 +535,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
                     "the notebook is too large to return whole: read it with read_nb_cells"
                 )
             else:
+                parse(raw, name=doc.path)  # a damaged notebook gets an error naming the damage
                 info["content"] = json.loads(raw)
             return json_reply(info)
         try:

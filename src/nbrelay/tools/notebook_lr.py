@@ -38,7 +38,7 @@ from nbrelay.notebook.edits import CellSpec, Plan
 from nbrelay.notebook.model import Cell, Notebook, new_notebook
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools._boundary import Registrar
-from nbrelay.tools.execution import follow, image_content
+from nbrelay.tools.execution import follow, images_or_skip
 from nbrelay.workspace import Workspace
 
 T = TypeVar("T")
@@ -234,7 +234,7 @@ def images_of(outputs: list[dict[str, Any]]) -> list[ImageContent]:
         mime = next((m for m in render.IMAGE_MIMES if m in data and m != "image/svg+xml"), None)
         if mime is not None:
             value = data[mime]
-            found.append(image_content(mime, "".join(value) if isinstance(value, list) else value))
+            images_or_skip(mime, "".join(value) if isinstance(value, list) else value, found)
     return found
 
 

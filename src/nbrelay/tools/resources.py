@@ -48,7 +48,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
-from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
+from nbrelay.errors import InvalidArgument, NbrelayError, NotebookInvalid, NotebookNotFound
 from nbrelay.notebook import changes, render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.notebook.model import Notebook
@@ -422,7 +422,14 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
             text = "".join(data) if isinstance(data, list) else data
             if mime == "image/svg+xml":
                 return text.encode("utf-8")
-            return base64.b64decode(text)
+            try:
+                return base64.b64decode(text)
+            except ValueError as exc:
+                raise NotebookInvalid(
+                    f"output {output} of cell {cid!r}: its {mime} data is not valid base64 "
+                    "(the image is damaged).",
+                    hint="Run the cell again to make the image anew.",
+                ) from exc
 
     for ext, mime in IMAGE_EXTENSIONS.items():
         image(ext, mime)

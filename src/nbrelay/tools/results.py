@@ -276,6 +276,11 @@ def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
     detail = outcome.plan.detail
     notes = [n for n in (note, OUTSIDE_NOTE if outcome.changed_outside else None) if n]
     notes.extend(outcome.notes)
+    if outcome.before.notebook.replaced and outcome.plan.edits:
+        notes.append(
+            f"The notebook was saved with U+FFFD in place of {outcome.before.notebook.replaced} "
+            "unpaired surrogate code point(s) that are not valid Unicode."
+        )
     if not outcome.plan.edits:
         notes.append("Nothing needed changing; the notebook was not written.")
     merged = [MergedCell(**m) for m in detail.get("merged") or ()]

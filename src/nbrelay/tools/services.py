@@ -108,6 +108,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             to=to,
             overwrite=overwrite,
             image_link=lambda cell, k, mime: output_uri(ws.store.relative(path), cell, k, mime),
+            max_chars=max_chars,
         )
         return export_result(done, max_chars)
 

@@ -45,6 +45,7 @@ from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
 from nbrelay.notebook.model import Notebook, new_notebook
+from nbrelay.notebook.text import clean_text
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools import resources, services
 from nbrelay.tools._boundary import Registrar
@@ -332,7 +333,7 @@ class _Events:
         self.sent += 1
         payload = {"event": event, "session_id": self.session_id, **data}
         message = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-        await self.ctx.report_progress(self.sent, None, message)
+        await self.ctx.report_progress(self.sent, None, clean_text(message))
 
     async def follow(self, job: Job) -> None:
         for cell in job.cells:
@@ -632,6 +633,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             format,
             outputs=include_outputs,
             image_link=lambda cell, k, mime: resources.output_uri(snap.path, cell, k, mime),
+            max_chars=EXPORT_MAX_CHARS,
         )
         return services.export_result(done, EXPORT_MAX_CHARS)
 

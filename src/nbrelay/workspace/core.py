@@ -7,6 +7,7 @@ change for ``undo``; every editing operation (``editing.py``) goes through it.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import itertools
 import logging
 import re
@@ -143,7 +144,11 @@ class CoreWorkspace:
     ) -> tuple[Snapshot, list[Match]]:
         pat = compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)
         snap = await self.store.load(path)
-        return snap, search(snap.notebook, pat, cell_types=cell_types, outputs=outputs)
+        # Off the event loop: the regex engine releases the GIL and stops at its time limit.
+        found = await anyio.to_thread.run_sync(
+            functools.partial(search, snap.notebook, pat, cell_types=cell_types, outputs=outputs)
+        )
+        return snap, found
 
     # -- creating -------------------------------------------------------------------------
 

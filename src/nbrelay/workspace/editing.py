@@ -8,6 +8,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
+import anyio.to_thread
+
 from nbrelay.errors import (
     InvalidArgument,
     UndoRefused,
@@ -263,17 +266,33 @@ class EditingWorkspace(CoreWorkspace):
         pat = compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)
         kinds = set(cell_types)
 
+        def substitute_all(nb: Notebook) -> dict[str, tuple[str, int]]:
+            pat.restart()
+            sources = {str(c.get("source", "")) for c in nb.cells if c.get("cell_type") in kinds}
+            return {source: substitute(pat, replacement, source, regex=regex) for source in sources}
+
+        # The matching runs on a worker thread, against the notebook as it is now (the regex
+        # engine releases the GIL and stops at its time limit); the planner, which may run on
+        # the event loop, then only looks the results up (and matches a cell changed meanwhile).
+        done = await anyio.to_thread.run_sync(
+            substitute_all, (await self.store.peek(path)).notebook
+        )
+
         def planner(nb: Notebook) -> Plan:
             steps: list[Plan] = []
             diffs: list[dict[str, Any]] = []
             total = 0
+            pat.restart()
             chosen = range(len(nb.cells)) if cells is None else address.resolve_many(nb.ids, cells)
             for i in chosen:
                 cell = nb.cells[i]
                 if cell.get("cell_type") not in kinds:
                     continue
                 source = str(cell.get("source", ""))
-                new, count = substitute(pat, replacement, source, regex=regex)
+                hit = done.get(source)
+                new, count = (
+                    hit if hit is not None else substitute(pat, replacement, source, regex=regex)
+                )
                 if count and new != source:
                     total += count
                     steps.append(edits.plan_set_source(nb, i, new, merge=False))

@@ -60,9 +60,11 @@ class Workspace(InspectingWorkspace):
         to: str | None = None,
         overwrite: bool = False,
         image_link: formats.ImageLink | None = None,
+        max_chars: int | None = None,
     ) -> ExportOutcome:
         """Convert a notebook; with ``save`` or ``to`` write it (default: next to the notebook,
-        same name, the format's extension) instead of returning it inline."""
+        same name, the format's extension) instead of returning it inline, where a text export
+        surely longer than ``max_chars`` is refused before any conversion."""
         formats.export_info(fmt)
         if to is not None:
             self._files("saving an export").file_path(to)
@@ -79,6 +81,7 @@ class Workspace(InspectingWorkspace):
             image_link=None if (save or to) else image_link,
             browser=self.settings.browser,
             time_limit=self.settings.export_timeout,
+            max_chars=None if (save or to) else max_chars,
         )
         if not (save or to):
             return ExportOutcome(snap, exported)

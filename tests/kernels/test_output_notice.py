@@ -1,0 +1,52 @@
+"""The notice a cell keeps past ``--cell-output-limit`` says exactly how much was dropped, however
+the kernel printed it: one huge print (cut in the kernel before it is sent), many fast writes
+that the kernel sends as one message, or a loop of lines.
+
+Before the fix a fast print of megabytes left "nothing dropped" in the notice: what the kernel's
+own cap cut was not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.helpers import call, notebook, write_notebook
+from tests.kernels.conftest import serve, settings_for
+
+pytestmark = pytest.mark.anyio
+
+LIMIT = 10_000
+# (code, how many characters it prints)
+CELLS = [
+    ("print('x' * 500_000)", 500_001),
+    ("import sys\nfor i in range(50):\n    sys.stdout.write('y' * 10_000)", 500_000),
+    ("for i in range(60_000):\n    print(i)", sum(len(str(i)) + 1 for i in range(60_000))),
+    ("print('z' * 9_000)\nprint('w' * 3_000)", 12_002),
+]
+NOTICE = re.compile(
+    r"\n… \[output past the [\d,]+-character limit stored per cell: (?:([\d,]+) characters"
+    r"(?: \([\d,]+ of them cut by the kernel[^)]*\))? dropped|nothing dropped)"
+    r"(?:; the last ([\d,]+) characters follow)?\] …\n"
+)
+KERNEL_MARK = re.compile(r"\n… \[[\d,]+ characters cut: over [\d,]+ printed at once\] …\n")
+
+
+async def test_the_notice_counts_everything_dropped(root: Path, tmp_path: Path) -> None:
+    write_notebook(root / "nb.ipynb", notebook(*(code for code, _ in CELLS)))
+    async with serve(settings_for(root, tmp_path, cell_output_limit=LIMIT)) as client:
+        with anyio.fail_after(120):
+            await call(client, "execute", path="nb.ipynb", cells=[":"], wait=100)
+    stored = json.loads((root / "nb.ipynb").read_text())
+    for (code, printed), cell in zip(CELLS, stored["cells"], strict=True):
+        text = "".join("".join(o["text"]) for o in cell["outputs"] if o["output_type"] == "stream")
+        notice = NOTICE.search(text)
+        assert notice is not None, (code, text[-300:])
+        assert "nothing dropped" not in notice[0], (code, notice[0])
+        kept = KERNEL_MARK.sub("", text[: notice.start()] + text[notice.end() :])
+        assert int(notice[2].replace(",", "")) == len(text) - notice.end()
+        assert int(notice[1].replace(",", "")) == printed - len(kept), (code, notice[0])
