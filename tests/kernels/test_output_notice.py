@@ -46,7 +46,12 @@ async def test_the_notice_counts_everything_dropped(root: Path, tmp_path: Path) 
         text = "".join("".join(o["text"]) for o in cell["outputs"] if o["output_type"] == "stream")
         notice = NOTICE.search(text)
         assert notice is not None, (code, text[-300:])
-        assert "nothing dropped" not in notice[0], (code, notice[0])
         kept = KERNEL_MARK.sub("", text[: notice.start()] + text[notice.end() :])
         assert int(notice[2].replace(",", "")) == len(text) - notice.end()
-        assert int(notice[1].replace(",", "")) == printed - len(kept), (code, notice[0])
+        # "nothing dropped" only when the start and the kept end hold every character printed
+        # (two prints that reach nbrelay as separate messages on a busy machine, with nothing
+        # for the kernel's cap to cut); otherwise the count is exact.
+        dropped = 0 if notice[1] is None else int(notice[1].replace(",", ""))
+        assert dropped == printed - len(kept), (code, notice[0])
+        if printed > LIMIT + 20_000:  # more than the start and the kept end can hold
+            assert dropped > 0, (code, notice[0])
