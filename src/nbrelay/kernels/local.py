@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
 
+    from nbrelay.config import Settings
+
 logger = logging.getLogger("nbrelay.kernels.local")
 _LIVE_GROUPS: set[int] = set()
 _STDERR_TAIL = 4000
@@ -734,3 +736,21 @@ def _with_pdeathsig(policy: LaunchPolicy) -> LaunchPolicy:
     from dataclasses import replace
 
     return replace(policy, argv_prefix=(setpriv, "--pdeathsig", "KILL", *policy.argv_prefix))
+
+
+def local_kernels(
+    settings: Settings, *, root: str | None = None, open_folder: Callable[[str], int] | None = None
+) -> LocalKernels:
+    """Local kernels as ``settings`` ask for them. ``root`` is where warm kernels wait (None:
+    no warm kernel knows its folder in advance); ``open_folder`` opens a kernel's folder as the
+    store checked it (file mode), for a sandbox to bind."""
+    from nbrelay.kernels.sandbox import launch_policy
+
+    return LocalKernels(
+        policy=launch_policy(settings),
+        # a warm kernel would have to see every folder: sandboxed kernels start cold
+        pool_size=0 if settings.sandbox else settings.kernel_pool,
+        pool_cwd=root,
+        output_cap=settings.cell_output_limit,
+        open_folder=open_folder,
+    )

@@ -35,6 +35,7 @@ from nbrelay.notebook import validate
 from nbrelay.notebook.model import Notebook, from_dict, serialize, version_of
 from nbrelay.stores import paths
 from nbrelay.stores.base import (
+    Capabilities,
     EditOutcome,
     Entry,
     LastSeen,
@@ -122,6 +123,11 @@ class ContentsStore:
         self._locks: dict[str, anyio.Lock] = {}
         self._known: LastSeen[str] = LastSeen()  # per MCP session (reader)
         self._read: LastSeen[dict[str, str]] = LastSeen()  # each cell's source as last read
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Notebooks only (other files go through ``live_extras``), no live sessions."""
+        return Capabilities()
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
