@@ -312,6 +312,25 @@ def positions_moved(what: str, current: str, told: str = "") -> ConflictError:
     )
 
 
+def check_edit(
+    rel: str,
+    before: Snapshot,
+    expected: str | None,
+    known: str | None,
+    *,
+    guard_positions: bool,
+) -> bool:
+    """The rules every store applies before planning an edit of ``before``: refuse a stale
+    ``expected`` version; then, if the notebook changed since this reader last saw it
+    (``known``), refuse an edit by position (unless a version was given) and otherwise return
+    True (the change made outside is reported with the edit)."""
+    refuse_stale(rel, expected, before.version)
+    outside = known is not None and known != before.version
+    if outside and guard_positions and expected is None:
+        raise positions_moved(f"{rel!r} was changed by someone else", before.version)
+    return outside
+
+
 def plan_edit(
     before: Snapshot,
     planner: Planner,

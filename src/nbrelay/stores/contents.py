@@ -41,9 +41,8 @@ from nbrelay.stores.base import (
     LastSeen,
     Planner,
     Snapshot,
+    check_edit,
     plan_edit,
-    positions_moved,
-    refuse_stale,
 )
 
 NOT_LIVE_NOTE = (
@@ -271,11 +270,9 @@ class ContentsStore:
         rel = self.relative(path)
         async with self._lock(rel):
             before = await self._fetch(rel)
-            refuse_stale(rel, expected_version, before.version)
-            known = self._known.get(rel)
-            outside = known is not None and known != before.version
-            if outside and guard_positions and expected_version is None:
-                raise positions_moved(f"{rel!r} was changed by someone else", before.version)
+            outside = check_edit(
+                rel, before, expected_version, self._known.get(rel), guard_positions=guard_positions
+            )
             plan, after_nb = plan_edit(
                 before,
                 planner,

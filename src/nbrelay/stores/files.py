@@ -61,9 +61,8 @@ from nbrelay.stores.base import (
     LastSeen,
     Planner,
     Snapshot,
+    check_edit,
     plan_edit,
-    positions_moved,
-    refuse_stale,
 )
 
 STATE_FOLDER = ".nbrelay-state"  # kernel states saved next to notebooks (hidden, never served)
@@ -637,11 +636,13 @@ class FileStore:
     ) -> EditOutcome:
         with self._flock(real):
             before = self._snapshot(rel, real, fresh=True)
-            refuse_stale(rel, expected_version, before.version)
-            known = self._known.get(real)
-            outside = known is not None and known != before.version
-            if outside and guard_positions and expected_version is None:
-                raise positions_moved(f"{rel!r} was changed by someone else", before.version)
+            outside = check_edit(
+                rel,
+                before,
+                expected_version,
+                self._known.get(real),
+                guard_positions=guard_positions,
+            )
             plan, after_nb = plan_edit(
                 before,
                 planner,
