@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nbrelay import __version__
+from nbrelay import __version__, process
 from nbrelay.config import (
     JUPYTER_TOKEN_ENV,
     OPTIONS,
@@ -230,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(settings: Settings) -> int:
+    process.setup()  # first, before any thread starts
     # Read once into Settings; kernels and other children must never inherit the tokens.
     for name in SECRET_ENVS:
         os.environ.pop(name, None)

@@ -1,16 +1,14 @@
 """Settings: one frozen object, loaded with the precedence flags > environment > TOML > defaults.
 
-Every option is declared once in ``OPTIONS``: its command-line flag (``--output-budget``), its
-environment variable (``NBRELAY_OUTPUT_BUDGET``) and its TOML key (``output_budget``) all come
-from its name. ``nbrelay serve --help`` and the README's option table are built from the same
-list, and a test keeps them equal.
+Every option is declared once in ``nbrelay.options.OPTIONS`` (flag, environment variable, TOML
+key and default all come from it); secrets and redaction live in ``nbrelay.redaction``. Both are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import re
 import tomllib
@@ -20,459 +18,93 @@ from pathlib import Path
 from typing import Any
 
 from nbrelay.errors import InvalidArgument
-
-PROFILES = ("canonical", "ipynb-mcp", "notebook-lr", "jupyterlab-rtc", "mcp-jupyter", "srcbook")
-
-
-@dataclass(frozen=True)
-class Option:
-    """One setting: its name, type, default and help; ``lo``/``hi`` bound numbers."""
-
-    name: str
-    kind: type
-    default: Any
-    help: str
-    choices: tuple[str, ...] = ()
-    lo: float | None = None
-    hi: float | None = None
-    secret: bool = False
-    pattern: str | None = None  # what each item of a list must be (a regular expression)
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def env(self) -> str:
-        return "NBRELAY_" + self.name.upper()
-
-
-OPTIONS: tuple[Option, ...] = (
-    Option("root", Path, Path("."), "Folder whose notebooks are served (file mode)."),
-    Option("profile", str, "canonical", "Tool set to expose.", choices=PROFILES),
-    Option(
-        "tools",
-        list,
-        (),
-        "Comma-separated tool names to expose (default: all of the profile's tools).",
-    ),
-    Option("read_only", bool, False, "Expose only tools that read; no tool can change a notebook."),
-    Option(
-        "no_execute",
-        bool,
-        False,
-        "Leave out every tool that runs code; the path rules are then the whole boundary.",
-    ),
-    Option(
-        "output_schemas",
-        bool,
-        False,
-        "Declare each tool's output JSON schema in tools/list (results always carry "
-        "structuredContent; the schemas add about 40% to the context every agent pays).",
-    ),
-    Option(
-        "output_budget",
-        int,
-        6000,
-        "Characters of cell output one tool result may carry before head+tail truncation.",
-        lo=200,
-        hi=1_000_000,
-    ),
-    Option("undo_depth", int, 50, "Changes per notebook that undo can revert.", lo=0, hi=10_000),
-    Option(
-        "lock_timeout",
-        float,
-        10.0,
-        "Seconds to wait for another process's lock on a notebook before giving up.",
-        lo=0.1,
-        hi=600,
-    ),
-    Option(
-        "lock_dir",
-        Path,
-        None,
-        "Folder for cross-process lock files (default: a per-user folder in the temp dir).",
-    ),
-    Option(
-        "browser",
-        Path,
-        None,
-        "Chromium executable that prints PDF exports (default: chromium on PATH).",
-    ),
-    Option(
-        "export_timeout",
-        float,
-        120.0,
-        "Seconds one export or import conversion (nbconvert, Chromium) may take.",
-        lo=5,
-        hi=3600,
-    ),
-    Option("http", bool, False, "Serve streamable HTTP at /mcp instead of stdio."),
-    Option(
-        "host",
-        str,
-        "127.0.0.1",
-        "Address --http listens on; off loopback a token is required.",
-    ),
-    Option("port", int, 8765, "Port --http listens on (0 picks a free one).", lo=0, hi=65535),
-    Option(
-        "token_file",
-        Path,
-        None,
-        "File with the bearer token(s) for --http, one per line; created with a new random "
-        "token if missing. $NBRELAY_TOKEN is the alternative.",
-    ),
-    Option(
-        "allowed_hosts",
-        list,
-        (),
-        "Extra Host names clients use to reach --http (loopback names and --host are allowed).",
-    ),
-    Option(
-        "allowed_origins",
-        list,
-        (),
-        "Browser origins allowed to call --http besides loopback ones, e.g. https://lab.example.",
-    ),
-    Option(
-        "max_http_sessions",
-        int,
-        100,
-        "Most MCP sessions open at once over --http (each client holds one; idle ones end after "
-        "30 minutes); a client that would open another is refused with HTTP 503.",
-        lo=1,
-        hi=100_000,
-    ),
-    Option(
-        "execution_timeout",
-        float,
-        600.0,
-        "Seconds a cell may run before it is interrupted, when execute gives no timeout.",
-        lo=1,
-        hi=86_400,
-    ),
-    Option(
-        "max_execution_timeout",
-        float,
-        7200.0,
-        "The longest timeout (seconds) an execute call may ask for.",
-        lo=1,
-        hi=604_800,
-    ),
-    Option(
-        "execution_wait",
-        float,
-        30.0,
-        "Seconds execute waits for results before returning a handle to poll, when the call "
-        "gives no wait.",
-        lo=0,
-        hi=3600,
-    ),
-    Option(
-        "interrupt_grace",
-        float,
-        5.0,
-        "Seconds a kernel has to stop after an interrupt before it is restarted.",
-        lo=0.5,
-        hi=600,
-    ),
-    Option(
-        "kernel_idle_timeout",
-        float,
-        3600.0,
-        "Seconds without activity after which a notebook's kernel is shut down (0: never).",
-        lo=0,
-        hi=604_800,
-    ),
-    Option(
-        "kernel_pool",
-        int,
-        1,
-        "Warm kernels (of the default kernelspec) kept ready for notebooks that have none yet.",
-        lo=0,
-        hi=8,
-    ),
-    Option(
-        "max_sessions",
-        int,
-        0,
-        "Most kernels (notebook sessions) running at once; another is refused (0: no limit).",
-        lo=0,
-        hi=10_000,
-    ),
-    Option(
-        "max_kernels",
-        int,
-        0,
-        "Most kernels running at once (the warm pool aside); a notebook that needs another waits "
-        "while the least recently used idle one is stopped, its session kept (0: no limit).",
-        lo=0,
-        hi=10_000,
-    ),
-    Option(
-        "persist_sessions",
-        bool,
-        False,
-        "Save a Python kernel's variables (with dill) when it is stopped for idleness, and "
-        "restore them when the notebook runs again.",
-    ),
-    Option(
-        "session_dir",
-        Path,
-        None,
-        "Folder for saved kernel states (default: .nbrelay-state next to each notebook).",
-    ),
-    Option(
-        "kernel_memory",
-        int,
-        None,
-        "Megabytes of memory (address space) each kernel may use (default: no limit).",
-        lo=64,
-        hi=16_777_216,
-    ),
-    Option(
-        "kernel_cpu_time",
-        int,
-        None,
-        "Seconds of CPU time each kernel may use before it is stopped (default: no limit).",
-        lo=1,
-        hi=31_536_000,
-    ),
-    Option(
-        "sandbox",
-        bool,
-        False,
-        "Run kernels in a bubblewrap sandbox: the notebook's folder read-write, the system "
-        "read-only, nothing else; no network unless --kernel-network.",
-    ),
-    Option(
-        "kernel_network",
-        bool,
-        None,
-        "Let kernels use the network (default: yes, but no with --sandbox); "
-        "--no-kernel-network cuts it off even without --sandbox.",
-    ),
-    Option(
-        "kernel_env",
-        list,
-        (),
-        "Environment variables kernels get: comma-separated names and shell-style patterns, "
-        "e.g. PATH,HOME,LANG,LC_*; a credential-like variable passes only if named exactly "
-        "(default: all but nbrelay's settings and credential-like ones).",
-        pattern=r"[A-Za-z0-9_*?\[\]!-]+",
-    ),
-    Option(
-        "cell_output_limit",
-        int,
-        1_000_000,
-        "Characters of output stored per cell; beyond it the start and the end are kept, with a "
-        "notice of what was dropped.",
-        lo=1000,
-        hi=100_000_000,
-    ),
-    Option(
-        "jupyter_url",
-        str,
-        None,
-        "Live mode: the Jupyter Server (JupyterLab) whose notebooks to serve, e.g. "
-        "http://127.0.0.1:8888/; its token comes from $JUPYTER_TOKEN or --jupyter-token-file.",
-    ),
-    Option(
-        "jupyter_token_file",
-        Path,
-        None,
-        "Live mode: a file holding the Jupyter Server's token (instead of $JUPYTER_TOKEN).",
-    ),
-    Option(
-        "kernel_gateway_url",
-        str,
-        None,
-        "File mode: run kernels on this Jupyter Kernel Gateway or Enterprise Gateway instead of "
-        "locally; its token comes from $JUPYTER_TOKEN or --jupyter-token-file.",
-    ),
-    Option(
-        "agent_name",
-        str,
-        "nbrelay agent",
-        "Live mode: the name people see for the agent among JupyterLab's online collaborators.",
-    ),
-    Option(
-        "notebook",
-        str,
-        "notebook.ipynb",
-        "Profile notebook-lr: the current notebook its tools act on, under the root (created by "
-        "the first add_cell or save_notebook); load_notebook switches it.",
-    ),
+from nbrelay.options import OPTION_BY_NAME, OPTIONS, PROFILES, URL_OPTIONS, Option
+from nbrelay.redaction import (
+    CREDENTIAL_NAMES,
+    JUPYTER_TOKEN_ENV,
+    REDACTED,
+    TOKEN_ENV,
+    RedactSecrets,
+    Secret,
+    is_credential_name,
+    redact,
+    safe_url,
+    url_problem,
 )
 
-OPTION_BY_NAME = {o.name: o for o in OPTIONS}
-URL_OPTIONS = frozenset({"jupyter_url", "kernel_gateway_url"})
+__all__ = [
+    "CREDENTIAL_NAMES",
+    "JUPYTER_TOKEN_ENV",
+    "OPTIONS",
+    "OPTION_BY_NAME",
+    "PROFILES",
+    "REDACTED",
+    "TOKEN_ENV",
+    "URL_OPTIONS",
+    "Option",
+    "RedactSecrets",
+    "Secret",
+    "Settings",
+    "is_credential_name",
+    "load",
+    "parse_size",
+    "read_srcbook_json",
+    "read_toml",
+    "redact",
+    "safe_url",
+    "url_problem",
+]
 
 
-class Secret:
-    """A secret string (a token) that never shows in reprs, logs or tracebacks.
-
-    Every secret made is remembered, so that ``redact`` (and the log filter ``RedactSecrets``)
-    can take it out of any text, whatever library wrote it.
-    """
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-        if len(value) >= _MIN_SECRET:
-            _SECRETS.add(value)
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret(<hidden>)"
-
-    __str__ = __repr__
-
-
-_MIN_SECRET = 6  # shorter "secrets" would redact ordinary words
-_SECRETS: set[str] = set()
-REDACTED = "[redacted]"
-
-# Query parameter names that carry credentials (compared lower-cased, without - and _), and
-# the words that make any other name one.
-CREDENTIAL_NAMES = frozenset(
-    {
-        "token", "accesstoken", "idtoken", "refreshtoken", "authtoken", "apitoken",
-        "sessiontoken", "xsrf", "xsrftoken", "csrf", "csrftoken", "auth", "authorization",
-        "apikey", "key", "xapikey", "secret", "clientsecret", "password", "passwd", "pass",
-        "pwd", "bearer", "jwt", "sig", "signature", "credential", "credentials",
-    }
-)  # fmt: skip
-_CREDENTIAL_WORDS = ("token", "secret", "passw", "apikey", "credential", "bearer")
-
-
-def is_credential_name(name: str) -> bool:
-    """Whether a query parameter (or header) named ``name`` would carry a credential."""
-    plain = re.sub(r"[-_.\s]", "", name.lower())
-    return plain in CREDENTIAL_NAMES or any(w in plain for w in _CREDENTIAL_WORDS)
-
-
-def url_problem(url: str) -> str | None:
-    """Why a server URL must be refused: credentials in it (user:password@, or a query parameter
-    such as ?token=), which would show in process lists, logs and error messages."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    try:
-        parts = urlsplit(url.strip())
-        userinfo = parts.username is not None or parts.password is not None
-    except ValueError:
-        return None  # not a URL at all: the caller says so
-    if userinfo or "@" in parts.netloc:
-        return "it carries a user name or password (user:password@host)"
-    names = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
-    if any(is_credential_name(k) for k in names):
-        return "it carries a credential in its query string (such as ?token=)"
-    return None
-
-
-def safe_url(url: str) -> str:
-    """``url`` as it may be shown: no user name, password, query or fragment."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url.strip())
-        host = parts.netloc.rpartition("@")[2]
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        return REDACTED
-
-
-_HEADER_SECRET = re.compile(
-    r"(?i)\b(authorization|proxy-authorization|cookie|set-cookie|x-xsrftoken|x-api-key)"
-    r"(\W{1,4})([^\r\n'\"]+)"
-)
-_QUERY_SECRET = re.compile(r"([?&;]([\w.\-]+)=)([^&\s'\"#]+)")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@'\"]+@")
-
-
-def redact(text: str) -> str:
-    """``text`` without credentials: every known secret, the values of Authorization and
-    Cookie headers, credential query parameters, and user:password@ in URLs."""
-    for secret in _SECRETS:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    text = _HEADER_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    text = _QUERY_SECRET.sub(
-        lambda m: m.group(1) + REDACTED if is_credential_name(m.group(2)) else m.group(0), text
-    )
-    return _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
-
-
-class RedactSecrets(logging.Filter):
-    """A log filter that takes credentials out of every record (message, arguments,
-    traceback): the SDK's HTTP client and websockets log request headers at DEBUG."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a bad format string: log what there is
-            message = str(record.msg)
-        record.msg, record.args = redact(message), None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = redact(record.exc_text)
-        if record.stack_info:
-            record.stack_info = redact(record.stack_info)
-        return True
-
-
-TOKEN_ENV = "NBRELAY_TOKEN"  # noqa: S105 - the variable's name, not a token
-JUPYTER_TOKEN_ENV = "JUPYTER_TOKEN"  # noqa: S105 - the variable's name, not a token
+def _default(name: str) -> Any:
+    """An option's default, from its one declaration in ``OPTIONS``."""
+    return OPTION_BY_NAME[name].default
 
 
 @dataclass(frozen=True)
 class Settings:
-    root: Path = Path(".")
-    profile: str = "canonical"
-    tools: tuple[str, ...] = ()
-    read_only: bool = False
-    output_schemas: bool = False
-    output_budget: int = 6000
-    undo_depth: int = 50
-    lock_timeout: float = 10.0
-    lock_dir: Path | None = None
-    browser: Path | None = None
-    export_timeout: float = 120.0
-    no_execute: bool = False
-    http: bool = False
-    host: str = "127.0.0.1"
-    port: int = 8765
-    token_file: Path | None = None
-    allowed_hosts: tuple[str, ...] = ()
-    allowed_origins: tuple[str, ...] = ()
-    max_http_sessions: int = 100
-    execution_timeout: float = 600.0
-    max_execution_timeout: float = 7200.0
-    execution_wait: float = 30.0
-    interrupt_grace: float = 5.0
-    kernel_idle_timeout: float = 3600.0
-    kernel_pool: int = 1
-    max_sessions: int = 0
-    max_kernels: int = 0
-    persist_sessions: bool = False
-    session_dir: Path | None = None
-    kernel_memory: int | None = None
-    kernel_cpu_time: int | None = None
-    sandbox: bool = False
-    kernel_network: bool | None = None
-    kernel_env: tuple[str, ...] = ()
-    cell_output_limit: int = 1_000_000
+    root: Path = _default("root")
+    profile: str = _default("profile")
+    tools: tuple[str, ...] = _default("tools")
+    read_only: bool = _default("read_only")
+    output_schemas: bool = _default("output_schemas")
+    output_budget: int = _default("output_budget")
+    undo_depth: int = _default("undo_depth")
+    lock_timeout: float = _default("lock_timeout")
+    lock_dir: Path | None = _default("lock_dir")
+    browser: Path | None = _default("browser")
+    export_timeout: float = _default("export_timeout")
+    no_execute: bool = _default("no_execute")
+    http: bool = _default("http")
+    host: str = _default("host")
+    port: int = _default("port")
+    token_file: Path | None = _default("token_file")
+    allowed_hosts: tuple[str, ...] = _default("allowed_hosts")
+    allowed_origins: tuple[str, ...] = _default("allowed_origins")
+    max_http_sessions: int = _default("max_http_sessions")
+    execution_timeout: float = _default("execution_timeout")
+    max_execution_timeout: float = _default("max_execution_timeout")
+    execution_wait: float = _default("execution_wait")
+    interrupt_grace: float = _default("interrupt_grace")
+    kernel_idle_timeout: float = _default("kernel_idle_timeout")
+    kernel_pool: int = _default("kernel_pool")
+    max_sessions: int = _default("max_sessions")
+    max_kernels: int = _default("max_kernels")
+    persist_sessions: bool = _default("persist_sessions")
+    session_dir: Path | None = _default("session_dir")
+    kernel_memory: int | None = _default("kernel_memory")
+    kernel_cpu_time: int | None = _default("kernel_cpu_time")
+    sandbox: bool = _default("sandbox")
+    kernel_network: bool | None = _default("kernel_network")
+    kernel_env: tuple[str, ...] = _default("kernel_env")
+    cell_output_limit: int = _default("cell_output_limit")
     # From $NBRELAY_TOKEN only: never a flag (argv is visible to every local user).
     token: Secret | None = field(default=None, repr=False, compare=False)
-    jupyter_url: str | None = None
-    jupyter_token_file: Path | None = None
-    kernel_gateway_url: str | None = None
-    agent_name: str = "nbrelay agent"
-    notebook: str = "notebook.ipynb"
+    jupyter_url: str | None = _default("jupyter_url")
+    jupyter_token_file: Path | None = _default("jupyter_token_file")
+    kernel_gateway_url: str | None = _default("kernel_gateway_url")
+    agent_name: str = _default("agent_name")
+    notebook: str = _default("notebook")
     # From $JUPYTER_TOKEN only (--jupyter-token-file is read when live mode starts).
     jupyter_token: Secret | None = field(default=None, repr=False, compare=False)
 

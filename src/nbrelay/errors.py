@@ -13,7 +13,6 @@ Hierarchy:
   + UndoRefused                 undo would overwrite changes made after the edit being undone
   + StoreError                  the notebook could not be written (disk, permissions, locks)
   + KernelError                 a kernel could not start, died, or refused a request
-    - ExecutionTimeout          a run exceeded its time limit
   + RemoteError                 a Jupyter Server answered with an error or could not be reached
   + Unsupported                 the request needs something this machine or mode cannot provide
 
@@ -197,10 +196,6 @@ class StoreError(NbrelayError):
 
 class KernelError(NbrelayError):
     """A kernel could not start, died, or refused a request."""
-
-
-class ExecutionTimeout(KernelError):
-    """A run exceeded its time limit."""
 
 
 class RemoteError(NbrelayError):

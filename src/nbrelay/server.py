@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -12,7 +13,7 @@ import pydantic_core
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
-from nbrelay import __version__, runtime
+from nbrelay import __version__, process, runtime
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.sandbox import launch_policy
@@ -127,7 +128,17 @@ def build_workspace(settings: Settings) -> Workspace:
         return Workspace(settings, store, kernels=kernels)
     if not settings.no_execute:
         runtime.folder_path()  # local kernels keep files there: refuse one another user holds
-    return Workspace(settings, store)
+    return Workspace(
+        settings, store, kernel_factory=functools.partial(_local_kernels, settings, store)
+    )
+
+
+def _local_kernels(settings: Settings, store: FileStore) -> KernelProvider:
+    """File mode's default: kernels on this machine, in the notebooks' folders (made when code
+    first runs, so a server that only reads never loads jupyter_client)."""
+    from nbrelay.kernels.local import local_kernels
+
+    return local_kernels(settings, root=str(store.root), open_folder=store.open_kernel_folder)
 
 
 def _live_workspace(settings: Settings, url: str) -> Workspace:
@@ -152,6 +163,7 @@ def _gateway_kernels(settings: Settings, url: str) -> KernelProvider:
 
 def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPServer[Any]:
     """The MCP server for ``settings.profile``; the workspace is closed when the server stops."""
+    process.setup()
     launch_policy(settings)  # refuse limits and sandboxes this machine cannot enforce
     ws = workspace or build_workspace(settings)
     feed = resources.ChangeFeed(ws)

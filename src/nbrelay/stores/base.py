@@ -11,12 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Plan, apply, changed_cells, merge_with_read
 from nbrelay.notebook.model import Cell, Notebook
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
 
 Planner = Callable[[Notebook], Plan]
 
@@ -212,6 +216,76 @@ class LiveSessions(Protocol):
         ...
 
 
+class LocalFiles(Protocol):
+    """A store whose notebooks are files on this machine (file mode): kernels run in their
+    folders, exports are saved and imports read next to them, kernel state files are kept in a
+    hidden folder beside each notebook."""
+
+    root: Path
+
+    def open_kernel_folder(self, cwd: str) -> int:
+        """A descriptor of a kernel's folder under the root (what a sandbox binds)."""
+        ...
+
+    def state_file(self, path: str, name: str) -> str:
+        """The real path of the kernel state file ``name`` of notebook ``path``."""
+        ...
+
+    async def state_exists(self, real: str) -> bool:
+        """Whether a state file given by :meth:`state_file` exists."""
+        ...
+
+    async def remove_state(self, real: str) -> None:
+        """Delete a state file given by :meth:`state_file` (if it exists)."""
+        ...
+
+    def file_path(self, path: str) -> str:
+        """Validate the path of a file of any kind; return its relative form."""
+        ...
+
+    async def read_file(self, path: str) -> tuple[str, bytes]:
+        """A file's name and bytes (imports)."""
+        ...
+
+    async def write_files(self, files: Mapping[str, bytes], *, overwrite: bool) -> None:
+        """Write files atomically, all or none refused (exports)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a store can do beyond the ``NotebookStore`` interface: the workspace asks this, never
+    the store's type or attributes. A store declares it as its ``capabilities`` property."""
+
+    files: LocalFiles | None = None
+    """Set when notebooks are files on this machine (file mode)."""
+    documents: DocumentStore | None = None
+    """Set when files other than notebooks are served (the document tools)."""
+    sessions: LiveSessions | None = None
+    """Set when notebooks can be held open as live collaboration sessions."""
+    live_outputs: bool = False
+    """Whether running cells' outputs stream into shared cells (with JupyterLab's run state)."""
+    output_interval: float = 2.0
+    """Seconds between saves of a running cell's outputs."""
+    background: Callable[[TaskGroup], None] | None = None
+    """Starts the store's background tasks in the task group the server runs."""
+
+
+def capabilities(store: object) -> Capabilities:
+    """The store's declared capabilities. A store that declares none yet is described from the
+    attributes it has (the live store's ``attach``, ``live_outputs``, ``output_interval``)."""
+    declared = getattr(store, "capabilities", None)
+    if isinstance(declared, Capabilities):
+        return declared
+    return Capabilities(
+        documents=store if isinstance(store, DocumentStore) else None,
+        sessions=store if isinstance(store, LiveSessions) else None,
+        live_outputs=bool(getattr(store, "live_outputs", False)),
+        output_interval=float(getattr(store, "output_interval", 2.0)),
+        background=getattr(store, "attach", None),
+    )
+
+
 # -- rules every store applies to an edit -------------------------------------------------------
 
 STALE_HINT = act("stale")
@@ -236,6 +310,25 @@ def positions_moved(what: str, current: str, told: str = "") -> ConflictError:
         current=current,
         hint=act("positions"),
     )
+
+
+def check_edit(
+    rel: str,
+    before: Snapshot,
+    expected: str | None,
+    known: str | None,
+    *,
+    guard_positions: bool,
+) -> bool:
+    """The rules every store applies before planning an edit of ``before``: refuse a stale
+    ``expected`` version; then, if the notebook changed since this reader last saw it
+    (``known``), refuse an edit by position (unless a version was given) and otherwise return
+    True (the change made outside is reported with the edit)."""
+    refuse_stale(rel, expected, before.version)
+    outside = known is not None and known != before.version
+    if outside and guard_positions and expected is None:
+        raise positions_moved(f"{rel!r} was changed by someone else", before.version)
+    return outside
 
 
 def plan_edit(

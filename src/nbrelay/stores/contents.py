@@ -35,14 +35,14 @@ from nbrelay.notebook import validate
 from nbrelay.notebook.model import Notebook, from_dict, serialize, version_of
 from nbrelay.stores import paths
 from nbrelay.stores.base import (
+    Capabilities,
     EditOutcome,
     Entry,
     LastSeen,
     Planner,
     Snapshot,
+    check_edit,
     plan_edit,
-    positions_moved,
-    refuse_stale,
 )
 
 NOT_LIVE_NOTE = (
@@ -122,6 +122,11 @@ class ContentsStore:
         self._locks: dict[str, anyio.Lock] = {}
         self._known: LastSeen[str] = LastSeen()  # per MCP session (reader)
         self._read: LastSeen[dict[str, str]] = LastSeen()  # each cell's source as last read
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Notebooks only (other files go through ``live_extras``), no live sessions."""
+        return Capabilities()
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
@@ -265,11 +270,9 @@ class ContentsStore:
         rel = self.relative(path)
         async with self._lock(rel):
             before = await self._fetch(rel)
-            refuse_stale(rel, expected_version, before.version)
-            known = self._known.get(rel)
-            outside = known is not None and known != before.version
-            if outside and guard_positions and expected_version is None:
-                raise positions_moved(f"{rel!r} was changed by someone else", before.version)
+            outside = check_edit(
+                rel, before, expected_version, self._known.get(rel), guard_positions=guard_positions
+            )
             plan, after_nb = plan_edit(
                 before,
                 planner,

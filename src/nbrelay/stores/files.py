@@ -23,15 +23,13 @@ import errno
 import fcntl
 import functools
 import hashlib
-import json
 import mimetypes
 import os
 import posixpath
 import secrets
 import stat
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import cast
@@ -39,7 +37,7 @@ from typing import cast
 import anyio
 import anyio.to_thread
 
-from nbrelay import runtime
+from nbrelay import process, runtime
 from nbrelay.errors import (
     ConflictError,
     InvalidArgument,
@@ -51,18 +49,20 @@ from nbrelay.errors import (
     act,
 )
 from nbrelay.notebook import validate
-from nbrelay.notebook.model import Cell, Notebook, parse, serialize, version_of
+from nbrelay.notebook.model import Notebook, parse, serialize, version_of
+from nbrelay.notebook.serialize import CellBytes, splice
+from nbrelay.process import map_big_buffers, release_memory
 from nbrelay.stores import paths
 from nbrelay.stores.base import (
+    Capabilities,
     Document,
     EditOutcome,
     Entry,
     LastSeen,
     Planner,
     Snapshot,
+    check_edit,
     plan_edit,
-    positions_moved,
-    refuse_stale,
 )
 
 STATE_FOLDER = ".nbrelay-state"  # kernel states saved next to notebooks (hidden, never served)
@@ -70,8 +70,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _TMP_MARK = ".nbrelay-"
 _TMP_SUFFIX = ".tmp"
 _MAX_BYTES = 512 * 1024 * 1024
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+_TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
 
 StatKey = tuple[int, int, int, int, int]
 
@@ -120,7 +119,12 @@ class FileStore:
         self._swept: set[str] = set()
         # The last written notebook's cells as serialised (by cell identity), so that an edit
         # re-encodes only the cells it made; see _serialize.
-        self._cell_bytes: dict[str, dict[int, tuple[Cell, bytes]]] = {}
+        self._cell_bytes: dict[str, CellBytes] = {}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Files on this machine, any document under the root; no live sessions."""
+        return Capabilities(files=self, documents=self)
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -405,7 +409,7 @@ class FileStore:
                 pid = int(name.split(_TMP_MARK, 1)[1].split("-", 1)[0])
             except ValueError:
                 continue
-            if pid != os.getpid() and _alive(pid):
+            if pid != os.getpid() and process.pid_alive(pid):
                 continue
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=dfd)
@@ -500,7 +504,7 @@ class FileStore:
                     while view:
                         n = os.write(fd, view)
                         view = view[n:]
-                    os.fchmod(fd, old_mode if old_mode is not None else 0o666 & ~_UMASK)
+                    os.fchmod(fd, old_mode if old_mode is not None else 0o666 & ~process.umask())
                     os.fsync(fd)
                 finally:
                     os.close(fd)
@@ -632,11 +636,13 @@ class FileStore:
     ) -> EditOutcome:
         with self._flock(real):
             before = self._snapshot(rel, real, fresh=True)
-            refuse_stale(rel, expected_version, before.version)
-            known = self._known.get(real)
-            outside = known is not None and known != before.version
-            if outside and guard_positions and expected_version is None:
-                raise positions_moved(f"{rel!r} was changed by someone else", before.version)
+            outside = check_edit(
+                rel,
+                before,
+                expected_version,
+                self._known.get(real),
+                guard_positions=guard_positions,
+            )
             plan, after_nb = plan_edit(
                 before,
                 planner,
@@ -652,28 +658,12 @@ class FileStore:
             return EditOutcome(before, after, plan, changed_outside=outside)
 
     def _serialize(self, real: str, nb: Notebook) -> bytes:
-        """``serialize(nb)`` byte for byte, re-encoding only the cells that are not the very
-        objects written last time. Cells are never changed in place (an edit makes new cell
-        dicts and shares the others), so an unchanged object has unchanged bytes; this turns the
-        cost of a single-cell edit from the whole notebook's JSON into one cell's."""
-        skeleton = serialize(nb.with_cells([]))
-        if not nb.cells or not skeleton.startswith(_NO_CELLS):
-            return serialize(nb)
-        known = self._cell_bytes.get(real, {})
-        current: dict[int, tuple[Cell, bytes]] = {}
-        parts = []
-        encoded = 0
-        for cell in nb.cells:
-            hit = known.get(id(cell))
-            if hit is None or hit[0] is not cell:
-                hit = (cell, _cell_bytes(cell))
-                encoded += len(hit[1])
-            current[id(cell)] = hit
-            parts.append(hit[1])
-        self._cell_bytes[real] = current
+        """``serialize(nb)`` byte for byte, re-encoding only the cells written since the last
+        save of this file (see :mod:`nbrelay.notebook.serialize`)."""
+        data, self._cell_bytes[real], encoded = splice(nb, self._cell_bytes.get(real, {}))
         if encoded > _TRIM_AFTER:  # encoding goes through many small strings: give them back
             release_memory()
-        return _CELLS_OPEN + b",\n  ".join(parts) + b"\n ]" + skeleton[len(_NO_CELLS) :]
+        return data
 
     # -- whole-file operations ------------------------------------------------------------
 
@@ -964,108 +954,4 @@ class FileStore:
         self._cell_bytes.clear()
 
 
-_CELLS_OPEN = b'{\n "cells": [\n  '
-_NO_CELLS = b'{\n "cells": []'
-_ONE_CELL_TAIL = b'\n ],\n "metadata": {},\n "nbformat": 4,\n "nbformat_minor": 5\n}\n'
-
-
-_TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
-
-
-@functools.cache
-def _glibc(name: str) -> Callable[..., int] | None:
-    """A function of glibc's allocator, or None where there is no glibc."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        found: Callable[..., int] = getattr(ctypes.CDLL("libc.so.6"), name)
-    except (OSError, AttributeError):
-        return None
-    return found
-
-
-def release_memory() -> None:
-    """Give the C heap's free pages back to the system. glibc keeps them otherwise, so the
-    megabytes that parsing, validating (the first time: compiling the schema) or serialising a
-    big notebook go through would count as the server's memory for as long as it runs."""
-    trim = _glibc("malloc_trim")
-    if trim is not None:
-        trim(0)
-
-
-def map_big_buffers() -> None:
-    """Have glibc give every buffer of 128 KiB or more a mapping of its own, which goes back to
-    the system when it is freed. By default the threshold rises to the largest buffer freed so
-    far, after which notebook-sized buffers (file bytes, serialised cells, kernel output) are
-    carved from the heap and linger there."""
-    mallopt = _glibc("mallopt")
-    if mallopt is not None:
-        mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
-
-
-_LONG_TEXT = 64 * 1024  # characters of stream text written slice by slice
-
-
-def _cell_bytes(cell: Cell) -> bytes:
-    """A cell as nbformat's writer puts it inside a notebook, cut out of a one-cell notebook.
-
-    A long stream text (a print loop's) stands in as a marker and its lines are then written
-    slice by slice, exactly as the writer writes a list of lines, instead of first becoming a
-    list with a Python string per line: that list was most of the server's peak memory.
-    """
-    outputs = cell.get("outputs")
-    texts: dict[bytes, str] = {}
-    if isinstance(outputs, list) and any(_long_stream(o) for o in outputs):
-        token = secrets.token_hex(8)
-        shown = []
-        for k, out in enumerate(outputs):
-            if _long_stream(out):
-                mark = f"\x00nbrelay-{token}-{k}\x00"
-                texts[json.dumps(mark).encode()] = out["text"]
-                out = {**out, "text": mark}
-            shown.append(out)
-        cell = {**cell, "outputs": shown}
-    one = serialize(Notebook({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-    body = one[len(_CELLS_OPEN) : -len(_ONE_CELL_TAIL)]
-    for quoted, text in texts.items():
-        at = body.index(quoted)
-        indent = body[body.rindex(b"\n", 0, at) + 1 : at]
-        body = body[:at] + _json_lines(text, b",\n" + indent) + body[at + len(quoted) :]
-    return body
-
-
-def _long_stream(out: object) -> bool:
-    return (
-        isinstance(out, dict)
-        and out.get("output_type") == "stream"
-        and isinstance(out.get("text"), str)
-        and len(out["text"]) > _LONG_TEXT
-    )
-
-
-def _json_lines(text: str, separator: bytes) -> bytes:
-    """The JSON strings of ``text.splitlines(True)`` joined by ``separator``, made a slice of
-    lines at a time (a slice ends after a newline, so no line break is split)."""
-    from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) uses
-
-    sep = separator.decode()
-    pieces = []
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start + _LONG_TEXT // 4)
-        end = len(text) if end < 0 else end + 1
-        pieces.append(sep.join(map(encode_basestring, text[start:end].splitlines(True))).encode())
-        start = end
-    return separator.join(pieces)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+__all__ = ["STATE_FOLDER", "FileStore", "map_big_buffers", "release_memory"]

@@ -13,7 +13,7 @@ import logging
 import re
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +31,13 @@ from nbrelay.notebook.edits import CellSpec
 from nbrelay.notebook.model import IdFactory, Notebook, new_notebook, random_id
 from nbrelay.notebook.search import Match, compile_pattern, search
 from nbrelay.stores.base import (
+    Capabilities,
     EditOutcome,
     Entry,
     NotebookStore,
     Planner,
     Snapshot,
+    capabilities,
 )
 
 if TYPE_CHECKING:
@@ -101,9 +103,14 @@ class CoreWorkspace:
         *,
         id_factory: IdFactory = random_id,
         kernels: KernelProvider | None = None,
+        kernel_factory: Callable[[], KernelProvider] | None = None,
     ) -> None:
+        """``kernels`` is where code runs; ``kernel_factory`` makes it when code first runs
+        (the server passes one or the other). Without either, local kernels in the notebooks'
+        folders."""
         self.settings = settings
         self.store = store
+        self._kernel_factory = kernel_factory or self._local_kernels
         self._id_factory = id_factory
         self._history: dict[str, deque[history.Change]] = {}
         self._kernels = kernels
@@ -116,8 +123,22 @@ class CoreWorkspace:
         self._resumed: dict[str, str] = {}  # notes for the next run of a resumed session
         self._viewed: dict[str, str] = {}  # notebook -> the version the agent last viewed
         self._sessions: dict[str, NotebookSession] = {}
-        self._kernel_line: anyio.Lock | None = None  # --max-kernels: notebooks waiting for one
-        self._reserved: set[str] = set()  # notebooks given a kernel slot, kernel not yet running
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the store can do (asked each time: the live store learns late whether the
+        server has real-time collaboration)."""
+        return capabilities(self.store)
+
+    def _local_kernels(self) -> KernelProvider:
+        from nbrelay.kernels.local import local_kernels
+
+        files = self.capabilities.files
+        return local_kernels(
+            self.settings,
+            root=str(files.root) if files is not None else None,
+            open_folder=files.open_kernel_folder if files is not None else None,
+        )
 
     # -- reading --------------------------------------------------------------------------
 

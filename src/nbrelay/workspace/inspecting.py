@@ -54,14 +54,7 @@ class InspectingWorkspace(RunningWorkspace):
         """Draw a cell's result (or ``options['expression']``) as a chart or graph (PNG, base64
         in ``png``) or give it as table data, in the notebook's Python kernel."""
         opts = dict(options or {})
-        if kind not in visualize.KINDS:
-            raise InvalidArgument(
-                f"unknown visualisation {kind!r}.", hint=f"Kinds: {', '.join(visualize.KINDS)}."
-            )
-        if opts.get("chart") not in (None, *visualize.CHARTS):
-            raise InvalidArgument(
-                f"unknown chart {opts['chart']!r}.", hint=f"Charts: {', '.join(visualize.CHARTS)}."
-            )
+        _check_visual(kind, opts)
         snap = await self.store.load(path)
         found = snap.notebook.cells[address.resolve_one(snap.notebook.ids, cell)]
         count = found.get("execution_count")
@@ -84,14 +77,7 @@ class InspectingWorkspace(RunningWorkspace):
         the same code draws it, in a child Python process (matplotlib from nbrelay's own
         environment), with a time limit."""
         opts = {k: v for k, v in dict(options or {}).items() if k != "expression"}
-        if kind not in visualize.KINDS:
-            raise InvalidArgument(
-                f"unknown visualisation {kind!r}.", hint=f"Kinds: {', '.join(visualize.KINDS)}."
-            )
-        if opts.get("chart") not in (None, *visualize.CHARTS):
-            raise InvalidArgument(
-                f"unknown chart {opts['chart']!r}.", hint=f"Charts: {', '.join(visualize.CHARTS)}."
-            )
+        _check_visual(kind, opts)
         shim = (
             "import json as _j, sys as _s\n"
             "class _Shell:\n    user_ns = {'_nbrelay_value': _j.loads(_s.stdin.read())}\n"
@@ -293,3 +279,15 @@ def _visual_error(done: Mapping[str, Any], what: str, count: Any) -> NoReturn:
     if problem == "no_matplotlib":
         raise Unsupported(message, hint=hint)
     raise InvalidArgument(message, hint=hint)
+
+
+def _check_visual(kind: str, opts: Mapping[str, Any]) -> None:
+    """Refuse an unknown visualisation kind or chart, naming the ones there are."""
+    if kind not in visualize.KINDS:
+        raise InvalidArgument(
+            f"unknown visualisation {kind!r}.", hint=f"Kinds: {', '.join(visualize.KINDS)}."
+        )
+    if opts.get("chart") not in (None, *visualize.CHARTS):
+        raise InvalidArgument(
+            f"unknown chart {opts['chart']!r}.", hint=f"Charts: {', '.join(visualize.CHARTS)}."
+        )

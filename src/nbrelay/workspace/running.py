@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import logging
 import os
@@ -13,7 +14,7 @@ import posixpath
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import anyio
 import anyio.to_thread
@@ -34,14 +35,12 @@ from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.outputs import Limits, Output
-from nbrelay.stores.base import (
-    Snapshot,
-)
-from nbrelay.stores.files import STATE_FOLDER, FileStore, map_big_buffers, release_memory
-
-if TYPE_CHECKING:
-    pass
+from nbrelay.process import release_memory
+from nbrelay.stores.base import LocalFiles, Snapshot
+from nbrelay.stores.files import STATE_FOLDER
+from nbrelay.timestamps import utc_iso
 from nbrelay.workspace.editing import EditingWorkspace
+from nbrelay.workspace.slots import KernelSlots
 
 logger = logging.getLogger("nbrelay")
 
@@ -62,9 +61,8 @@ class RunningWorkspace(EditingWorkspace):
                 self._tg = tg
                 if self._kernels is not None:
                     self._kernels.attach(tg)
-                attach_store = getattr(self.store, "attach", None)
-                if attach_store is not None:  # the live store keeps its rooms open in tg
-                    attach_store(tg)
+                if self.capabilities.background is not None:  # the live store's rooms
+                    self.capabilities.background(tg)
                 tg.start_soon(self._reap_idle_kernels)
                 tg.start_soon(self._release_memory)
                 try:
@@ -89,20 +87,7 @@ class RunningWorkspace(EditingWorkspace):
 
     def _provider(self) -> KernelProvider:
         if self._kernels is None:
-            from nbrelay.kernels.local import LocalKernels
-            from nbrelay.kernels.sandbox import launch_policy
-
-            root = getattr(self.store, "root", None)
-            self._kernels = LocalKernels(
-                policy=launch_policy(self.settings),
-                # a warm kernel would have to see every folder: sandboxed kernels start cold
-                pool_size=0 if self.settings.sandbox else self.settings.kernel_pool,
-                pool_cwd=str(root) if root is not None else None,
-                output_cap=self.settings.cell_output_limit,
-                open_folder=(
-                    self.store.open_kernel_folder if isinstance(self.store, FileStore) else None
-                ),
-            )
+            self._kernels = self._kernel_factory()
             if self._tg is not None:
                 self._kernels.attach(self._tg)
         return self._kernels
@@ -115,7 +100,8 @@ class RunningWorkspace(EditingWorkspace):
 
     def _kernel_cwd(self, rel: str) -> str:
         folder = posixpath.dirname(rel)
-        root = getattr(self.store, "root", None)
+        files = self.capabilities.files
+        root = files.root if files is not None else None
         return os.path.normpath(os.path.join(str(root), folder)) if root is not None else folder
 
     def require_execution(self) -> None:
@@ -129,16 +115,21 @@ class RunningWorkspace(EditingWorkspace):
     async def _runner(self, snap: Snapshot) -> Runner:
         self.require_execution()  # every way to run code starts here, whatever the tool
         kernel_name = snap.notebook.kernel_name or "python3"
-        self._check_sessions(snap.path)
+        self.kernel_slots.check(snap.path, self.settings.max_sessions)
         provider = self._provider()
-        waited = await self._kernel_slot(snap.path)
+        # With --max-kernels, wait in line for a slot; room is made by stopping the least
+        # recently used idle kernel (its notebook is suspended, as after --kernel-idle-timeout),
+        # for at most --execution-timeout seconds (the time any cell may run).
+        waited = await self.kernel_slots.reserve(
+            snap.path, self.settings.max_kernels, self.settings.execution_timeout
+        )
         try:
             session = await provider.session(
                 snap.path, kernel_name=kernel_name, cwd=self._kernel_cwd(snap.path)
             )
         finally:
             if waited is not None:
-                self._reserved.discard(snap.path)
+                self.kernel_slots.release(snap.path)
         runner = self._runners.get(snap.path)
         if runner is None or runner.session is not session:
             policy = self._policy(session.info.language)
@@ -151,34 +142,6 @@ class RunningWorkspace(EditingWorkspace):
                 )
         return runner
 
-    async def _kernel_slot(self, key: str) -> float | None:
-        """With --max-kernels, wait in line (first come, first served) until ``key`` may start a
-        kernel, and reserve the slot; returns the seconds waited (None: no slot was needed). Room is made by stopping the
-        least recently used idle kernel (its notebook is suspended, as after
-        --kernel-idle-timeout); while every kernel is busy, the wait lasts until one is free, at
-        most --execution-timeout seconds (the time any cell may run)."""
-        limit = self.settings.max_kernels
-        kernels = self._kernels
-        if not limit or kernels is None or kernels.get(key) is not None or key in self._reserved:
-            return None
-        if self._kernel_line is None:
-            self._kernel_line = anyio.Lock()
-        started = time.monotonic()
-        try:
-            with anyio.fail_after(self.settings.execution_timeout):
-                async with self._kernel_line:
-                    while len({k.key for k in kernels.running()} | self._reserved) >= limit:
-                        if not await self._stop_least_recent(key):
-                            await anyio.sleep(0.1)
-                    self._reserved.add(key)
-        except TimeoutError as exc:
-            raise KernelError(
-                f"{key!r} waited {self.settings.execution_timeout:g} s for a kernel: all "
-                f"{limit} kernels this server runs at once (--max-kernels) stayed busy.",
-                hint=f"Retry when a run has ended, or {act('interrupt')}.",
-            ) from exc
-        return time.monotonic() - started
-
     async def _stop_least_recent(self, wanted: str) -> bool:
         """Stop the least recently used idle kernel, keeping its session (resumed by its next
         run); False if every kernel is busy."""
@@ -188,7 +151,7 @@ class RunningWorkspace(EditingWorkspace):
             for key, runner in self._runners.items()
             if key != wanted
             and key not in running
-            and key not in self._reserved
+            and not self.kernel_slots.reserved(key)
             and not runner.busy
         ]
         if not idle:
@@ -281,8 +244,8 @@ class RunningWorkspace(EditingWorkspace):
 
         # Live mode: outputs stream into the shared cell as they arrive, with JupyterLab's
         # running state ([*]), which is reset when the run ends however it ends.
-        live = bool(getattr(self.store, "live_outputs", False))
-        interval = float(getattr(self.store, "output_interval", 2.0))
+        caps = self.capabilities
+        live, interval = caps.live_outputs, caps.output_interval
 
         async def save(done: Mapping[str, tuple[list[Output], int | None]]) -> str | None:
             current = job.current() if live else None
@@ -447,18 +410,16 @@ class RunningWorkspace(EditingWorkspace):
 
     # -- sessions: limits, suspension, persistence ----------------------------------------
 
-    def _check_sessions(self, key: str) -> None:
-        limit = self.settings.max_sessions
-        if not limit or self._kernels is None or self._kernels.get(key) is not None:
-            return
-        running = self._kernels.running()
-        if len(running) >= limit:
-            raise KernelError(
-                f"{len(running)} kernels are running, the most this server allows "
-                f"(--max-sessions {limit}), so {key!r} cannot start one.",
-                hint="Wait until an idle kernel is stopped (--kernel-idle-timeout), or ask the "
-                "person running nbrelay for a larger --max-sessions.",
-            )
+    @functools.cached_property
+    def kernel_slots(self) -> KernelSlots:
+        """The count of kernels running or starting, which --max-sessions and --max-kernels
+        limit."""
+        return KernelSlots(lambda: self._kernels, self._stop_least_recent)
+
+    def check_session_room(self, key: str) -> None:
+        """Refuse, before anything starts, a notebook that would start a kernel beyond
+        --max-sessions (the one count of kernel slots, shared with --max-kernels)."""
+        self.kernel_slots.check(self.store.relative(key), self.settings.max_sessions)
 
     def session_state_file(self, rel: str) -> str:
         """Where a suspended session's variables are kept (with --persist-sessions)."""
@@ -515,8 +476,8 @@ class RunningWorkspace(EditingWorkspace):
     async def _release_memory(self) -> None:
         """Every few seconds, give the C heap's free pages back to the system: kernel output
         floods, big results and saves leave megabytes there that would otherwise count as the
-        server's memory from then on (a fraction of a millisecond each time)."""
-        map_big_buffers()
+        server's memory from then on (a fraction of a millisecond each time). The allocator
+        is tuned once for the process by ``process.setup``."""
         while True:
             await anyio.sleep(5)
             release_memory()
@@ -551,16 +512,14 @@ class RunningWorkspace(EditingWorkspace):
             digest = hashlib.sha256(rel.encode("utf-8")).hexdigest()[:12]
             folder = os.path.realpath(self.settings.session_dir)
             return os.path.join(folder, f"{digest}-{name}.dill")
-        if isinstance(self.store, FileStore):
-            return self.store.state_file(rel, name + ".dill")
+        if self.capabilities.files is not None:
+            return self.capabilities.files.state_file(rel, name + ".dill")
         return os.path.join(self._kernel_cwd(rel), STATE_FOLDER, name + ".dill")
 
-    def _state_in_store(self) -> FileStore | None:
+    def _state_in_store(self) -> LocalFiles | None:
         """The file store that keeps state files under the root (None: --session-dir or live
         mode, where they are not under the root nbrelay serves)."""
-        if self.settings.session_dir is None and isinstance(self.store, FileStore):
-            return self.store
-        return None
+        return self.capabilities.files if self.settings.session_dir is None else None
 
     async def _state_exists(self, target: str) -> bool:
         store = self._state_in_store()
@@ -608,8 +567,7 @@ def history_entries(job: Job) -> list[dict[str, Any]]:
             "index": cell.index if cell.id is not None else None,
             "code": cell.source.split("\n", 1)[0][:120],
             "status": cell.status,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started))
-            + f".{int(started * 1000) % 1000:03d}Z",
+            "started": utc_iso(started),
             "seconds": round(cell.seconds, 3),
             "kernel": job.kernel,
         }

@@ -27,10 +27,9 @@ from nbrelay.notebook.model import Notebook, parse
 from nbrelay.stores.base import (
     Document,
     DocumentStore,
-    LiveSessions,
+    LocalFiles,
     Snapshot,
 )
-from nbrelay.stores.files import FileStore
 from nbrelay.workspace.core import ExportOutcome, NotebookSession, file_id
 from nbrelay.workspace.inspecting import InspectingWorkspace
 
@@ -42,13 +41,14 @@ class Workspace(InspectingWorkspace):
 
     # -- export and import ----------------------------------------------------------------
 
-    def _files(self, what: str) -> FileStore:
-        if not isinstance(self.store, FileStore):
+    def _files(self, what: str) -> LocalFiles:
+        files = self.capabilities.files
+        if files is None:
             raise Unsupported(
                 f"{what} needs file mode (--root).",
                 hint="Export without save, or import from content, and handle the file yourself.",
             )
-        return self.store
+        return files
 
     async def export_notebook(
         self,
@@ -182,9 +182,10 @@ class Workspace(InspectingWorkspace):
             return found
         runner = await self._runner(snap)
         session_id, fid, live = runner.session.info.kernel_id, file_id(snap.path), False
-        if isinstance(self.store, LiveSessions):
+        live_sessions = self.capabilities.sessions
+        if live_sessions is not None:
             with contextlib.suppress(Unsupported):  # a server without collaboration
-                session_id, fid = await self.store.open_session(snap.path)
+                session_id, fid = await live_sessions.open_session(snap.path)
                 live = True
         session = NotebookSession(snap.path, session_id, fid, live, now, now)
         self._sessions[snap.path] = session
@@ -199,8 +200,8 @@ class Workspace(InspectingWorkspace):
             return None
         if not session.live:
             await self.shutdown_kernel(rel)
-        elif isinstance(self.store, LiveSessions):
-            await self.store.close_session(rel)
+        elif (live_sessions := self.capabilities.sessions) is not None:
+            await live_sessions.close_session(rel)
         session.active = False
         session.last_activity = time.time()
         return session
@@ -230,8 +231,9 @@ class Workspace(InspectingWorkspace):
         """A notebook is going away (deleted or moved): stop its kernel, drop its state."""
         session = self._sessions.pop(rel, None)
         live = session is not None and session.active and session.live
-        if live and isinstance(self.store, LiveSessions):
-            await self.store.close_session(rel)
+        live_sessions = self.capabilities.sessions
+        if live and live_sessions is not None:
+            await live_sessions.close_session(rel)
         await self.shutdown_kernel(rel)
         self._history.pop(rel, None)
         self._viewed.pop(rel, None)
@@ -239,8 +241,8 @@ class Workspace(InspectingWorkspace):
     # -- documents: any file or folder under the root -------------------------------------
 
     def _documents(self) -> DocumentStore:
-        if isinstance(self.store, DocumentStore):
-            return self.store
+        if self.capabilities.documents is not None:
+            return self.capabilities.documents
         from nbrelay.stores import live_extras
 
         found = live_extras.for_store(self.store)

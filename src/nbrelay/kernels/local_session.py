@@ -1,0 +1,231 @@
+"""One local kernel: its process (through jupyter_client's kernel manager) and its client."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from nbrelay.errors import KernelError, act
+from nbrelay.kernels.base import KernelInfo, Msg, msg_type, parent_id
+from nbrelay.kernels.launch import (
+    LIVE_GROUPS,
+    StderrTail,
+    close_all,
+    describe_exit,
+    drain,
+    wait_ready,
+)
+
+if TYPE_CHECKING:
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+    from jupyter_client.manager import AsyncKernelManager
+
+logger = logging.getLogger("nbrelay.kernels.local")
+
+
+class LocalSession:
+    """One local kernel process and its client (see ``KernelSession``)."""
+
+    def __init__(
+        self,
+        km: AsyncKernelManager,
+        kc: AsyncKernelClient,
+        *,
+        key: str,
+        name: str,
+        language: str,
+        cwd: str,
+        stderr: StderrTail,
+        startup_timeout: float,
+        folder_fds: Callable[[], tuple[int, ...]] | None = None,
+    ) -> None:
+        self.km = km
+        self._folder_fds = folder_fds
+        self.kc = kc
+        self.key = key
+        self.name = name
+        self.language = language
+        self.cwd = cwd
+        self.started = time.time()
+        self.last_activity = self.started
+        self.restarts = 0
+        self._stderr = stderr
+        self._startup_timeout = startup_timeout
+        self._state: Literal["starting", "idle", "busy", "dead"] = "idle"
+        self._closed = False
+        self._remember_group()
+
+    def _remember_group(self) -> None:
+        pgid = getattr(self.km.provisioner, "pgid", None)
+        if isinstance(pgid, int):
+            LIVE_GROUPS.add(pgid)
+
+    def _forget_group(self) -> None:
+        pgid = getattr(self.km.provisioner, "pgid", None)
+        if isinstance(pgid, int):
+            LIVE_GROUPS.discard(pgid)
+
+    @property
+    def pid(self) -> int | None:
+        process = getattr(self.km.provisioner, "process", None)
+        pid = getattr(process, "pid", None)
+        return pid if isinstance(pid, int) else None
+
+    @property
+    def info(self) -> KernelInfo:
+        state = self._state
+        if self._returncode() is not None:
+            state = "dead"
+        return KernelInfo(
+            key=self.key,
+            kernel_id=str(self.km.kernel_id),
+            name=self.name,
+            language=self.language,
+            cwd=self.cwd,
+            started=self.started,
+            last_activity=self.last_activity,
+            state=state,
+            pid=self.pid,
+            restarts=self.restarts,
+        )
+
+    def _returncode(self) -> int | None:
+        process = getattr(self.km.provisioner, "process", None)
+        if process is None:
+            return 0 if self._closed else None
+        code = process.poll()
+        return code if isinstance(code, int) else None
+
+    async def send(self, msg_type: str, content: Mapping[str, Any]) -> str:
+        self.last_activity = time.time()
+        msg = self.kc.session.msg(msg_type, dict(content))
+        self.kc.shell_channel.send(msg)
+        return str(msg["header"]["msg_id"])
+
+    async def _receive(self, channel: Any) -> Msg:
+        import zmq
+
+        socket = channel.socket
+        if socket is None:
+            raise KernelError(f"the {self.name} kernel's connection is closed.")
+        while True:
+            # Cancellation can only happen while polling, never between receive and return.
+            await socket.poll()
+            try:
+                parts = await socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                continue
+            _, smsg = self.kc.session.feed_identities(parts)
+            msg: Msg = self.kc.session.deserialize(smsg)
+            self.last_activity = time.time()
+            return msg
+
+    async def iopub(self) -> Msg:
+        msg = await self._receive(self.kc.iopub_channel)
+        if msg_type(msg) == "status":
+            state = (msg.get("content") or {}).get("execution_state")
+            if state in ("idle", "busy"):
+                self._state = state
+        return msg
+
+    async def shell(self) -> Msg:
+        return await self._receive(self.kc.shell_channel)
+
+    async def exit_status(self) -> str | None:
+        code = self._returncode()
+        if code is None:
+            return None
+        if self._closed:
+            return "was shut down"
+        return describe_exit(code)
+
+    async def interrupt(self) -> None:
+        self.last_activity = time.time()
+        if self._returncode() is not None:
+            return
+        try:
+            await self.km.interrupt_kernel()
+        except (RuntimeError, OSError) as exc:
+            raise KernelError(f"could not interrupt the {self.name} kernel: {exc}.") from exc
+
+    async def restart(self) -> None:
+        self._forget_group()
+        self._state = "starting"
+        fds: tuple[int, ...] = ()
+        try:
+            if self._folder_fds is not None:  # the folder checked again, for this launch
+                fds = self._folder_fds()
+                km: Any = self.km
+                km.cwd_fds = fds
+                km._launch_args["pass_fds"] = fds
+            await self.km.restart_kernel(now=True)
+            self._stderr = StderrTail()
+            process = getattr(self.km.provisioner, "process", None)
+            self._stderr.follow(getattr(process, "stderr", None))
+            self._remember_group()
+            await wait_ready(self.kc, self.name, self._startup_timeout, self._stderr)
+        except KernelError:
+            self._state = "dead"
+            raise
+        except (RuntimeError, OSError) as exc:
+            self._state = "dead"
+            raise KernelError(
+                f"the {self.name} kernel could not be restarted: {exc}.",
+                hint=f"Retry ({act('restart')} again), or run a cell, which starts a new kernel.",
+            ) from exc
+        finally:
+            close_all(fds)
+        await drain(self.kc)
+        self.restarts += 1
+        self._state = "idle"
+        self.last_activity = time.time()
+
+    async def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._forget_group()
+        with contextlib.suppress(Exception):
+            self.kc.stop_channels()
+        try:
+            with anyio.fail_after(10):
+                await self.km.shutdown_kernel(now=self._returncode() is not None)
+        except Exception:  # the process must go whatever went wrong in the polite path
+            with contextlib.suppress(Exception):
+                await self.km.shutdown_kernel(now=True)
+        if self.km.transport == "ipc":  # the kernel's socket folder goes with it
+            await anyio.to_thread.run_sync(
+                lambda: shutil.rmtree(os.path.dirname(self.km.ip), ignore_errors=True)
+            )
+        self._state = "dead"
+
+    async def prepare(self, key: str, cwd: str) -> None:
+        """Move a warm (pool) kernel to a notebook: its key, folder and session name."""
+        self.key = key
+        self.cwd = cwd
+        if self.language != "python":
+            return
+        code = (
+            "import os as __nbrelay_os\n"
+            f"__nbrelay_os.chdir({cwd!r})\n"
+            f"__nbrelay_os.environ['JPY_SESSION_NAME'] = {key!r}\n"
+            "del __nbrelay_os\n"
+        )
+        msg_id = await self.send(
+            "execute_request",
+            {"code": code, "silent": True, "store_history": False, "allow_stdin": False},
+        )
+        with anyio.fail_after(self._startup_timeout):
+            while True:
+                reply = await self.shell()
+                if parent_id(reply) == msg_id:
+                    break
+        if (reply.get("content") or {}).get("status") != "ok":
+            raise KernelError(f"the warm kernel could not move to {cwd!r}.")
