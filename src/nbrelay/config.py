@@ -291,6 +291,14 @@ OPTIONS: tuple[Option, ...] = (
         "locally; its token comes from $JUPYTER_TOKEN or --jupyter-token-file.",
     ),
     Option(
+        "live_save_wait",
+        bool,
+        False,
+        "Live mode: every edit also waits until the Jupyter Server has saved the file (slower). "
+        "By default an edit returns once the server has it and the file is saved about half a "
+        "second after the last edit; save_notebook waits for it on demand.",
+    ),
+    Option(
         "agent_name",
         str,
         "nbrelay agent",
@@ -471,6 +479,7 @@ class Settings:
     jupyter_url: str | None = None
     jupyter_token_file: Path | None = None
     kernel_gateway_url: str | None = None
+    live_save_wait: bool = False
     agent_name: str = "nbrelay agent"
     notebook: str = "notebook.ipynb"
     # From $JUPYTER_TOKEN only (--jupyter-token-file is read when live mode starts).
