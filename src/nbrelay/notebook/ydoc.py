@@ -15,6 +15,7 @@ functions keep (each one learnt from a way RTC clients lose data):
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -150,8 +151,15 @@ def set_youtputs(ycell_: pycrdt.Map[Any], outputs: Sequence[Mapping[str, Any]]) 
 
 def notebook_from_doc(ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], *, name: str) -> Notebook:
     """The room's notebook as an nbformat dict (ids as in the room)."""
-    meta = ints(ymeta.to_py() or {})
-    cells = [c for c in (cell_from_y(y.to_py()) for y in ycells) if c is not None]
+    try:
+        # One JSON dump made by the CRDT library itself (Rust): an order of magnitude faster
+        # than walking a 200-cell document item by item in Python.
+        meta = ints(json.loads(str(ymeta)) or {})
+        raw = json.loads(str(ycells))
+    except ValueError:  # a value JSON cannot hold (binary): walk the document instead
+        meta = ints(ymeta.to_py() or {})
+        raw = [y.to_py() for y in ycells]
+    cells = [c for c in (cell_from_y(y) for y in raw or []) if c is not None]
     minor = meta.get("nbformat_minor")
     data = {
         "cells": cells,
