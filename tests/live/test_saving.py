@@ -98,3 +98,27 @@ def test_the_option_reaches_the_store(tmp_path: Path) -> None:
     )
     ws = build_workspace(settings)
     assert getattr(ws.store, "save_each_edit", None) is True
+
+
+async def test_a_cell_made_invalid_by_someone_else_is_caught_between_the_agents_edits(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    # nbrelay does not re-validate the notebook after its own (validated) edits; a change that
+    # came from the room is validated again.
+    from tests.helpers import call_error
+    from tests.live.person import person
+
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("a", "b"))
+    async with agent(jupyter, folder) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+        async with person(jupyter, f"{folder}/n.ipynb") as p:
+            p.cell("c1")["metadata"]["collapsed"] = "not a boolean"  # the schema says boolean
+
+            async def seen() -> bool:  # the server has it
+                async with person(jupyter, f"{folder}/n.ipynb") as other:
+                    return "collapsed" in other.cell("c1")["metadata"]
+
+            await wait_for(seen, seconds=15)
+            text = await call_error(client, "edit_cell", path="n.ipynb", cell="c0", source="a2")
+        assert "fails nbformat validation" in text
