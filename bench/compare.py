@@ -16,6 +16,8 @@ on the machine hits both alike):
   same kernelspec;
 * ``nbformat.reads`` of the notebook, and json load + dump + fsync + rename of it.
 
+``--with live`` adds nbrelay's own live mode ("nbrelay live mode"), talking to a JupyterLab the
+benchmark starts (below); its "× nbrelay" column is then live mode against file mode, same run.
 ``--with dl,bk`` adds datalayer jupyter-mcp-server 2.2.4 ("DL") and block mcp-jupyter 2.0.2
 ("BK"), installed from PyPI into virtual environments of their own under ``--cache``
 (``~/.cache/nbrelay-bench``, outside the repository). Each talks to a Jupyter Server (JupyterLab
@@ -28,7 +30,7 @@ kernel, and compares the edit p50 across them (round robin, every notebook alrea
 the edit p50 on one notebook; ``--max-kernels`` (default 25) runs the 100 again against that cap,
 to show the kernels beyond it queue instead of failing. ``--many-only`` runs just that part.
 
-Run: ``python bench/compare.py [--with dl,bk] [--repeat 20] [--many 100]`` (prints a table; not
+Run: ``python bench/compare.py [--with live,dl,bk] [--repeat 20] [--many 100]`` (prints a table; not
 part of the test run). Competitor runs take about half an hour (block mcp-jupyter spends about
 3 s on every edit); nbrelay and the floors alone, about five minutes.
 """
@@ -84,6 +86,7 @@ SAYS_CUT = re.compile(r'"cut"\s*:|characters? (?:cut|omitted|dropped)|truncat', 
 # title, and the requirements installed into its own virtual environment. mcp-jupyter 2.0.2
 # asks for "mcp>=1.13.1" and "jupyter-kernel-client>=0.8.0" but imports names that the 2.x and 1.x
 # majors of those removed, so it gets the last releases it was written against.
+LIVE_TITLE = "nbrelay live mode (same JupyterLab)"
 COMPETITORS = {
     "dl": ("datalayer jupyter-mcp-server 2.2.4", ("jupyter-mcp-server==2.2.4",)),
     "bk": (
@@ -388,13 +391,18 @@ SIZED = {"read_all", "read_full", "read_one", "run_png", "run_100k"}
 HEAVY = {"run_png", "run_100k"}
 
 
-def nbrelay_target(root: Path) -> Target:
+def nbrelay_target(root: Path, live: tuple[str, str] | None = None) -> Target:
+    """nbrelay in file mode; with ``live`` (url, token), in live mode on that JupyterLab."""
     args = ["-m", "nbrelay", "serve", "--root", str(root), "--lock-dir", str(root / ".locks")]
+    env = None
+    if live is not None:
+        args = ["-m", "nbrelay", "serve", "--jupyter-url", live[0]]
+        env = {**os.environ, "JUPYTER_TOKEN": live[1]}
     p = NAME
     return Target(
-        "nbrelay",
-        "nbrelay",
-        StdioServerParameters(command=sys.executable, args=args),
+        "live" if live else "nbrelay",
+        LIVE_TITLE if live else "nbrelay",
+        StdioServerParameters(command=sys.executable, args=args, env=env),
         {
             "read_all": lambda i: ("read_notebook", {"path": p, "limit": CELLS}),
             "read_full": lambda i: ("read_notebook", {"path": p, "limit": CELLS, "full": True}),
@@ -949,11 +957,11 @@ def compile_nbrelay() -> None:
 async def main(args: argparse.Namespace) -> int:
     raw = make_notebook()
     wanted = [w for w in args.with_.split(",") if w]
-    unknown = set(wanted) - set(COMPETITORS)
+    unknown = set(wanted) - {*COMPETITORS, "live"}
     if unknown:
         print(f"unknown competitor(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
-    venvs = {key: ensure_venv(args.cache, key) for key in wanted}
+    venvs = {key: ensure_venv(args.cache, key) for key in wanted if key != "live"}
     compile_nbrelay()
     with tempfile.TemporaryDirectory(prefix="nbrelay-bench-") as tmp:
         folder = Path(tmp)
@@ -976,8 +984,11 @@ async def main(args: argparse.Namespace) -> int:
                 root.mkdir()
                 (root / NAME).write_bytes(raw)
                 with jupyter_server(root) as (url, token, pid):
-                    make = dl_target if key == "dl" else bk_target
-                    target = make(venvs[key], url, token)
+                    if key == "live":
+                        target = nbrelay_target(root, (url, token))
+                    else:
+                        make = dl_target if key == "dl" else bk_target
+                        target = make(venvs[key], url, token)
                     target.jupyter_pid = pid
                     try:
                         runs.append(
@@ -1013,7 +1024,10 @@ async def main(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--with", dest="with_", default="", help="Competitors to measure too: dl, bk or dl,bk."
+        "--with",
+        dest="with_",
+        default="",
+        help="Others to measure too, comma-separated: live (nbrelay's live mode), dl, bk.",
     )
     parser.add_argument("--repeat", type=int, default=20, help="Calls per operation.")
     parser.add_argument(

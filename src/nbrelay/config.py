@@ -103,6 +103,7 @@ class Settings:
     jupyter_url: str | None = _default("jupyter_url")
     jupyter_token_file: Path | None = _default("jupyter_token_file")
     kernel_gateway_url: str | None = _default("kernel_gateway_url")
+    live_save_wait: bool = _default("live_save_wait")
     agent_name: str = _default("agent_name")
     notebook: str = _default("notebook")
     # From $JUPYTER_TOKEN only (--jupyter-token-file is read when live mode starts).

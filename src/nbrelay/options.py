@@ -282,6 +282,14 @@ OPTIONS: tuple[Option, ...] = (
         "locally; its token comes from $JUPYTER_TOKEN or --jupyter-token-file.",
     ),
     Option(
+        "live_save_wait",
+        bool,
+        False,
+        "Live mode: every edit also waits until the Jupyter Server has saved the file (slower). "
+        "By default an edit returns once the server has it and the file is saved about half a "
+        "second after the last edit; save_notebook waits for it on demand.",
+    ),
+    Option(
         "agent_name",
         str,
         "nbrelay agent",

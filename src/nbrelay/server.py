@@ -148,7 +148,7 @@ def _live_workspace(settings: Settings, url: str) -> Workspace:
     from nbrelay.stores.rtc import RTCStore
 
     api = JupyterAPI(url, load_token(settings))
-    store = RTCStore(api, agent_name=settings.agent_name)
+    store = RTCStore(api, agent_name=settings.agent_name, save_each_edit=settings.live_save_wait)
     kernels = RemoteKernels(api, server_path=store.paths.server)
     return Workspace(settings, store, kernels=kernels)
 

@@ -147,6 +147,7 @@ async def test_a_person_types_while_the_agent_works_and_nothing_is_lost(
 
 async def _open_and_edit(client: Client) -> None:
     await call(client, "edit_cell", path="n.ipynb", cell="c1", source="b1")
+    await call(client, "save_notebook", path="n.ipynb")
 
 
 async def test_the_file_rewritten_under_an_open_room_is_reported_not_overwritten(
@@ -155,7 +156,7 @@ async def test_the_file_rewritten_under_an_open_room_is_reported_not_overwritten
     folder, local = live_folder
     write_notebook(local / "n.ipynb", notebook("a", "b"))
     async with agent(jupyter, folder) as client:
-        await _open_and_edit(client)  # the room is open and has been saved once
+        await _open_and_edit(client)  # the room is open, the edit saved
         # Someone rewrites the file behind JupyterLab's back: a new first cell, c0 changed.
         outside = notebook("a", "b1")
         outside.cells.insert(0, code("new", "n0"))

@@ -66,7 +66,8 @@ def live_client(
             root=tmp_path, profile=profile, lock_dir=tmp_path / "locks", kernel_pool=0
         ).replace(**overrides)
         api = JupyterAPI(server.url, Secret(server.token))
-        store = RTCStore(api, agent_name="nbrelay test agent", folder=name)
+        # The tests read the file right after each call: every edit waits for its save.
+        store = RTCStore(api, agent_name="nbrelay test agent", folder=name, save_each_edit=True)
         kernels = RemoteKernels(api, server_path=store.paths.server)
         ws = Workspace(settings, store, id_factory=counter_ids(), kernels=kernels)
         async with Client(build_server(settings, ws)) as client:

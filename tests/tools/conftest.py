@@ -43,7 +43,8 @@ def live_workspace(settings: Settings, request: pytest.FixtureRequest, root: Pat
 
     server = request.getfixturevalue("jupyter")
     api = JupyterAPI(server.url, Secret(server.token))
-    store = RTCStore(api, agent_name="nbrelay test agent", folder=root.name)
+    # The tests read the file right after each call: every edit waits for its save.
+    store = RTCStore(api, agent_name="nbrelay test agent", folder=root.name, save_each_edit=True)
     kernels = RemoteKernels(api, server_path=store.paths.server)
     return Workspace(settings, store, id_factory=counter_ids(), kernels=kernels)
 

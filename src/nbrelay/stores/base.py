@@ -216,6 +216,16 @@ class LiveSessions(Protocol):
         ...
 
 
+@runtime_checkable
+class Flushing(Protocol):
+    """A store that writes notebook files after an edit returns (live mode saves in the
+    background, coalesced, as JupyterLab does for a person's typing)."""
+
+    async def flush(self, path: str) -> str | None:
+        """Wait until the file holds every change made so far; None when it does, else why not."""
+        ...
+
+
 class LocalFiles(Protocol):
     """A store whose notebooks are files on this machine (file mode): kernels run in their
     folders, exports are saved and imports read next to them, kernel state files are kept in a

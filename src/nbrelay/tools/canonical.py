@@ -15,7 +15,7 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.notebook.edits import CellSpec
-from nbrelay.tools import results, services
+from nbrelay.tools import live, results, services
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.results import (
     CellRead,
@@ -380,3 +380,4 @@ def register(reg: Registrar, ws: Workspace) -> None:
 
     execution.register(reg, ws)
     services.register(reg, ws)
+    live.register(reg, ws)

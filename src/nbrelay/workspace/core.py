@@ -22,6 +22,7 @@ import anyio.to_thread
 
 from nbrelay import formats
 from nbrelay.config import Settings
+from nbrelay.errors import RemoteError
 from nbrelay.kernels.base import KernelInfo, KernelProvider
 from nbrelay.kernels.execution import Runner
 from nbrelay.kernels.jobs import Job
@@ -34,6 +35,7 @@ from nbrelay.stores.base import (
     Capabilities,
     EditOutcome,
     Entry,
+    Flushing,
     NotebookStore,
     Planner,
     Snapshot,
@@ -195,6 +197,18 @@ class CoreWorkspace:
         snap = await self.store.create(path, notebook, overwrite=overwrite)
         self._history.pop(self.store.relative(path), None)
         return snap
+
+    async def save(self, path: str) -> Snapshot:
+        """Wait until the notebook's file holds every edit made so far (live mode saves in the
+        background); the notebook as saved, with a note if the server did not confirm it."""
+        rel = self.store.relative(path)
+        why = await self.store.flush(rel) if isinstance(self.store, Flushing) else None
+        if why is None:
+            return await self.store.load(rel)
+        raise RemoteError(
+            f"the Jupyter Server did not confirm saving {rel!r} ({why}).",
+            hint="The edits are live in JupyterLab; retry save_notebook in a moment.",
+        )
 
     # -- editing --------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The live store's pure parts: rebasing an agent's text change onto a person's concurrent typing,
+"""The live mode's pure parts: rebasing an agent's text change onto a person's concurrent typing,
 and the Y ↔ nbformat cell conversions (on a local pycrdt document, no server)."""
 
 from __future__ import annotations
@@ -12,14 +12,8 @@ from hypothesis import strategies as st
 from nbrelay.notebook.edits import DeleteCells, InsertCells, MoveCells, UpdateCell
 from nbrelay.notebook.merge import merge3
 from nbrelay.notebook.model import new_cell
-from nbrelay.stores.rtc import (
-    _apply_one,
-    apply_text_ops,
-    cell_from_y,
-    notebook_from_doc,
-    rebase_text,
-    ycell,
-)
+from nbrelay.notebook.rebase import apply_text_ops, rebase_text
+from nbrelay.notebook.ydoc import apply_edit, cell_from_y, notebook_from_doc, ycell
 
 # The agent's text and the person's text use different letters, so each can be traced.
 agent_text = st.text(alphabet="abc \n", max_size=40)
@@ -72,9 +66,9 @@ def test_non_ascii_text_is_edited_by_character() -> None:
     doc: pycrdt.Doc[Any] = pycrdt.Doc()
     text = doc.get("t", type=pycrdt.Text)
     text += "héllo wörld 👋"
-    from nbrelay.stores.rtc import _set_ytext
+    from nbrelay.notebook.ydoc import set_ytext
 
-    _set_ytext(text, None, "héllo, wörld 👋!")
+    set_ytext(text, None, "héllo, wörld 👋!")
     assert str(text) == "héllo, wörld 👋!"
 
 
@@ -113,28 +107,28 @@ def test_primitive_edits_become_granular_changes() -> None:
     a_text = ycells[0]["source"]
     order = ["a", "b", "c"]
     with doc.transaction():
-        _apply_one(ycells, order, InsertCells(1, (new_cell("code", "new", "n"),)))
-        _apply_one(ycells, order, UpdateCell("a", {"source": "x = 10"}, base_source="x = 1"))
-        _apply_one(ycells, order, DeleteCells(("b",)))
-        _apply_one(ycells, order, MoveCells(("c",), 0))
+        apply_edit(ycells, order, InsertCells(1, (new_cell("code", "new", "n"),)))
+        apply_edit(ycells, order, UpdateCell("a", {"source": "x = 10"}, base_source="x = 1"))
+        apply_edit(ycells, order, DeleteCells(("b",)))
+        apply_edit(ycells, order, MoveCells(("c",), 0))
     assert order == ["c", "a", "n"] == [str(y["id"]) for y in ycells]
     # The edited cell kept its shared text object (a person's cursor and typing stay valid).
     assert str(a_text) == "x = 10"
 
 
 def test_streamed_outputs_grow_in_place() -> None:
-    from nbrelay.stores.rtc import _set_youtputs
+    from nbrelay.notebook.ydoc import set_youtputs
 
     doc, ycells = _doc_with([_code("print(1)", "a")])
     first = ycells[0]["outputs"][0]["text"]
     with doc.transaction():
-        _set_youtputs(
+        set_youtputs(
             ycells[0],
             [{"output_type": "stream", "name": "stdout", "text": "hi\nmore\n"}],
         )
     assert str(first) == "hi\nmore\n"  # the same Y text, appended to
     with doc.transaction():
-        _set_youtputs(ycells[0], [])
+        set_youtputs(ycells[0], [])
     assert len(ycells[0]["outputs"]) == 0
 
 

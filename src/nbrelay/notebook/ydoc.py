@@ -1,0 +1,298 @@
+"""The notebook as a Yjs document (jupyter_ydoc's shape) and back, and edits as CRDT operations.
+
+Pure data: a ``pycrdt`` document is an in-memory CRDT (no sockets, files or event loop); the wire
+protocol that syncs it with a Jupyter Server lives in ``stores.yprotocol``. The rules these
+functions keep (each one learnt from a way RTC clients lose data):
+
+* **Granular operations only.** Inserted cells, deleted cells, minimal text changes for sources
+  (rebased onto the text as it is now: ``notebook.rebase``), per-key metadata changes, appended
+  outputs. Moves and type changes re-create the cells concerned, as JupyterLab itself does.
+* **Never ``ycell["source"] += ...``** (pycrdt re-assigns the integrated text, emptying it): text
+  grows through a local variable.
+* Yjs stores every number as a float; integral ones come back as ints.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from nbrelay.errors import ConflictError, act
+from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, MoveCells, UpdateCell
+from nbrelay.notebook.model import Cell, Notebook, from_dict
+from nbrelay.notebook.rebase import apply_text_ops, rebase_text
+
+if TYPE_CHECKING:
+    import pycrdt
+
+
+def ints(value: Any) -> Any:
+    """Yjs stores every number as a float; give integral ones back as ints (in place)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, float) and v.is_integer():
+                value[k] = int(v)
+            elif isinstance(v, dict | list):
+                ints(v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, float) and v.is_integer():
+                value[i] = int(v)
+            elif isinstance(v, dict | list):
+                ints(v)
+    return value
+
+
+def cell_from_y(raw: Any) -> Cell | None:
+    """One Y cell (already ``to_py()``-ed) as an nbformat cell dict."""
+    if not isinstance(raw, dict):
+        return None
+    cell: Cell = ints(raw)
+    cell.pop("execution_state", None)
+    if cell.get("cell_type") in ("markdown", "raw") and not cell.get("attachments"):
+        cell.pop("attachments", None)
+    if cell.get("cell_type") == "code":
+        cell.setdefault("outputs", [])
+        cell.setdefault("execution_count", None)
+    cell.setdefault("metadata", {})
+    cell.setdefault("source", "")
+    return cell
+
+
+def youtput(output: Mapping[str, Any]) -> pycrdt.Map[Any]:
+    import pycrdt
+
+    value = copy.deepcopy(dict(output))
+    if value.get("output_type") == "stream":
+        text = value.get("text", "")
+        value["text"] = pycrdt.Text(text if isinstance(text, str) else "".join(text))
+    return pycrdt.Map(value)
+
+
+def ycell(cell: Mapping[str, Any]) -> pycrdt.Map[Any]:
+    """A new Y cell for an nbformat cell dict, shaped as JupyterLab makes them."""
+    import pycrdt
+
+    value = copy.deepcopy(dict(cell))
+    value["source"] = pycrdt.Text(str(value.get("source", "")))
+    value["metadata"] = pycrdt.Map(dict(value.get("metadata") or {}))
+    if value.get("cell_type") == "code":
+        value["outputs"] = pycrdt.Array([youtput(o) for o in value.get("outputs") or []])
+        value.setdefault("execution_state", "idle")
+    return pycrdt.Map(value)
+
+
+def set_ytext(ytext: pycrdt.Text, base: str | None, new: str) -> None:
+    current = str(ytext)
+    ops = rebase_text(current if base is None else base, current, new)
+    if not ops:
+        return
+    # pycrdt addresses text by UTF-8 byte offsets; going backwards keeps earlier ones valid.
+    for op in reversed(ops):
+        start = len(current[: op.at].encode("utf-8"))
+        if op.length:
+            end = start + len(current[op.at : op.at + op.length].encode("utf-8"))
+            del ytext[start:end]
+        if op.insert:
+            ytext.insert(start, op.insert)
+
+
+def set_ymap(ycell_: pycrdt.Map[Any], key: str, value: Mapping[str, Any]) -> None:
+    """Make a cell's Y map field (metadata) equal ``value`` with per-key changes."""
+    import pycrdt
+
+    current = ycell_.get(key)
+    if not isinstance(current, pycrdt.Map):
+        ycell_[key] = pycrdt.Map(copy.deepcopy(dict(value)))
+        return
+    old = ints(current.to_py() or {})
+    for k in [k for k in old if k not in value]:
+        del current[k]
+    for k, v in value.items():
+        if k not in old or old[k] != v:
+            current[k] = copy.deepcopy(v)
+
+
+def set_youtputs(ycell_: pycrdt.Map[Any], outputs: Sequence[Mapping[str, Any]]) -> None:
+    """Make a cell's outputs equal ``outputs``, keeping the common start and growing the last
+    stream's text in place (so a running cell's output streams in as small changes)."""
+    import pycrdt
+
+    yarr = ycell_.get("outputs")
+    if not isinstance(yarr, pycrdt.Array):
+        ycell_["outputs"] = pycrdt.Array([youtput(o) for o in outputs])
+        return
+    old = [ints(o.to_py()) if isinstance(o, pycrdt.Map) else o for o in yarr]
+    keep = 0
+    while keep < min(len(old), len(outputs)) and old[keep] == outputs[keep]:
+        keep += 1
+    if (
+        keep == len(old) - 1
+        and keep < len(outputs)
+        and isinstance(old[keep], dict)
+        and old[keep].get("output_type") == "stream"
+        and {k: v for k, v in old[keep].items() if k != "text"}
+        == {k: v for k, v in outputs[keep].items() if k != "text"}
+        and str(outputs[keep].get("text", "")).startswith(str(old[keep].get("text", "")))
+    ):
+        ytext = yarr[keep].get("text")
+        if isinstance(ytext, pycrdt.Text):
+            grown = str(outputs[keep].get("text", ""))[len(str(old[keep].get("text", ""))) :]
+            if grown:
+                ytext += grown
+            keep += 1
+    if keep < len(yarr):
+        del yarr[keep:]
+    if keep < len(outputs):
+        yarr.extend([youtput(o) for o in outputs[keep:]])
+
+
+def notebook_from_doc(ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], *, name: str) -> Notebook:
+    """The room's notebook as an nbformat dict (ids as in the room)."""
+    try:
+        # One JSON dump made by the CRDT library itself (Rust): an order of magnitude faster
+        # than walking a 200-cell document item by item in Python.
+        meta = ints(json.loads(str(ymeta)) or {})
+        raw = json.loads(str(ycells))
+    except ValueError:  # a value JSON cannot hold (binary): walk the document instead
+        meta = ints(ymeta.to_py() or {})
+        raw = [y.to_py() for y in ycells]
+    cells = [c for c in (cell_from_y(y) for y in raw or []) if c is not None]
+    minor = meta.get("nbformat_minor")
+    data = {
+        "cells": cells,
+        "metadata": meta.get("metadata") or {},
+        "nbformat": int(meta.get("nbformat") or 4),
+        "nbformat_minor": int(minor) if isinstance(minor, int) else 5,
+    }
+    # A Yjs document holds Rust strings, which cannot hold unpaired surrogates: nothing to scrub.
+    return from_dict(data, name=name, scrub=False)
+
+
+def _index(order: list[str], cid: str) -> int:
+    try:
+        return order.index(cid)
+    except ValueError:
+        raise ConflictError(
+            f"cell {cid!r} is no longer in the notebook (someone deleted it a moment ago).",
+            current="",
+            hint=act("read_again"),
+        ) from None
+
+
+def apply_edit(ycells: pycrdt.Array[Any], order: list[str], edit: Edit) -> None:
+    if isinstance(edit, InsertCells):
+        at = min(max(edit.index, 0), len(order))
+        for k, cell in enumerate(edit.cells):
+            ycells.insert(at + k, ycell(cell))
+            order.insert(at + k, str(cell["id"]))
+    elif isinstance(edit, DeleteCells):
+        for i in sorted((_index(order, cid) for cid in set(edit.ids)), reverse=True):
+            del ycells[i]
+            order.pop(i)
+    elif isinstance(edit, UpdateCell):
+        _update(ycells, order, edit)
+    else:
+        _move(ycells, order, edit)
+
+
+def py_cell(y: Any) -> dict[str, Any]:
+    raw = y.to_py()
+    return ints(raw) if isinstance(raw, dict) else {}
+
+
+def _update(ycells: pycrdt.Array[Any], order: list[str], edit: UpdateCell) -> None:
+    import pycrdt
+
+    i = _index(order, edit.id)
+    target: pycrdt.Map[Any] = ycells[i]
+    changes = dict(edit.changes)
+    new_type = changes.get("cell_type")
+    if new_type is not None and new_type != target.get("cell_type"):
+        # A new type is a new cell for JupyterLab: re-create it (same id), as JupyterLab does.
+        cell = py_cell(target)
+        source = changes.pop("source", None)
+        if source is not None:
+            wanted = source if edit.intended is None else edit.intended
+            base = cell.get("source", "") if edit.base_source is None else edit.base_source
+            cell["source"] = apply_text_ops(
+                cell["source"], rebase_text(base, cell["source"], wanted)
+            )
+        for key in edit.remove:
+            cell.pop(key, None)
+        cell.update(copy.deepcopy(changes))
+        if new_type != "code":
+            cell.pop("execution_state", None)
+        del ycells[i]
+        ycells.insert(i, ycell(cell))
+        return
+    for key, value in changes.items():
+        if key == "source":
+            ytext = target.get("source")
+            if isinstance(ytext, pycrdt.Text):
+                # A merged edit applies the caller's own change (read source → its source),
+                # rebased onto the text as it is now, never a rewrite of others' typing.
+                wanted = str(value) if edit.intended is None else edit.intended
+                set_ytext(ytext, edit.base_source, wanted)
+            else:
+                target["source"] = pycrdt.Text(str(value))
+        elif key == "metadata":
+            set_ymap(target, "metadata", value or {})
+        elif key == "outputs":
+            set_youtputs(target, value or [])
+        else:
+            current: Any = target.get(key)
+            if isinstance(current, pycrdt.Map | pycrdt.Array | pycrdt.Text):
+                current = current.to_py()
+            if ints({"v": current})["v"] != value or key not in target:
+                target[key] = copy.deepcopy(value)
+    for key in edit.remove:
+        if key in target:
+            del target[key]
+
+
+def _move(ycells: pycrdt.Array[Any], order: list[str], edit: MoveCells) -> None:
+    moving = set(edit.ids)
+    for cid in moving:
+        _index(order, cid)
+    picked = [i for i, cid in enumerate(order) if cid in moving]
+    cells = [py_cell(ycells[i]) for i in picked]
+    for i in reversed(picked):
+        del ycells[i]
+        order.pop(i)
+    at = min(max(edit.index, 0), len(order))
+    for k, cell in enumerate(cells):
+        ycells.insert(at + k, ycell(cell))
+        order.insert(at + k, str(cell.get("id")))
+
+
+def apply_edits(
+    doc: pycrdt.Doc[Any], ycells: pycrdt.Array[Any], order: list[str], edits: Iterable[Edit]
+) -> None:
+    """Apply primitive edits as granular operations, in one transaction. ``order`` is the ids
+    of the cells as the snapshot gave them (Y index = list index); it is kept in step."""
+    with doc.transaction(origin="nbrelay"):
+        for edit in edits:
+            apply_edit(ycells, order, edit)
+
+
+def replace_all(
+    doc: pycrdt.Doc[Any], ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], nb: Notebook
+) -> None:
+    """Make the document hold ``nb`` (create with overwrite): cells deleted and inserted, the
+    notebook metadata set key by key, in one transaction."""
+    import pycrdt
+
+    with doc.transaction(origin="nbrelay"):
+        if len(ycells):
+            del ycells[0 : len(ycells)]
+        ycells.extend([ycell(c) for c in nb.cells])
+        ymeta["nbformat"] = int(nb.data.get("nbformat", 4))
+        ymeta["nbformat_minor"] = int(nb.data.get("nbformat_minor", 5))
+        meta = ymeta.get("metadata")
+        if isinstance(meta, pycrdt.Map):
+            set_ymap(ymeta, "metadata", nb.data.get("metadata") or {})
+        else:
+            ymeta["metadata"] = pycrdt.Map(copy.deepcopy(nb.data.get("metadata") or {}))

@@ -1,0 +1,401 @@
+"""The Yjs wire protocol of jupyter-collaboration, as a client: one connection to one room.
+
+A room always starts from an empty ``pycrdt.Doc`` that the server's SYNC_STEP2 fills; nothing
+reads or writes it before that, and a connection that drops is never reused (the store opens a
+new session with a fresh document). Frames are y-protocols messages, each starting with a
+varuint type: SYNC (STEP1 state vector, STEP2 missing updates, UPDATE), AWARENESS (presence) and
+RAW (jupyter-collaboration's own JSON messages, such as ``save``). Local transactions are sent
+through one ordered queue, so a save never overtakes the edit it is meant to save. The reader
+never touches the document inside an observer callback, and a frame that fails to apply ends
+the connection rather than leaving a document that differs from the room.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import math
+import secrets
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskStatus
+
+from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, act
+from nbrelay.jupyter_api import JupyterAPI
+from nbrelay.notebook import validate
+from nbrelay.notebook.edits import Edit
+from nbrelay.notebook.model import Notebook, serialize, version_of
+from nbrelay.notebook.ydoc import apply_edits, notebook_from_doc, replace_all
+
+if TYPE_CHECKING:
+    import pycrdt
+    from websockets.asyncio.client import ClientConnection
+
+logger = logging.getLogger("nbrelay.rtc")
+
+SYNC, AWARENESS, RAW = 0, 1, 2
+STEP1, STEP2 = 0, 1
+
+GLOBAL_AWARENESS = "JupyterLab:globalAwareness"
+EMPTY_UPDATE = b"\x00\x00"  # a Yjs update with no structs and an empty delete set
+
+
+class RoomLost(Exception):
+    """The room's connection ended (internal: the store reconnects or reports it)."""
+
+
+class Room:
+    """A live connection to one Y room: a fresh document, its reader and writer tasks."""
+
+    def __init__(
+        self,
+        api: JupyterAPI,
+        room_id: str,
+        *,
+        session_id: str | None,
+        name: str,
+        user: Mapping[str, Any],
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
+        import pycrdt
+
+        self.api = api
+        self.room_id = room_id
+        self.session_id = session_id
+        self.name = name
+        self.doc: pycrdt.Doc[Any] = pycrdt.Doc()
+        self.ymeta: pycrdt.Map[Any] = self.doc.get("meta", type=pycrdt.Map)
+        self.ycells: pycrdt.Array[Any] = self.doc.get("cells", type=pycrdt.Array)
+        self.ystate: pycrdt.Map[Any] = self.doc.get("state", type=pycrdt.Map)
+        self.awareness = pycrdt.Awareness(self.doc)
+        self.awareness.set_local_state({"user": dict(user), **dict(state or {})})
+        self.synced = anyio.Event()
+        self.closed = anyio.Event()
+        self.close_reason = ""
+        self.close_code: int | None = None
+        self.lost = False  # closed by the other side (not by nbrelay)
+        self.held = False  # an open session keeps the room joined, however idle
+        self.lock = anyio.Lock()
+        self.last_used = time.monotonic()
+        self.reloads = 0
+        self.seen_hash = False
+        self.edits = 0  # edits nbrelay made in this room …
+        self.saved = 0  # … of which the file holds the first ``saved`` (a confirmed save)
+        self.save_wanted = anyio.Event()  # set by an edit; the store's saver coalesces them
+        self._out_send, self._out_recv = anyio.create_memory_object_stream[bytes](math.inf)
+        self._barriers: deque[anyio.Event] = deque()
+        self._saves: dict[int, list[Any]] = {}
+        self._save_ids = itertools.count(1)
+        self._remote = False
+        self._dirty = True
+        self._others_changed = True  # changes from the server since the last snapshot
+        self._cache: tuple[Notebook, str, tuple[str, ...]] | None = None
+        self._scope: anyio.CancelScope | None = None
+        self.ws: ClientConnection | None = None
+
+    # -- lifetime -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect and serve the room until it closes. Connection errors before the start are
+        raised to the caller of ``TaskGroup.start``; later ones end the room quietly."""
+        params = {"sessionId": self.session_id} if self.session_id else None
+        started = False
+        try:
+            # Shielded: a room ends when it is closed (``close``), so that the store can save it
+            # first even while the task group around it is being cancelled.
+            with anyio.CancelScope(shield=True) as scope:
+                self._scope = scope
+                async with self.api.websocket(
+                    f"api/collaboration/room/{self.room_id}", params=params
+                ) as ws:
+                    self.ws = ws
+                    doc_sub = self.doc.observe(self._on_transaction)
+                    state_sub = self.ystate.observe(self._on_state)
+                    watch = self.awareness.observe(self._on_awareness)
+                    try:
+                        async with anyio.create_task_group() as tg:
+                            tg.start_soon(self._writer, ws)
+                            await tg.start(self.awareness.start)
+                            self._send_sync_step1()
+                            self._send_awareness()
+                            started = True
+                            task_status.started()
+                            await self._reader(ws)
+                            tg.cancel_scope.cancel()
+                    finally:
+                        self.doc.unobserve(doc_sub)
+                        self.ystate.unobserve(state_sub)
+                        self.awareness.unobserve(watch)
+                        with contextlib.suppress(Exception):
+                            # Say goodbye so the person's JupyterLab drops the agent at once.
+                            self.awareness.set_local_state(None)
+                            with anyio.move_on_after(1, shield=True):
+                                await ws.send(self._awareness_message())
+        except NbrelayError as exc:
+            if not started:
+                raise
+            self._end(str(exc), lost=True)
+        except Exception as exc:
+            if not started:
+                raise RemoteError(
+                    f"the connection to the room of {self.name!r} failed ({type(exc).__name__}).",
+                    hint="Check that the Jupyter Server is running, then retry.",
+                ) from exc
+            logger.warning("room %s ended: %r", self.name, exc)
+            self._end(f"{type(exc).__name__}", lost=True)
+        finally:
+            self._end(self.close_reason or "closed", lost=self.lost)
+
+    def _end(self, reason: str, *, lost: bool) -> None:
+        if self.closed.is_set():
+            return
+        self.close_reason = reason
+        self.lost = lost
+        self.closed.set()
+        self._out_send.close()
+        self._out_recv.close()
+        for ev in self._barriers:
+            ev.set()
+        for waiter in self._saves.values():
+            waiter[0].set()
+        self.save_wanted.set()  # wakes the saver, which then ends
+
+    async def close(self) -> None:
+        """Leave the room (used for idle rooms and on shutdown)."""
+        if self._scope is not None:
+            self._scope.cancel()
+        with anyio.move_on_after(5, shield=True):
+            await self.closed.wait()
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed.is_set()
+
+    async def wait_synced(self, within: float) -> None:
+        with anyio.move_on_after(within):
+            async with anyio.create_task_group() as tg:
+
+                async def on_closed() -> None:
+                    await self.closed.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(on_closed)
+                await self.synced.wait()
+                tg.cancel_scope.cancel()
+        if self.closed.is_set() and self.close_code == 4404:
+            raise NotebookNotFound(
+                f"notebook {self.name!r} does not exist.",
+                hint=act("missing"),
+            )
+        if self.closed.is_set():
+            raise RemoteError(
+                f"the Jupyter Server closed the room of {self.name!r} while nbrelay was joining "
+                f"it ({self.close_reason}).",
+                hint="Retry; if it keeps failing, open the notebook in JupyterLab to see why.",
+            )
+        if not self.synced.is_set():
+            raise RemoteError(
+                f"the room of {self.name!r} did not finish syncing within {within:g} s.",
+                hint="The server may be overloaded or the notebook very large; retry.",
+            )
+
+    # -- frames ---------------------------------------------------------------------------
+
+    def _send(self, message: bytes) -> None:
+        if not self.closed.is_set():
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._out_send.send_nowait(message)
+
+    def _send_sync_step1(self) -> None:
+        import pycrdt
+
+        self._send(pycrdt.create_sync_message(self.doc))
+
+    def _awareness_message(self) -> bytes:
+        import pycrdt
+
+        update = self.awareness.encode_awareness_update([self.awareness.client_id])
+        return pycrdt.create_awareness_message(update)
+
+    def _send_awareness(self) -> None:
+        self._send(self._awareness_message())
+
+    def set_state(self, field: str, value: Any) -> None:
+        self.awareness.set_local_state_field(field, value)
+
+    def _on_transaction(self, event: Any) -> None:
+        # Never read the document here (it is borrowed); just note and forward.
+        if event.update == EMPTY_UPDATE:  # a sync that brought nothing new
+            return
+        self._dirty = True
+        if self._remote:
+            self._others_changed = True
+        else:
+            import pycrdt
+
+            self._send(pycrdt.create_update_message(event.update))
+
+    def _on_state(self, event: Any) -> None:
+        keys = event.keys
+        if "hash" in keys:
+            if keys["hash"].get("action") == "delete" and self._remote:
+                self.reloads += 1
+            else:
+                self.seen_hash = True
+
+    def _on_awareness(self, topic: str, change: tuple[dict[str, Any], Any]) -> None:
+        if topic == "update" and change[1] == "local":
+            self._send_awareness()
+
+    async def _writer(self, ws: ClientConnection) -> None:
+        async with self._out_recv:
+            async for message in self._out_recv:
+                await ws.send(message)
+
+    async def _reader(self, ws: ClientConnection) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            async for message in ws:
+                if isinstance(message, bytes) and message:
+                    self._dispatch(message)
+            self.close_code = ws.close_code
+            self._end(f"closed by the server ({ws.close_code} {ws.close_reason})", lost=True)
+        except ConnectionClosed as exc:
+            self.close_code = exc.rcvd.code if exc.rcvd is not None else None
+            self._end(f"connection closed ({exc})", lost=True)
+
+    def _dispatch(self, message: bytes) -> None:
+        import pycrdt
+
+        kind = message[0]
+        if kind == SYNC and len(message) > 1:
+            self._remote = True
+            try:
+                reply = pycrdt.handle_sync_message(message[1:], self.doc)
+            except Exception as exc:
+                logger.warning("room %s: a sync message failed (%r)", self.name, exc)
+                # The document may now differ from the room: never reuse it.
+                self._end("a sync message could not be applied", lost=True)
+                if self._scope is not None:
+                    self._scope.cancel()
+                return
+            finally:
+                self._remote = False
+            if reply is not None:
+                self._send(reply)
+            if message[1] == STEP2:
+                if not self.synced.is_set():
+                    self.synced.set()
+                elif self._barriers:
+                    self._barriers.popleft().set()
+        elif kind == AWARENESS:
+            with contextlib.suppress(Exception):
+                self.awareness.apply_awareness_update(pycrdt.read_message(message[1:]), "remote")
+        elif kind == RAW:
+            try:
+                decoder = pycrdt.Decoder(message)
+                decoder.read_var_uint()
+                data = json.loads(decoder.read_var_string())
+            except Exception:
+                return
+            if not isinstance(data, dict):
+                return
+            if data.get("type") == "save":
+                waiter = self._saves.get(int(data.get("responseTo") or 0))
+                if waiter is not None:
+                    waiter[1] = str(data.get("status") or "")
+                    waiter[0].set()
+            elif data.get("type") == "conflict":
+                self._end("the server found this client's document in conflict", lost=True)
+                if self._scope is not None:
+                    self._scope.cancel()
+
+    # -- operations (called by the store) ---------------------------------------------------
+
+    def check(self) -> None:
+        if self.closed.is_set():
+            raise RoomLost(self.close_reason)
+
+    async def barrier(self, within: float = 15.0) -> None:
+        """Wait until the server has applied everything sent so far, and everything it had is
+        here (a SYNC_STEP1 it answers in order)."""
+        self.check()
+        event = anyio.Event()
+        self._barriers.append(event)
+        self._send_sync_step1()
+        with anyio.move_on_after(within):
+            await event.wait()
+        self.check()
+        if not event.is_set():
+            with contextlib.suppress(ValueError):
+                self._barriers.remove(event)
+            raise RemoteError(
+                f"the Jupyter Server did not answer within {within:g} s (room of {self.name!r}).",
+                hint="The server may be overloaded; retry.",
+            )
+
+    async def save(self, within: float = 30.0) -> str:
+        """Ask the server to save the room to its file now; returns its status."""
+        import pycrdt
+
+        self.check()
+        sid = next(self._save_ids)
+        waiter: list[Any] = [anyio.Event(), None]
+        self._saves[sid] = waiter
+        encoder = pycrdt.Encoder()
+        encoder.write_var_uint(RAW)
+        encoder.write_var_string("save")
+        encoder.write_var_uint(sid)
+        self._send(encoder.to_bytes())
+        try:
+            with anyio.move_on_after(within):
+                await waiter[0].wait()
+        finally:
+            self._saves.pop(sid, None)
+        self.check()
+        return str(waiter[1] or "timeout")
+
+    def snapshot(self) -> tuple[Notebook, str, tuple[str, ...]]:
+        """(notebook, version, problems) of the room as it is here now; cached until it changes."""
+        if self._dirty or self._cache is None:
+            self._dirty = False
+            nb = notebook_from_doc(self.ymeta, self.ycells, name=self.name)
+            if self._cache is not None and not self._cache[2] and not self._others_changed:
+                # Only nbrelay's own edits since a valid snapshot, and the store validates each
+                # edit's cells before applying it: still valid (validating 200 cells on every
+                # edit was most of an edit's time).
+                problems: tuple[str, ...] = ()
+            else:
+                problems = tuple(validate.problems(nb))
+            self._others_changed = False
+            self._cache = (nb, version_of(serialize(nb)), problems)
+        return self._cache
+
+    def apply(self, order: list[str], edits: Iterable[Edit]) -> None:
+        """Apply primitive edits to the document (see ``notebook.ydoc.apply_edits``)."""
+        apply_edits(self.doc, self.ycells, order, edits)
+
+    def replace_all(self, nb: Notebook) -> None:
+        """Make the document hold ``nb`` (see ``notebook.ydoc.replace_all``)."""
+        replace_all(self.doc, self.ymeta, self.ycells, nb)
+
+
+def agent_user(name: str) -> dict[str, Any]:
+    """The awareness ``user`` JupyterLab shows: a username unlike any browser user's."""
+    words = [w for w in name.replace("-", " ").split() if w]
+    initials = "".join(w[0] for w in words[:2]).upper() or "AI"
+    return {
+        "username": f"nbrelay-{secrets.token_hex(4)}",
+        "name": name,
+        "display_name": name,
+        "initials": initials,
+        "color": "var(--jp-collaborator-color7)",
+        "avatar_url": None,
+    }

@@ -1,0 +1,124 @@
+"""Live mode: when the .ipynb file holds an agent's edit.
+
+An edit returns once the Jupyter Server has it in the room (a person in the notebook sees it from
+then on); the file is saved just after, coalesced, as JupyterLab does for a person's typing.
+``save_notebook`` waits for the file; ``--live-save-wait`` makes every edit wait for it.
+The server here never autosaves on its own (``document_save_delay`` of an hour), so whatever
+reaches the file was saved by nbrelay.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nbrelay.notebook.model import version_of
+from tests.helpers import call, notebook, write_notebook
+from tests.live.conftest import agent
+from tests.live.person import fresh_sources
+from tests.live.server import JupyterServer, wait_for
+from tests.live.test_rtc import disk
+
+pytestmark = pytest.mark.anyio
+
+NO_AUTOSAVE = ["--YDocExtension.document_save_delay=3600"]
+
+
+@pytest.fixture
+def quiet_server(start_jupyter: Any) -> JupyterServer:
+    server: JupyterServer = start_jupyter(args=NO_AUTOSAVE)
+    write_notebook(server.root / "n.ipynb", notebook("a", "b"))
+    return server
+
+
+async def test_an_edit_is_live_before_it_is_saved_and_save_notebook_waits_for_the_file(
+    quiet_server: JupyterServer,
+) -> None:
+    path = quiet_server.root / "n.ipynb"
+    async with agent(quiet_server, save_delay=3600) as client:
+        await call(client, "read_notebook", path="n.ipynb")
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+        # Everyone in the notebook has it...
+        assert await fresh_sources(quiet_server, "n.ipynb") == (["c0", "c1"], ["a1", "b"])
+        # ...and the file does not yet: nbrelay's saver waits (an hour here).
+        assert disk(path) == (["c0", "c1"], ["a", "b"])
+        saved = await call(client, "save_notebook", path="n.ipynb")
+        assert disk(path) == (["c0", "c1"], ["a1", "b"])
+        assert saved["version"] == version_of(path.read_bytes())
+        # Nothing pending: a second save returns at once with the same version.
+        again = await call(client, "save_notebook", path="n.ipynb")
+        assert again["version"] == saved["version"]
+
+
+async def test_the_file_follows_the_edits_without_being_asked(
+    quiet_server: JupyterServer,
+) -> None:
+    path = quiet_server.root / "n.ipynb"
+    async with agent(quiet_server) as client:
+        for i in range(5):
+            await call(client, "edit_cell", path="n.ipynb", cell="c1", source=f"b{i}")
+        await call(client, "insert_cells", path="n.ipynb", index=0, cells=["top"])
+
+        def saved() -> bool:
+            return disk(path)[1] == ["top", "a", "b4"]
+
+        await wait_for(saved, seconds=15)
+
+
+async def test_leaving_saves_what_the_saver_had_not_yet(quiet_server: JupyterServer) -> None:
+    path = quiet_server.root / "n.ipynb"
+    async with agent(quiet_server, save_delay=3600) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell="c1", source="b1")
+        assert disk(path)[1] == ["a", "b"]
+    assert disk(path)[1] == ["a", "b1"]
+
+
+async def test_live_save_wait_saves_before_each_edit_returns(
+    quiet_server: JupyterServer,
+) -> None:
+    path = quiet_server.root / "n.ipynb"
+    async with agent(quiet_server, save_delay=3600, save_each_edit=True) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a2")
+        assert disk(path)[1] == ["a2", "b"]
+        await call(client, "delete_cells", path="n.ipynb", cells=["c1"])
+        assert disk(path) == (["c0"], ["a2"])
+
+
+def test_the_option_reaches_the_store(tmp_path: Path) -> None:
+    from nbrelay.config import Secret, Settings
+    from nbrelay.server import build_workspace
+
+    settings = Settings(
+        jupyter_url="http://127.0.0.1:9/",
+        jupyter_token=Secret("t"),
+        live_save_wait=True,
+        kernel_pool=0,
+    )
+    ws = build_workspace(settings)
+    assert getattr(ws.store, "save_each_edit", None) is True
+
+
+async def test_a_cell_made_invalid_by_someone_else_is_caught_between_the_agents_edits(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    # nbrelay does not re-validate the notebook after its own (validated) edits; a change that
+    # came from the room is validated again.
+    from tests.helpers import call_error
+    from tests.live.person import person
+
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("a", "b"))
+    async with agent(jupyter, folder) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+        async with person(jupyter, f"{folder}/n.ipynb") as p:
+            p.cell("c1")["metadata"]["collapsed"] = "not a boolean"  # the schema says boolean
+
+            async def seen() -> bool:  # the server has it
+                async with person(jupyter, f"{folder}/n.ipynb") as other:
+                    return "collapsed" in other.cell("c1")["metadata"]
+
+            await wait_for(seen, seconds=15)
+            text = await call_error(client, "edit_cell", path="n.ipynb", cell="c0", source="a2")
+        assert "fails nbformat validation" in text
