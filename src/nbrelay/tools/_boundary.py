@@ -47,13 +47,17 @@ from nbrelay.stores.base import current_reader
 
 logger = logging.getLogger("nbrelay")
 
-Kind = Literal["read", "write", "destructive", "execute"]
+# ``inspect``: reads a running kernel (its variables, its list) without changing anything; it is
+# marked read-only for clients, yet left out like ``execute`` under --read-only/--no-execute since
+# it talks to a kernel that runs code.
+Kind = Literal["read", "inspect", "write", "destructive", "execute"]
 P = ParamSpec("P")
 
 # Only hints that differ from the spec's defaults (readOnly false, destructive true,
 # idempotent false, openWorld true) are spelled out.
 _ANNOTATIONS: dict[Kind, ToolAnnotations] = {
     "read": ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    "inspect": ToolAnnotations(read_only_hint=True, open_world_hint=False),
     "write": ToolAnnotations(destructive_hint=False, open_world_hint=False),
     "destructive": ToolAnnotations(open_world_hint=False),
     "execute": ToolAnnotations(),
@@ -165,7 +169,7 @@ class Registrar:
                 return fn
             if self.read_only and kind != "read":
                 return fn
-            if self.no_execute and kind == "execute":
+            if self.no_execute and kind in ("execute", "inspect"):
                 return fn
             annotations = _ANNOTATIONS[kind].model_copy(update={"title": title})
             description = inspect.cleandoc(fn.__doc__ or "")

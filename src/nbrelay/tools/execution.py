@@ -403,7 +403,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             result.execution = view if isinstance(view, ExecutionResult) else view[0]
         return result
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="inspect")
     async def list_kernels() -> KernelList:
         """List running kernels (one per notebook) and kernelspecs. Example: list_kernels()."""
         running, specs = await ws.list_kernels()
@@ -415,14 +415,14 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ],
         )
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="inspect")
     async def list_variables(path: NbPath) -> Variables:
         """List the kernel's variables: name, type, short value, size (Python). Example: list_variables(path="a.ipynb")."""
         found = await ws.list_variables(path, limit=200)
         rows = [{k: v for k, v in r.items() if v is not None} for r in found["rows"]]
         return Variables(path=ws.store.relative(path), total=found["total"], variables=rows)
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="inspect")
     async def inspect_variable(path: NbPath, name: str) -> VariableView:
         """Inspect a variable: type, shape, dtype, columns, len, repr. Example: inspect_variable(path="a.ipynb", name="df")."""
         info = await ws.inspect_variable(path, name, limit=4000)
