@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from nbrelay.config import Settings
+from nbrelay.config import Settings, expand_presets
+from nbrelay.errors import InvalidArgument
 from nbrelay.server import PROFILES, build_server
 
 
@@ -24,13 +25,19 @@ def listing(tools: list[Any]) -> bytes:
     return json.dumps({"tools": dumped}, separators=(",", ":")).encode()
 
 
-async def sizes(root: Path, **extra: Any) -> dict[str, tuple[int, int]]:
+async def sizes(root: Path, tools: tuple[str, ...] = ()) -> dict[str, tuple[int, int]]:
+    """(bytes, tool count) per profile; with ``tools`` (names or a preset) only the profiles
+    that have them."""
     out: dict[str, tuple[int, int]] = {}
     for profile in PROFILES:
-        settings = Settings(root=root, profile=profile, lock_dir=root / ".locks", **extra)
+        try:
+            only = expand_presets(tools, profile)
+        except InvalidArgument:
+            continue  # presets name canonical tools
+        settings = Settings(root=root, profile=profile, lock_dir=root / ".locks", tools=only)
         async with Client(build_server(settings)) as client:
-            tools = (await client.list_tools()).tools
-        out[profile] = (len(listing(tools)), len(tools))
+            listed = (await client.list_tools()).tools
+        out[profile] = (len(listing(listed)), len(listed))
     return out
 
 
@@ -38,11 +45,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tools", default="", help="a preset or comma-separated tool names")
     args = parser.parse_args()
-    extra: dict[str, Any] = {}
-    if args.tools:
-        extra["tools"] = tuple(args.tools.split(","))
+    tools = tuple(args.tools.split(",")) if args.tools else ()
     with tempfile.TemporaryDirectory() as tmp:
-        found = anyio.run(lambda: sizes(Path(tmp), **extra))
+        found = anyio.run(lambda: sizes(Path(tmp), tools))
     print(f"{'profile':<16} {'tools':>5} {'bytes':>7}")
     for profile, (size, count) in found.items():
         print(f"{profile:<16} {count:>5} {size:>7}")

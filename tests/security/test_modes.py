@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp_types import ToolAnnotations
 
 from nbrelay.config import Settings
 from nbrelay.server import PROFILES, build_server, build_workspace
@@ -72,7 +73,7 @@ async def test_descriptions_hold_no_instructions_and_hints_match_kinds(
     for name, tool in (await _tools(tmp_path, profile)).items():
         text = f"{tool.description} {tool.input_schema}"
         assert not INJECTION.search(text), (profile, name)
-        hints = tool.annotations
+        hints = tool.annotations or ToolAnnotations()  # none: every hint at its default
         if kinds[name] in ("read", "inspect"):
             assert hints.read_only_hint is True, (profile, name)
         else:
