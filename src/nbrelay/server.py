@@ -18,7 +18,7 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.sandbox import launch_policy
 from nbrelay.notebook.text import scrub
 from nbrelay.stores.files import FileStore
-from nbrelay.tools import canonical, resources
+from nbrelay.tools import apps, canonical, resources
 from nbrelay.tools._boundary import Registrar
 from nbrelay.workspace import Workspace
 
@@ -193,6 +193,7 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
         tools=reg.tools,
         subscriptions=feed.bus,
         middleware=[sendable, feed.middleware],
+        extensions=[apps.extension()],  # MCP Apps: the notebook view (nbrelay.tools.apps)
     )
     resources.register(server, ws, feed)
     extra = PROFILE_RESOURCES.get(settings.profile)

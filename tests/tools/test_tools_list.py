@@ -77,3 +77,36 @@ async def test_kernel_inspection_tools_stay_out_under_no_execute(tmp_path: Path)
 async def test_canonical_tools_list_fits_the_budget(tmp_path: Path) -> None:
     size = len(listing(await _listed(tmp_path, "canonical")))
     assert size <= CANONICAL_BUDGET, f"canonical tools/list is {size} bytes"
+
+
+def test_tools_presets_expose_common_sets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nbrelay.cli import main
+    from nbrelay.config import TOOL_PRESETS
+
+    def listed(*flags: str) -> list[str]:
+        capsys.readouterr()
+        assert main(["tools", "--json", "--root", str(tmp_path), *flags]) == 0
+        return [t["name"] for t in json.loads(capsys.readouterr().out)]
+
+    read, edit, run = listed("--tools", "read"), listed("--tools", "edit"), listed("--tools", "run")
+    assert set(read) == set(TOOL_PRESETS["read"])
+    assert "read_notebook" in read
+    assert "edit_cell" not in read
+    assert set(read) < set(edit) < set(run)
+    assert "execute" in run
+    assert "execute" not in edit
+    assert set(listed("--tools", "read,execute")) == {*read, "execute"}
+
+
+def test_a_preset_with_a_compatibility_profile_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nbrelay.cli import main
+
+    code = main(["tools", "--root", str(tmp_path), "--profile", "srcbook", "--tools", "read"])
+    assert code != 0
+    said = capsys.readouterr().err
+    assert "presets" in said
+    assert "srcbook" in said

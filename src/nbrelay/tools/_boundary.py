@@ -163,7 +163,7 @@ def brief_schema(schema: Any) -> Any:
     return out
 
 
-_EXAMPLE_TAIL = re.compile(r"\s*\bExample:.*\Z", re.DOTALL)
+_EXAMPLE_TAIL = re.compile(r"\s*\bExample(?: \([^)]*\))?:.*\Z", re.DOTALL)
 
 
 def without_example(description: str) -> str:
@@ -203,10 +203,11 @@ class Registrar:
         name: str | None = None,
         title: str | None = None,
         example: bool = True,
+        meta: dict[str, Any] | None = None,
     ) -> Callable[[Callable[P, Awaitable[Any]]], Callable[P, Awaitable[Any]]]:
         """Register a tool. ``example=False``: the docstring's closing ``Example: …`` is left
         out of tools/list (every agent pays for it on every turn) and shown only in the error
-        a wrong call gets, where it helps."""
+        a wrong call gets, where it helps. ``meta``: the tool's ``_meta`` (an MCP Apps view)."""
 
         def decorator(fn: Callable[P, Awaitable[Any]]) -> Callable[P, Awaitable[Any]]:
             tool_name = name or fn.__name__
@@ -229,6 +230,7 @@ class Registrar:
                 # Without --output-schemas no output schema is built at all: generating them
                 # was most of the server's start-up, only to be dropped below.
                 structured_output=None if self.output_schemas else False,
+                meta=meta,
             )
             if tool.context_kwarg is None:  # the wrapper learns which client calls (_reader_of)
                 tool.context_kwarg = _CONTEXT_KWARG
@@ -588,7 +590,7 @@ def example_value(prop: Mapping[str, Any], defs: Mapping[str, Any], name: str = 
     return "notebook.ipynb" if "path" in name.lower() else "text"
 
 
-_EXAMPLE = re.compile(r"(?m)^.*?\bExample:\s*(\w+\(.*\))\.?\s*$")
+_EXAMPLE = re.compile(r"(?m)^.*?\bExample(?: \([^)]*\))?:\s*(\w+\(.*\))\.?\s*$")
 
 
 def example_of(description: str) -> str:

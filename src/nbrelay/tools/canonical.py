@@ -6,7 +6,7 @@ model reads; they say the index base, the defaults and give an example.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -14,7 +14,7 @@ from pydantic import Field
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
-from nbrelay.tools import execution, results, services
+from nbrelay.tools import apps, execution, results, services
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.arguments import NbPath, NewCells, Ref, Refs, Version, specs
 from nbrelay.tools.results import (
@@ -64,9 +64,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
         changed = [results.CellLoc(index=i, id=c) for i, c in enumerate(snap.notebook.ids)]
         return EditResult(path=snap.path, version=snap.version, changed=changed)
 
-    @reg.tool(kind="read", example=False)
+    @reg.tool(kind="read", example=False, meta=apps.VIEW_META)
     async def read_notebook(
         path: NbPath,
+        ctx: Context,
         start: Annotated[int, Field(ge=0, description="First cell index.")] = 0,
         limit: Annotated[int, Field(ge=1, le=500, description="Cells to return.")] = 50,
         full: Annotated[bool, Field(description="Whole sources, outputs and metadata.")] = False,
@@ -91,7 +92,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             if full
             else results.OverviewMemo.of(ws).views(snap.path, cells, start, end)
         )
-        return NotebookView(
+        view = NotebookView(
             path=snap.path,
             version=snap.version,
             cell_count=len(cells),
@@ -101,6 +102,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
             note=results.snapshot_note(snap),
             problems=list(snap.problems) or None,
         )
+        # A client that shows MCP Apps views gets the same result with the view's data in _meta.
+        return cast(NotebookView, apps.with_view(ctx, view, snap))
 
     @reg.tool(kind="read", example=False)
     async def read_cell(
@@ -219,7 +222,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     ) -> EditResult:
         """Move cells (kept in order) so the first lands at index `to`.
 
-        Example: move cells 5 and 6 to the top: move_cells(path="eda.ipynb", cells=["5:7"], to=0).
+        Example (cells 5 and 6 to the top): move_cells(path="eda.ipynb", cells=["5:7"], to=0).
         """
         return results.edit_result(
             await ws.move_cells(path, cells, to, expected_version=expected_version)
@@ -250,7 +253,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     ) -> EditResult:
         """Split a cell before each given 0-based line; the first part keeps the id; outputs are cleared.
 
-        Example: a 10-line cell into lines 0-3 and 4-9: split_cell(path="eda.ipynb", cell=2, lines=[4]).
+        Example (lines 0-3 and 4-9): split_cell(path="eda.ipynb", cell=2, lines=[4]).
         """
         return results.edit_result(
             await ws.split_cell(path, cell, lines, expected_version=expected_version)
@@ -279,7 +282,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         outputs: Annotated[bool, Field(description="Also search outputs.")] = False,
         limit: Annotated[int, Field(ge=1, le=1000)] = 100,
     ) -> SearchResult:
-        """Find lines matching text or a regex in a notebook; gives each match's cell index, id and 0-based line.
+        """Find lines matching text or a regex: each match's cell index, id and 0-based line.
 
         Example: search_notebook(path="eda.ipynb", pattern="read_csv").
         """
@@ -325,7 +328,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         steps: Annotated[int, Field(ge=1, le=1000)] = 1,
         expected_version: Version = None,
     ) -> EditResult:
-        """Revert your last `steps` edits to a notebook (not outputs or runs); refuses if a cell involved changed since.
+        """Revert your last `steps` edits (not outputs or runs); refuses if a cell involved changed since.
 
         Example: undo(path="eda.ipynb", steps=2).
         """

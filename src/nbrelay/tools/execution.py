@@ -24,6 +24,7 @@ from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.notebook.text import clean_text
+from nbrelay.tools import apps
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.arguments import NbPath, Ref, Wait
 from nbrelay.tools.results import ExecutionResult, RunCell, RunOutput, image_pointer, iso
@@ -278,7 +279,7 @@ async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | Non
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the tools that run code."""
 
-    @reg.tool(kind="execute", example=False)
+    @reg.tool(kind="execute", example=False, meta=apps.VIEW_META)
     async def execute(
         path: NbPath,
         ctx: Context,
@@ -308,7 +309,11 @@ def register(reg: Registrar, ws: Workspace) -> None:
             path, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error
         )
         await follow(ws, job, wait, ctx)
-        return execution_view(ws, job, images=images)
+        result = execution_view(ws, job, images=images)
+        if apps.wants_view(ctx):  # the notebook as the run left it, for the client's view
+            ran = [c.id for c in job.cells if c.id is not None]
+            return apps.with_view(ctx, result, await ws.read(job.path), ran=ran)
+        return result
 
     # Polling and listing kernels belong with running code: --no-execute and --read-only drop them.
     @reg.tool(kind="execute", example=False)

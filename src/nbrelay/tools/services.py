@@ -144,7 +144,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ),
         ] = None,
     ) -> Any:
-        """Show a cell's result (its last expression, the cell must have run) as a chart or graph image, or table rows.
+        """Show a run cell's last expression as a chart or graph image, or as table rows.
 
         Example:
         visualize_cell(path="eda.ipynb", cell="a1b2c3d4", options={"x": "month", "chart": "bar"}).
