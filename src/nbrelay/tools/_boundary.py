@@ -218,7 +218,9 @@ class Registrar:
             if self.no_execute and kind in ("execute", "inspect"):
                 return fn
             hints = _ANNOTATIONS[kind].model_copy(update={"title": title})
-            annotations = hints if hints.model_dump(exclude_none=True) else None
+            # nbrelay's own tools send no empty annotations object (all hints at their defaults)
+            brief_none = self.brief and not hints.model_dump(exclude_none=True)
+            annotations = None if brief_none else hints
             description = inspect.cleandoc(fn.__doc__ or "")
             listed = description if example else without_example(description)
             slot: dict[str, Arguments] = {}
