@@ -307,7 +307,9 @@ def test_cautious_flags_shape_every_profiles_tool_list(
     kinds = _kinds(profile, root)
     no_exec_kinds = _kinds(profile, root, no_execute=True)
     assert listed() == set(kinds)
-    assert listed("--no-execute") == {n for n, k in no_exec_kinds.items() if k != "execute"}
+    assert listed("--no-execute") == {
+        n for n, k in no_exec_kinds.items() if k not in ("execute", "inspect")
+    }
     assert listed("--read-only") == {n for n, k in kinds.items() if k == "read"}
     # the opposite flag wins over the environment
     os.environ["NBRELAY_NO_EXECUTE"] = "1"
@@ -334,7 +336,7 @@ async def test_no_execute_over_stdio_runs_no_code_in_any_profile(
 
     root = _cautious_root(tmp_path)
     kinds = _kinds(profile, root)
-    runs_code = {n for n, k in kinds.items() if k == "execute"}
+    runs_code = {n for n, k in kinds.items() if k in ("execute", "inspect")}
     argv = ["-m", "nbrelay", "serve", "--root", str(root), "--profile", profile]
     argv += ["--no-execute", "--notebook", "a.ipynb", "--lock-dir", str(tmp_path / "locks")]
     me = psutil.Process()

@@ -307,4 +307,37 @@ def load(
     jupyter_token = environ.get(JUPYTER_TOKEN_ENV, "").strip()
     if jupyter_token:
         values["jupyter_token"] = Secret(jupyter_token)
+    if "tools" in values:
+        values["tools"] = expand_presets(values["tools"], values.get("profile", "canonical"))
     return Settings(**values)
+
+
+_READ_TOOLS = ("list_notebooks", "read_notebook", "read_cell", "search_notebook", "read_output")
+_EDIT_TOOLS = (
+    *_READ_TOOLS,
+    "create_notebook", "insert_cells", "edit_cell", "delete_cells", "move_cells", "merge_cells",
+    "split_cell", "clear_outputs", "replace_in_notebook", "undo",
+)  # fmt: skip
+TOOL_PRESETS: dict[str, tuple[str, ...]] = {
+    "read": _READ_TOOLS,
+    "edit": _EDIT_TOOLS,
+    "run": (
+        *_EDIT_TOOLS,
+        "execute", "get_execution", "cancel_execution", "interrupt_kernel", "restart_kernel",
+        "list_kernels", "list_variables", "inspect_variable",
+    ),
+}  # fmt: skip
+
+
+def expand_presets(names: tuple[str, ...], profile: str) -> tuple[str, ...]:
+    """``--tools`` with preset names (read, edit, run) replaced by the tools they stand for."""
+    if not any(n in TOOL_PRESETS for n in names):
+        return names
+    if profile != "canonical":
+        raise InvalidArgument(
+            f"--tools presets ({', '.join(TOOL_PRESETS)}) name canonical tools; profile "
+            f"{profile!r} has its own.",
+            hint="Give that profile's tool names (`nbrelay tools --profile …` lists them).",
+        )
+    out = [t for n in names for t in TOOL_PRESETS.get(n, (n,))]
+    return tuple(dict.fromkeys(out))

@@ -45,7 +45,8 @@ OPTIONS: tuple[Option, ...] = (
         "tools",
         list,
         (),
-        "Comma-separated tool names to expose (default: all of the profile's tools).",
+        "Comma-separated tool names to expose (default: all of the profile's tools), or a "
+        "preset of the canonical profile: read, edit (read + editing), run (edit + kernels).",
     ),
     Option("read_only", bool, False, "Expose only tools that read; no tool can change a notebook."),
     Option(

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp_types import ToolAnnotations
 
 from nbrelay.config import Settings
 from nbrelay.server import PROFILES, build_server, build_workspace
@@ -56,7 +57,7 @@ async def test_no_execute_and_read_only_leave_out_the_right_tools(
     no_exec = await _tools(tmp_path, profile, no_execute=True)
     read_only = await _tools(tmp_path, profile, read_only=True)
     assert set(every) == set(kinds)
-    assert set(no_exec) == {n for n, k in kinds_no_exec.items() if k != "execute"}
+    assert set(no_exec) == {n for n, k in kinds_no_exec.items() if k not in ("execute", "inspect")}
     assert set(read_only) == {n for n, k in kinds.items() if k == "read"}
     if profile == "canonical":
         assert "execute" in every
@@ -72,8 +73,8 @@ async def test_descriptions_hold_no_instructions_and_hints_match_kinds(
     for name, tool in (await _tools(tmp_path, profile)).items():
         text = f"{tool.description} {tool.input_schema}"
         assert not INJECTION.search(text), (profile, name)
-        hints = tool.annotations
-        if kinds[name] == "read":
+        hints = tool.annotations or ToolAnnotations()  # none: every hint at its default
+        if kinds[name] in ("read", "inspect"):
             assert hints.read_only_hint is True, (profile, name)
         else:
             assert not hints.read_only_hint, (profile, name)

@@ -498,7 +498,7 @@ async def test_messages_name_the_parameter_what_it_takes_and_an_example(tmp_path
     with pytest.raises(InvalidArgument) as info:
         reg.arguments["delete_cells"].validate({"cells": [0]})
     assert str(info.value) == (
-        "Missing argument `path`. It takes a string. Notebook path relative to the root. "
+        "Missing argument `path`. It takes a string. "
         'Example: delete_cells(path="eda.ipynb", cells=[0, "a1b2c3d4", "5:8"]).'
     )
 

@@ -58,7 +58,11 @@ async def test_the_tool_list_has_the_canonical_names_and_annotations(client: Cli
     for t in tools.values():
         assert t.description
         assert not t.description.startswith(" ")
-        assert "Example" in t.description, t.name
+    # Examples stay in tools/list where they prevent a real mistake (the shape of cells, find/
+    # replace, regex escapes, chart options); every other tool shows its example in the error a
+    # wrong call gets.
+    for name in ("create_notebook", "edit_cell", "replace_in_notebook", "visualize_cell"):
+        assert "Example:" in (tools[name].description or ""), name
         assert "title" not in t.input_schema.get("properties", {}).get("path", {})
 
 

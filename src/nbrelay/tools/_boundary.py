@@ -47,13 +47,18 @@ from nbrelay.stores.base import current_reader
 
 logger = logging.getLogger("nbrelay")
 
-Kind = Literal["read", "write", "destructive", "execute"]
+# ``inspect``: reads a running kernel (its variables, its list) without changing anything; it is
+# marked read-only for clients, yet left out like ``execute`` under --read-only/--no-execute since
+# it talks to a kernel that runs code.
+Kind = Literal["read", "inspect", "write", "destructive", "execute"]
 P = ParamSpec("P")
 
 # Only hints that differ from the spec's defaults (readOnly false, destructive true,
-# idempotent false, openWorld true) are spelled out.
+# idempotent false, openWorld true) are spelled out; openWorld only where it qualifies a change
+# (a tool that reads changes nothing, whatever it reads).
 _ANNOTATIONS: dict[Kind, ToolAnnotations] = {
-    "read": ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    "read": ToolAnnotations(read_only_hint=True),
+    "inspect": ToolAnnotations(read_only_hint=True),
     "write": ToolAnnotations(destructive_hint=False, open_world_hint=False),
     "destructive": ToolAnnotations(open_world_hint=False),
     "execute": ToolAnnotations(),
@@ -134,6 +139,38 @@ def slim_schema(schema: Any, *, keep_null: bool = False) -> Any:
     return out
 
 
+def brief_schema(schema: Any) -> Any:
+    """The same schema without what goes without saying: ``additionalProperties: true``, a
+    ``"type": "string"`` beside an ``enum`` of strings, ``"default": false`` on a flag."""
+    if isinstance(schema, list):
+        return [brief_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {
+        k: brief_schema(v)
+        for k, v in schema.items()
+        if k != "additionalProperties" or v is not True
+    }
+    if out.get("type") == "boolean" and out.get("default") is False:
+        del out["default"]  # an optional flag is off unless given
+    enum = out.get("enum")
+    if (
+        out.get("type") == "string"
+        and isinstance(enum, list)
+        and all(isinstance(e, str) for e in enum)
+    ):
+        del out["type"]
+    return out
+
+
+_EXAMPLE_TAIL = re.compile(r"\s*\bExample(?: \([^)]*\))?:.*\Z", re.DOTALL)
+
+
+def without_example(description: str) -> str:
+    """The description without its closing ``Example: …`` (kept for error messages)."""
+    return _EXAMPLE_TAIL.sub("", description).rstrip()
+
+
 @dataclass
 class Registrar:
     """Collects a profile's tools, honouring the tool allow-list and read-only mode."""
@@ -143,6 +180,9 @@ class Registrar:
     no_execute: bool = False
     output_schemas: bool = False
     exact: bool = False  # compatibility profiles: keep null fields in results and null defaults
+    # nbrelay's own profile: schemas without what JSON Schema implies (additionalProperties
+    # true, "type" next to an enum of strings), in fewer bytes of every agent's context.
+    brief: bool = False
     words: Vocabulary = CANONICAL_WORDS  # how errors name actions and number cells
     tools: list[Tool] = field(default_factory=list)
     kinds: dict[str, Kind] = field(default_factory=dict)
@@ -157,27 +197,42 @@ class Registrar:
         return exc.render(self.words)
 
     def tool(
-        self, *, kind: Kind, name: str | None = None, title: str | None = None
+        self,
+        *,
+        kind: Kind,
+        name: str | None = None,
+        title: str | None = None,
+        example: bool = True,
+        meta: dict[str, Any] | None = None,
     ) -> Callable[[Callable[P, Awaitable[Any]]], Callable[P, Awaitable[Any]]]:
+        """Register a tool. ``example=False``: the docstring's closing ``Example: …`` is left
+        out of tools/list (every agent pays for it on every turn) and shown only in the error
+        a wrong call gets, where it helps. ``meta``: the tool's ``_meta`` (an MCP Apps view)."""
+
         def decorator(fn: Callable[P, Awaitable[Any]]) -> Callable[P, Awaitable[Any]]:
             tool_name = name or fn.__name__
             if self.only and tool_name not in self.only:
                 return fn
             if self.read_only and kind != "read":
                 return fn
-            if self.no_execute and kind == "execute":
+            if self.no_execute and kind in ("execute", "inspect"):
                 return fn
-            annotations = _ANNOTATIONS[kind].model_copy(update={"title": title})
+            hints = _ANNOTATIONS[kind].model_copy(update={"title": title})
+            # nbrelay's own tools send no empty annotations object (all hints at their defaults)
+            brief_none = self.brief and not hints.model_dump(exclude_none=True)
+            annotations = None if brief_none else hints
             description = inspect.cleandoc(fn.__doc__ or "")
+            listed = description if example else without_example(description)
             slot: dict[str, Arguments] = {}
             tool = Tool.from_function(
                 _guard(tool_name, fn, self, slot, keep_none=self.exact),
                 name=tool_name,
-                description=description,
+                description=listed,
                 annotations=annotations,
                 # Without --output-schemas no output schema is built at all: generating them
                 # was most of the server's start-up, only to be dropped below.
                 structured_output=None if self.output_schemas else False,
+                meta=meta,
             )
             if tool.context_kwarg is None:  # the wrapper learns which client calls (_reader_of)
                 tool.context_kwarg = _CONTEXT_KWARG
@@ -185,6 +240,8 @@ class Registrar:
                 tool_name, _take_over_arguments(tool), tool.parameters, example_of(description)
             )
             tool.parameters = slim_schema(tool.parameters, keep_null=self.exact)
+            if self.brief:
+                tool.parameters = brief_schema(tool.parameters)
             schema = tool.fn_metadata.output_schema
             # Results always carry structuredContent; declaring its schema is opt-in because it
             # nearly doubles the tools/list every agent pays for.
@@ -535,7 +592,7 @@ def example_value(prop: Mapping[str, Any], defs: Mapping[str, Any], name: str = 
     return "notebook.ipynb" if "path" in name.lower() else "text"
 
 
-_EXAMPLE = re.compile(r"(?m)^.*?\bExample:\s*(\w+\(.*\))\.?\s*$")
+_EXAMPLE = re.compile(r"(?m)^.*?\bExample(?: \([^)]*\))?:\s*(\w+\(.*\))\.?\s*$")
 
 
 def example_of(description: str) -> str:

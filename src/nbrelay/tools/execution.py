@@ -24,17 +24,15 @@ from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.notebook.text import clean_text
+from nbrelay.tools import apps
 from nbrelay.tools._boundary import Registrar
-from nbrelay.tools.canonical import Ref
+from nbrelay.tools.arguments import NbPath, Ref, Wait
 from nbrelay.tools.results import ExecutionResult, RunCell, RunOutput, image_pointer, iso
 from nbrelay.workspace import Workspace
 
 MAX_IMAGE_SIDE = 1568  # pixels; larger images are downscaled before they are sent
 MAX_IMAGE_BYTES = 1_000_000
 PROGRESS_EVERY = 10.0
-
-Wait = Annotated[float | None, Field(ge=0, le=3600, description="Seconds before a handle.")]
-NbPath = Annotated[str, Field(description="Notebook path.")]
 
 
 class KernelView(BaseModel):
@@ -281,7 +279,7 @@ async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | Non
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the tools that run code."""
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="execute", example=False, meta=apps.VIEW_META)
     async def execute(
         path: NbPath,
         ctx: Context,
@@ -297,10 +295,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         stop_on_error: bool = True,
         images: bool = False,
     ) -> Any:
-        """Run code cells (0-based) or scratch code in the notebook's kernel; outputs are saved.
+        """Run cells or scratch `code` in the notebook's kernel; outputs are saved.
 
-        Give `cells` or `code`. Past `wait` s it returns a `handle` for get_execution and keeps
-        running. Example: execute(path="a.ipynb", cells=["a1b2c3d4", "3:5"]).
+        Past `wait` s it returns a `handle` for get_execution and keeps running. Example: execute(path="a.ipynb", cells=["a1b2c3d4", "3:5"]).
         """
         if cells is None and code is None:
             raise InvalidArgument(
@@ -312,24 +309,28 @@ def register(reg: Registrar, ws: Workspace) -> None:
             path, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error
         )
         await follow(ws, job, wait, ctx)
-        return execution_view(ws, job, images=images)
+        result = execution_view(ws, job, images=images)
+        if apps.wants_view(ctx):  # the notebook as the run left it, for the client's view
+            ran = [c.id for c in job.cells if c.id is not None]
+            return apps.with_view(ctx, result, await ws.read(job.path), ran=ran)
+        return result
 
     # Polling and listing kernels belong with running code: --no-execute and --read-only drop them.
-    @reg.tool(kind="execute")
+    @reg.tool(kind="execute", example=False)
     async def get_execution(handle: str, ctx: Context, wait: Wait = None) -> Any:
         """Poll a run by handle: waits up to `wait` s; returns only new output. Example: get_execution(handle="x1", wait=30)."""
         job = ws.job(handle)
         await follow(ws, job, wait, ctx)
         return execution_view(ws, job)
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="execute", example=False)
     async def cancel_execution(handle: str) -> Any:
         """Stop a run: interrupt its cell, skip the rest. Example: cancel_execution(handle="x1")."""
         job = ws.job(handle)
         await ws.cancel_job(job)
         return execution_view(ws, job)
 
-    @reg.tool(kind="read")
+    @reg.tool(kind="read", example=False)
     async def read_output(
         path: NbPath,
         cell: Ref,
@@ -337,7 +338,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         offset: Annotated[int, Field(ge=0)] = 0,
         length: Annotated[int | None, Field(ge=1)] = None,
     ) -> Any:
-        """Read one output (0-based) in full, or a character slice; images as image content.
+        """Read one output (0-based) in full, or a character slice; images as images.
 
         Example: read_output(path="a.ipynb", cell=3, offset=6000, length=6000).
         """
@@ -370,13 +371,13 @@ def register(reg: Registrar, ws: Workspace) -> None:
         base.next_offset = end if end < len(text) else None
         return base
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="execute", example=False)
     async def interrupt_kernel(path: NbPath) -> KernelResult:
         """Interrupt the running cell (Ctrl-C); variables are kept. Example: interrupt_kernel(path="a.ipynb")."""
         info = await ws.interrupt_kernel(path)
         return KernelResult(path=info.key, kernel=kernel_view(info), note="interrupted")
 
-    @reg.tool(kind="destructive")
+    @reg.tool(kind="destructive", example=False)
     async def restart_kernel(
         path: NbPath,
         ctx: Context,
@@ -384,7 +385,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         run_all: bool = False,
         shutdown: bool = False,
     ) -> KernelResult:
-        """Restart the kernel (variables lost), then optionally clear outputs and run all; shutdown=true stops it.
+        """Restart the kernel (variables lost), optionally clear outputs and run all; shutdown=true stops it.
 
         Example: restart_kernel(path="a.ipynb", run_all=true).
         """
@@ -403,7 +404,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             result.execution = view if isinstance(view, ExecutionResult) else view[0]
         return result
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="inspect", example=False)
     async def list_kernels() -> KernelList:
         """List running kernels (one per notebook) and kernelspecs. Example: list_kernels()."""
         running, specs = await ws.list_kernels()
@@ -415,20 +416,20 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ],
         )
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="inspect", example=False)
     async def list_variables(path: NbPath) -> Variables:
         """List the kernel's variables: name, type, short value, size (Python). Example: list_variables(path="a.ipynb")."""
         found = await ws.list_variables(path, limit=200)
         rows = [{k: v for k, v in r.items() if v is not None} for r in found["rows"]]
         return Variables(path=ws.store.relative(path), total=found["total"], variables=rows)
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="inspect", example=False)
     async def inspect_variable(path: NbPath, name: str) -> VariableView:
         """Inspect a variable: type, shape, dtype, columns, len, repr. Example: inspect_variable(path="a.ipynb", name="df")."""
         info = await ws.inspect_variable(path, name, limit=4000)
         return VariableView(path=ws.store.relative(path), name=name, info=info)
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="execute", example=False)
     async def install_packages(
         path: NbPath,
         packages: Annotated[list[str], Field(description='PEP 508: ["pandas>=2"].')],
@@ -440,7 +441,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         python, code, log = await ws.install_packages(path, packages)
         return InstallResult(path=ws.store.relative(path), python=python, ok=code == 0, log=log)
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="execute", example=False)
     async def save_kernel_state(path: NbPath) -> StateResult:
         """Save the kernel's variables (dill) next to the notebook. Example: save_kernel_state(path="a.ipynb")."""
         found = await ws.save_kernel_state(path)
@@ -452,7 +453,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             note=f"saved {len(names)} names ({found.get('bytes', 0):,} bytes)",
         )
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="execute", example=False)
     async def restore_kernel_state(path: NbPath) -> StateResult:
         """Load the variables save_kernel_state saved. Example: restore_kernel_state(path="a.ipynb")."""
         found = await ws.restore_kernel_state(path)

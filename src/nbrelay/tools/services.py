@@ -16,11 +16,11 @@ from pydantic import BaseModel, Field
 from nbrelay.errors import InvalidArgument
 from nbrelay.tools import results
 from nbrelay.tools._boundary import Registrar
+from nbrelay.tools.arguments import NbPath
 from nbrelay.tools.resources import export_uri, output_uri
 from nbrelay.tools.results import VisualData
 from nbrelay.workspace import ExportOutcome, Workspace
 
-NbPath = Annotated[str, Field(description="Notebook path relative to the root.")]
 ExportFormat = Literal["ipynb", "json", "markdown", "html", "pdf", "script", "percent", "myst"]
 ImportFormat = Literal["auto", "ipynb", "json", "markdown", "myst", "percent", "light"]
 
@@ -84,20 +84,19 @@ def export_result(done: ExportOutcome, max_chars: int) -> ExportResult | tuple[A
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register export_notebook, import_notebook and visualize_cell."""
 
-    @reg.tool(kind="write")
+    @reg.tool(kind="write", example=False)
     async def export_notebook(
         path: NbPath,
         format: ExportFormat = "ipynb",
         outputs: Annotated[bool, Field(description="Include outputs.")] = True,
-        save: Annotated[bool, Field(description="Write it next to the notebook instead.")] = False,
+        save: Annotated[bool, Field(description="Write it next to the notebook.")] = False,
         to: Annotated[str | None, Field(description="Or write it to this path.")] = None,
         overwrite: bool = False,
         max_chars: Annotated[int, Field(ge=1000, le=5_000_000)] = 100_000,
     ) -> Any:
-        """Export a notebook to ipynb/json, markdown, html, pdf, script (light), percent or myst.
+        """Export a notebook; text returns in `content`, a PDF as an embedded resource.
 
-        Text returns in `content`, a PDF as an embedded resource; save=true writes e.g. eda.html
-        next to eda.ipynb instead (never over a file unless overwrite=true).
+        save/to write a file instead (never over one unless overwrite=true).
         Example: export_notebook(path="eda.ipynb", format="pdf", save=true).
         """
         done = await ws.export_notebook(
@@ -112,9 +111,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         )
         return export_result(done, max_chars)
 
-    @reg.tool(kind="write")
+    @reg.tool(kind="write", example=False)
     async def import_notebook(
-        path: Annotated[str, Field(description="The new notebook, e.g. 'a.ipynb'.")],
+        path: Annotated[str, Field(description="The new notebook.")],
         content: Annotated[
             str | dict[str, Any] | None, Field(description="Text (or notebook JSON) to import.")
         ] = None,
@@ -124,7 +123,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
     ) -> results.EditResult:
         """Create a notebook from ipynb/JSON, Markdown, MyST, or a percent (# %%) or light script.
 
-        format=auto guesses from the extension and text; bad input creates nothing.
         Example: import_notebook(path="a.ipynb", source="a.py").
         """
         text = json.dumps(content) if isinstance(content, dict) else content
@@ -137,7 +135,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     @reg.tool(kind="execute")
     async def visualize_cell(
         path: NbPath,
-        cell: Annotated[int | str, Field(description="Cell: 0-based index or id.")],
+        cell: Annotated[int | str, Field(description="Cell index or id.")],
         type: Literal["auto", "chart", "table", "graph"] = "auto",
         options: Annotated[
             dict[str, Any] | None,
@@ -146,9 +144,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ),
         ] = None,
     ) -> Any:
-        """Show a cell's result (its last expression) as a chart or graph image, or as table rows.
+        """Show a run cell's last expression as a chart or graph image, or as table rows.
 
-        Runs matplotlib in the notebook's Python kernel; the cell must have run. Example:
+        Example:
         visualize_cell(path="eda.ipynb", cell="a1b2c3d4", options={"x": "month", "chart": "bar"}).
         """
         done = await ws.visualize_cell(path, cell, kind=type, options=options)
