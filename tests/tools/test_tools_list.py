@@ -24,7 +24,7 @@ GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("NBRELAY_REGEN_GOLDEN") == "1"
 # The canonical profile's tools/list as sent, in bytes (19,382 before it was trimmed): what every
 # agent pays per turn. `--tools read/edit/run` presets send less.
-CANONICAL_BUDGET = 14_000
+CANONICAL_BUDGET = 14_500
 
 
 async def _listed(tmp_path: Path, profile: str, **extra: Any) -> list[Any]:

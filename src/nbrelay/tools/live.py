@@ -3,11 +3,10 @@ saved just after; ``save_notebook`` waits until the file holds every edit so far
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from nbrelay.tools._boundary import Registrar
+from nbrelay.tools.arguments import NbPath
 from nbrelay.workspace import Workspace
 
 
@@ -22,13 +21,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
 
     @reg.tool(kind="write")
     async def save_notebook(
-        path: Annotated[str, Field(description="Notebook path relative to the root.")],
+        path: NbPath,
     ) -> SaveResult:
-        """Wait until the notebook's .ipynb file holds every edit made so far, then return.
-
-        Live mode saves about 0.5 s after the last edit; call this before something reads the
-        file (git, nbconvert, another program). File mode writes before each edit returns.
-        Example: save_notebook(path="eda.ipynb").
+        """Wait until the file on disk holds every edit so far (live mode saves ~0.5 s after
+        the last edit; file mode before each returns). Use before git or other programs read it.
         """
         snap = await ws.save(path)
         return SaveResult(path=snap.path, version=snap.version)
