@@ -299,9 +299,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "notebook",
         str,
-        "notebook.ipynb",
+        "notebook.nblr",
         "Profile notebook-lr: the current notebook its tools act on, under the root (created by "
-        "the first add_cell or save_notebook); load_notebook switches it.",
+        "the first add_cell or save_notebook; .nblr or .ipynb); load_notebook switches it.",
     ),
 )
 
@@ -472,7 +472,7 @@ class Settings:
     jupyter_token_file: Path | None = None
     kernel_gateway_url: str | None = None
     agent_name: str = "nbrelay agent"
-    notebook: str = "notebook.ipynb"
+    notebook: str = "notebook.nblr"
     # From $JUPYTER_TOKEN only (--jupyter-token-file is read when live mode starts).
     jupyter_token: Secret | None = field(default=None, repr=False, compare=False)
 

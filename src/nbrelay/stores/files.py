@@ -50,7 +50,7 @@ from nbrelay.errors import (
     StoreError,
     act,
 )
-from nbrelay.notebook import validate
+from nbrelay.notebook import nblr, validate
 from nbrelay.notebook.model import Cell, Notebook, parse, serialize, version_of
 from nbrelay.stores import paths
 from nbrelay.stores.base import (
@@ -131,6 +131,8 @@ class FileStore:
     def _resolve(self, path: str, *, suffix: str = ".ipynb") -> tuple[str, str]:
         """Return (relative posix path, real absolute path) or raise PathError."""
         paths.check_text(path)
+        if suffix == ".ipynb" and nblr.is_nblr(path):  # notebook-lr's format, read as a notebook
+            suffix = nblr.SUFFIX
         raw = PurePosixPath(path)
         if raw.is_absolute():
             if not _is_inside(os.path.normpath(path), self._root_s):
@@ -271,7 +273,7 @@ class FileStore:
         if cached is not None and cached.snapshot.version == version:
             snap = replace(cached.snapshot, size=st.st_size, modified=st.st_mtime)
         else:
-            nb = parse(raw, name=rel)
+            nb = parse(nblr.decode(rel, raw), name=rel)
             found = tuple(validate.problems(nb))
             snap = Snapshot(
                 path=rel,
@@ -561,7 +563,7 @@ class FileStore:
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         rel, real = self._resolve(path)
         validate.check_notebook(notebook)
-        data = serialize(notebook)
+        data = nblr.dump(notebook) if nblr.is_nblr(rel) else serialize(notebook)
         async with self._lock(real):
             snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
         return self._observe(real, snap)
@@ -592,7 +594,7 @@ class FileStore:
         return version_of(raw)
 
     def _remember(self, rel: str, real: str, data: bytes, st: os.stat_result) -> Snapshot:
-        nb = parse(data, name=rel)
+        nb = parse(nblr.decode(rel, data), name=rel)
         snap = Snapshot(
             rel,
             nb,
@@ -656,6 +658,8 @@ class FileStore:
         objects written last time. Cells are never changed in place (an edit makes new cell
         dicts and shares the others), so an unchanged object has unchanged bytes; this turns the
         cost of a single-cell edit from the whole notebook's JSON into one cell's."""
+        if nblr.is_nblr(real):
+            return nblr.dump(nb)
         skeleton = serialize(nb.with_cells([]))
         if not nb.cells or not skeleton.startswith(_NO_CELLS):
             return serialize(nb)
@@ -717,7 +721,9 @@ class FileStore:
         with self._flock(first), self._flock(second):
             raw, _ = self._read_bytes(src_real, src_rel)
             if notebook:
-                parse(raw, name=src_rel)
+                nb = parse(nblr.decode(src_rel, raw), name=src_rel)
+                if nblr.is_nblr(src_rel) != nblr.is_nblr(dst_rel):  # .ipynb <-> .nblr
+                    raw = nblr.dump(nb) if nblr.is_nblr(dst_rel) else serialize(nb)
             expect: str | None = None
             if self._lexists(dst_real):
                 if not overwrite:
