@@ -20,6 +20,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from nbrelay import jupyter_api
+from nbrelay.config import safe_url
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound, Vocabulary
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import render
@@ -100,11 +101,16 @@ def position(value: int | float | None) -> int | None:
 
 def server_of(url: str) -> str:
     """A ``server_url`` as the server's base URL; refused unless http(s), without credentials."""
+    if not url.strip().lower().startswith(("http://", "https://")):
+        raise InvalidArgument(
+            f"server_url {safe_url(url)!r} is not an http(s) URL.",
+            hint="Give the address JupyterLab runs at, e.g. http://localhost:8888.",
+        )
     try:
         return jupyter_api.base_url(url)
     except InvalidArgument as exc:
         raise InvalidArgument(
-            f"server_url {url!r} is refused: {exc.message}",
+            f"server_url cannot be used: {exc.message}",
             hint="Give the address JupyterLab runs at, e.g. http://localhost:8888, without a "
             "token in it.",
         ) from exc
@@ -570,7 +576,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         url = server_of(server_url) if server_url else None
         if url is not None and configured is not None and not served_here(url):
             raise InvalidArgument(
-                f"server_url {server_url!r} is not the Jupyter Server this nbrelay serves "
+                f"server_url {safe_url(url)!r} is not the Jupyter Server this nbrelay serves "
                 f"({jupyter_api.base_url(configured)}).",
                 hint="Leave server_url out, or start nbrelay with --jupyter-url set to that "
                 "server.",
