@@ -18,7 +18,6 @@ from mcp_types import EmbeddedResource, ImageContent, TextResourceContents
 from nbrelay.config import Settings
 from nbrelay.notebook.model import parse
 from nbrelay.server import build_server
-from nbrelay.tools.srcbook import js_literal
 from tests.helpers import PATIENCE, call, call_error, text_of
 from tests.live.person import person
 from tests.live.server import JupyterServer, wait_for
@@ -581,46 +580,6 @@ async def test_session_ids_are_never_paths(tmp_path: Path) -> None:
                     await client.read_resource(template.format(attack.replace("/", "%2F")))
     assert calls >= 7 * 40
     assert layout.outside_digest() == before
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        (
-            '[ { month: "Oct", revenue: 125000 }, { month: "Nov", revenue: 1.5e3 } ]',
-            [{"month": "Oct", "revenue": 125000}, {"month": "Nov", "revenue": 1500.0}],
-        ),
-        (
-            "{ 'a b': 'it\\'s', c: [ true, false, null, undefined ], d: -2, e: 10n }",
-            {"a b": "it's", "c": [True, False, None, None], "d": -2, "e": 10},
-        ),
-        ('"plain"', "plain"),
-        (r"""[ `say "hi"`, 'it\'s', "tab\\there" ]""", ['say "hi"', "it's", "tab\\there"]),
-        ("[]", []),
-    ],
-)
-def test_js_literals_are_read_as_data(text: str, value: Any) -> None:
-    assert js_literal(text) == value
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "[Function: f]",
-        "Map(1) { 1 => 2 }",
-        "[ 1, 2, ... 98 more items ]",
-        "{ a: 1",
-        "fetch('x')",
-        "`${secret}`",
-        "{ a: [Object] }",
-        "2024-01-01T00:00:00.000Z",
-    ],
-)
-def test_anything_but_data_is_refused(text: str) -> None:
-    with pytest.raises(
-        ValueError, match=r"unexpected|not data|not closed|ends early|more than one"
-    ):
-        js_literal(text)
 
 
 async def test_live_mode_sessions_on_a_jupyter_server(
