@@ -613,3 +613,20 @@ async def test_live_mode_sessions_on_a_jupyter_server(
         await call(client, "notebook_delete", session_id=ts["session_id"])
     await wait_for(lambda: not (local / f"{ts['session_id']}.ipynb").exists(), seconds=10)
     assert (local / f"{py['session_id']}.ipynb").exists()
+
+
+async def test_typescript_runs_under_the_seeds_memory_limit(kernel_client: ProfileClient) -> None:
+    """srcbook-mcp.json's default maxMemoryPerSession is "512MB": a Deno kernel must start under
+    it, its V8 heap capped at that size (an address-space limit kept V8 from starting at all)."""
+    async with kernel_client("srcbook", kernel_memory=512) as client:
+        session_id = (await call(client, "notebook_create", name="Limited"))["session_id"]
+        cell = await call(
+            client,
+            "cell_add",
+            session_id=session_id,
+            content='const v8 = await import("node:v8");\n'
+            "Math.round(v8.getHeapStatistics().heap_size_limit / 2 ** 20)",
+        )
+        ran = await call(client, "cell_execute", session_id=session_id, cell_id=cell["cell_id"])
+        assert ran["status"] == "ok", ran
+        assert 512 <= int(ran["result"]) < 1024, ran["result"]
