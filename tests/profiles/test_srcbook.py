@@ -630,3 +630,38 @@ async def test_typescript_runs_under_the_seeds_memory_limit(kernel_client: Profi
         ran = await call(client, "cell_execute", session_id=session_id, cell_id=cell["cell_id"])
         assert ran["status"] == "ok", ran
         assert 512 <= int(ran["result"]) < 1024, ran["result"]
+
+
+async def test_javascript_markdown_imports_run_and_errors_carry_text(
+    kernel_client: ProfileClient,
+) -> None:
+    """Markdown with ```javascript blocks imports as working JavaScript cells; a cell that
+    fails, even with an exception that has no message, reports its error in words, in the
+    result and in the notebook.error event."""
+    markdown = (
+        "# Shapes\n\n```javascript\nconst sides = [3, 4, 5];\nsides.length\n```\n\n"
+        "```javascript\nthrow new Error();\n```\n"
+    )
+    async with kernel_client("srcbook") as client:
+        session = await call(client, "notebook_import", content=markdown, format="markdown")
+        assert (session["language"], session["kernel"]) == ("javascript", "deno")
+        events: list[dict[str, Any]] = []
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            if message:
+                events.append(json.loads(message))
+
+        ran = await client.call_tool(
+            "cell_execute",
+            {"session_id": session["session_id"], "cell_id": "all"},
+            progress_callback=progress,
+        )
+        result = json.loads(text_of(ran))
+        assert [c["status"] for c in result["cells"]] == ["ok", "error"]
+        assert result["cells"][0]["result"] == "3"
+        error = result["cells"][1]["error"]
+        assert error["name"] == "Error"
+        assert error["message"].strip()
+        failed = [e for e in events if e["event"] == "notebook.error"]
+        assert len(failed) == 1
+        assert failed[0]["message"] == f"Error: {error['message']}"

@@ -269,6 +269,20 @@ def _kernelspec(language: str) -> dict[str, str]:
 # -- execution results ---------------------------------------------------------------------
 
 
+def _error_message(out: dict[str, Any]) -> str:
+    """An error output's message, never empty (``throw new Error()`` has no text of its own)."""
+    value = render.strip_ansi(str(out.get("evalue") or "")).strip()
+    return value or f"{out.get('ename') or 'Error'} (raised without a message)"
+
+
+def _failure(job: Job, cell: CellRun) -> str:
+    """What went wrong in a cell that did not end ``ok``, in words (for ``notebook.error``)."""
+    for out in job.cell_outputs(cell):
+        if out.get("output_type") == "error":
+            return f"{out.get('ename') or 'Error'}: {_error_message(out)}"
+    return cell.message or f"the cell ended with status {cell.status}"
+
+
 def _cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
     outputs = job.cell_outputs(cell)
     streams: dict[str, list[str]] = {"stdout": [], "stderr": []}
@@ -285,8 +299,8 @@ def _cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
         elif kind == "error":
             text = budget.take(shown.text, "the rest is in the notebook")[0]
             error = RunError(
-                name=str(out.get("ename", "Error")),
-                message=str(out.get("evalue", "")),
+                name=str(out.get("ename") or "Error"),
+                message=_error_message(out),
                 traceback=text or None,
             )
         else:
@@ -352,7 +366,10 @@ class _Events:
                 self.finished.add(cell.id)
                 if cell.status != "ok":
                     await self.emit(
-                        "notebook.error", cell_id=cell.id, status=cell.status, message=cell.message
+                        "notebook.error",
+                        cell_id=cell.id,
+                        status=cell.status,
+                        message=_failure(job, cell),
                     )
                 await self.emit(
                     "notebook.cell.completed",
