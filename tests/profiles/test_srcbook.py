@@ -172,6 +172,16 @@ BENCH = """
   """
 
 
+async def session_list(client: Client, **args: Any) -> list[dict[str, Any]]:
+    """notebook_list's result: the specification's array (structured: {"result": [...]})."""
+    result = await client.call_tool("notebook_list", args)
+    assert not result.is_error, text_of(result)
+    items = json.loads(text_of(result))
+    assert isinstance(items, list)
+    assert result.structured_content == {"result": items}
+    return items
+
+
 async def test_tools_list_is_the_specifications(profile_client: ProfileClient) -> None:
     async with profile_client("srcbook") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -303,11 +313,11 @@ async def test_example_1_data_analysis_workflow(kernel_client: ProfileClient, ro
         assert [r["status"] for r in runs] == ["ok"] * len(runs)
         assert len(runs) == 4
 
-        listed = await call(client, "notebook_list")
-        assert {s["session_id"] for s in listed["sessions"]} == {session_id, copy["session_id"]}
+        listed = await session_list(client)
+        assert {s["session_id"] for s in listed} == {session_id, copy["session_id"]}
         assert (await call(client, "notebook_delete", session_id=session_id))["deleted"]
-        listed = await call(client, "notebook_list", filter="all")
-        assert [s["session_id"] for s in listed["sessions"]] == [copy["session_id"]]
+        listed = await session_list(client, filter="all")
+        assert [s["session_id"] for s in listed] == [copy["session_id"]]
         assert "no session has id" in await call_error(
             client, "cell_add", session_id=session_id, content="1"
         )
@@ -432,28 +442,28 @@ async def test_sessions_persist_suspend_and_resume(
         await call(client, "notebook_delete", session_id=one)
         three = await call(client, "notebook_import", content="# Three\n", format="markdown")
         assert three["name"] == "Three"
-        active = await call(client, "notebook_list")
-        assert [s["name"] for s in active["sessions"]] == ["Two", "Three"]
+        active = await session_list(client)
+        assert [s["name"] for s in active] == ["Two", "Three"]
     # A new server: the sessions persist (on disk) and are suspended until used.
     async with profile_client("srcbook") as client:
-        assert (await call(client, "notebook_list"))["sessions"] == []
-        suspended = await call(client, "notebook_list", filter="suspended")
-        names = {s["name"]: s for s in suspended["sessions"]}
+        assert (await session_list(client)) == []
+        suspended = await session_list(client, filter="suspended")
+        names = {s["name"]: s for s in suspended}
         assert sorted(names) == ["Three", "Two"]
         assert names["Two"]["tsconfig"] == {"strict": True}
         assert names["Two"]["description"] == "d"
         await call(client, "cell_add", session_id=two["session_id"], content="1 + 1")
-        resumed = await call(client, "notebook_list")
-        assert [s["session_id"] for s in resumed["sessions"]] == [two["session_id"]]
-        assert len((await call(client, "notebook_list", filter="all"))["sessions"]) == 2
+        resumed = await session_list(client)
+        assert [s["session_id"] for s in resumed] == [two["session_id"]]
+        assert len(await session_list(client, filter="all")) == 2
     # Plain notebooks under the root are not sessions.
     (root / "plain.ipynb").write_bytes((root / f"{two['session_id']}.ipynb").read_bytes())
     raw = json.loads((root / "plain.ipynb").read_text())
     del raw["metadata"]["srcbook"]
     (root / "plain.ipynb").write_text(json.dumps(raw))
     async with profile_client("srcbook") as client:
-        every = await call(client, "notebook_list", filter="all")
-        assert "plain" not in {s["session_id"] for s in every["sessions"]}
+        every = await session_list(client, filter="all")
+        assert "plain" not in {s["session_id"] for s in every}
         assert "no session" in await call_error(client, "notebook_delete", session_id="plain")
     assert (root / "plain.ipynb").exists()
 
@@ -605,8 +615,8 @@ async def test_live_mode_sessions_on_a_jupyter_server(
         py = await call(client, "notebook_import", content=nbformat.writes(python))
         ran = await call(client, "cell_execute", session_id=py["session_id"], cell_id="all")
         assert (ran["status"], ran["result"]) == ("ok", "42")
-        listed = await call(client, "notebook_list")
-        assert {s["name"] for s in listed["sessions"]} == {"Live TS", "Remote"}
+        listed = await session_list(client)
+        assert {s["name"] for s in listed} == {"Live TS", "Remote"}
         state = await client.read_resource(f"notebook://session/{py['session_id']}/state")
         view = json.loads(state.contents[0].text)  # type: ignore[union-attr]
         assert view["cells"][1]["outputs"][0]["text"] == "42"

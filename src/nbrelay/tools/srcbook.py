@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
-from mcp_types import ImageContent
+from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
 
 from nbrelay.config import OPTION_BY_NAME
@@ -49,7 +49,7 @@ from nbrelay.notebook.model import Notebook, new_notebook
 from nbrelay.notebook.text import clean_text
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools import resources, services
-from nbrelay.tools._boundary import Registrar
+from nbrelay.tools._boundary import Registrar, compact_json
 from nbrelay.tools.results import VisualData
 from nbrelay.workspace import Workspace
 
@@ -78,10 +78,6 @@ class SessionView(BaseModel):
     created_at: str | None = None
     last_activity: str | None = None
     note: str | None = None
-
-
-class SessionList(BaseModel):
-    sessions: list[SessionView]
 
 
 class Deleted(BaseModel):
@@ -487,7 +483,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     @reg.tool(kind="read")
     async def notebook_list(
         filter: Literal["active", "suspended", "all"] = "active",
-    ) -> SessionList:
+    ) -> CallToolResult:
         """Lists all active notebook sessions.
 
         Returns: Array of notebook sessions with metadata. filter="suspended" lists the sessions
@@ -497,7 +493,12 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if filter != "all":
             views = [v for v in views if v.status == filter]
         views.sort(key=lambda v: (v.created_at or "", v.session_id))
-        return SessionList(sessions=views)
+        items = [v.model_dump(mode="json", exclude_none=True) for v in views]
+        # The specification's array: the JSON array as text; structured content must be an
+        # object, so it is {"result": [...]}.
+        return CallToolResult(
+            content=[TextContent(text=compact_json(items))], structured_content={"result": items}
+        )
 
     @reg.tool(kind="destructive")
     async def notebook_delete(
