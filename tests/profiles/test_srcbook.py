@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import anyio
 import nbformat
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ResourceUpdated
 from mcp_types import EmbeddedResource, ImageContent, TextResourceContents
 
@@ -675,3 +676,23 @@ async def test_javascript_markdown_imports_run_and_errors_carry_text(
         failed = [e for e in events if e["event"] == "notebook.error"]
         assert len(failed) == 1
         assert failed[0]["message"] == f"Error: {error['message']}"
+
+
+async def test_storage_directory_is_the_sessions_folder(tmp_path: Path) -> None:
+    """`nbrelay serve --profile srcbook --config srcbook-mcp.json` with the seed's
+    storageDirectory ("./notebook-sessions", relative to the file): sessions are kept there."""
+    config = tmp_path / "srcbook-mcp.json"
+    config.write_text(
+        json.dumps({"options": {"storageDirectory": "./notebook-sessions", "maxSessions": 10}})
+    )
+    (tmp_path / "notebook-sessions").mkdir()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nbrelay", "serve", "--profile", "srcbook", "--config", str(config)],
+        cwd=str(tmp_path.parent),
+    )
+    async with Client(params) as client:
+        made = await call(client, "notebook_create", name="Stored")
+        listed = await session_list(client, filter="all")
+    assert [s["session_id"] for s in listed] == [made["session_id"]]
+    assert (tmp_path / "notebook-sessions" / f"{made['session_id']}.ipynb").exists()
