@@ -152,7 +152,15 @@ def dump(nb: Notebook, *, now: datetime | None = None) -> bytes:
         "metadata": metadata,
         "session_state": kept.get("session_state"),
     }
-    return (json.dumps(doc, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise NotebookInvalid(
+            "the notebook would contain text that is not valid Unicode (an unpaired surrogate, "
+            f"{text[exc.start : exc.end]!a}); nothing was written.",
+            hint="Remove unpaired surrogate characters (U+D800-U+DFFF) from the text you passed.",
+        ) from exc
 
 
 def decode(path: str, raw: bytes) -> bytes:
