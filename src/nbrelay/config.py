@@ -204,14 +204,15 @@ SRCBOOK_OPTIONS: dict[str, tuple[str, Any]] = {
     "allowNetworkAccess": ("kernel_network", bool),
     "sandbox": ("sandbox", bool),
     "persistSessions": ("persist_sessions", bool),
-    "storageDirectory": ("session_dir", str),
+    "storageDirectory": ("root", str),  # the sessions' folder: they are notebooks in the root
 }
 
 
 def read_srcbook_json(path: Path) -> dict[str, Any]:
     """Read a ``srcbook-mcp.json`` (Srcbook's MCP server configuration): its ``options`` become
-    settings (times in milliseconds, sizes like "512MB"; a relative ``storageDirectory`` is
-    relative to the file); the descriptive keys (name, version, capabilities…) are ignored."""
+    settings (times in milliseconds, sizes like "512MB"; ``storageDirectory``, the sessions'
+    folder, is the root, relative to the file); the descriptive keys (name, version,
+    capabilities…) are ignored."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -236,8 +237,8 @@ def read_srcbook_json(path: Path) -> dict[str, Any]:
             out[name] = convert(value)
         except (TypeError, ValueError, InvalidArgument) as exc:
             raise InvalidArgument(f"config file {path}: {key} = {value!r} is not valid.") from exc
-    if "session_dir" in out:
-        out["session_dir"] = str((path.parent / out["session_dir"]).resolve())
+    if "root" in out:
+        out["root"] = str((path.parent / out["root"]).resolve())
     return out
 
 

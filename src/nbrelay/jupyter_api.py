@@ -404,3 +404,27 @@ class JupyterAPI:
         finally:
             with anyio.move_on_after(5, shield=True):
                 await ws.close()
+
+
+async def probe(url: str, *, seconds: float = 5.0) -> bool:
+    """Whether a Jupyter Server answers at ``url``: ``GET <base>/api`` (which needs no token)
+    returns its version. No token is sent and no redirect followed; only http(s) URLs.
+
+    Raises:
+        InvalidArgument: ``url`` is not an http(s) URL, or carries credentials.
+    """
+    import httpx2
+
+    target = base_url(url) + "api"
+    try:
+        async with httpx2.AsyncClient(follow_redirects=False, timeout=seconds) as client:
+            response = await client.get(target)
+    except httpx2.HTTPError:
+        return False
+    if response.status_code != 200:
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("version"), str)

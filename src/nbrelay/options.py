@@ -299,9 +299,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "notebook",
         str,
-        "notebook.ipynb",
+        "notebook.nblr",
         "Profile notebook-lr: the current notebook its tools act on, under the root (created by "
-        "the first add_cell or save_notebook); load_notebook switches it.",
+        "the first add_cell or save_notebook; .nblr or .ipynb); load_notebook switches it.",
     ),
 )
 

@@ -40,7 +40,8 @@ def test_the_seed_configuration_maps_onto_nbrelay_settings(tmp_path: Path) -> No
     assert s.kernel_memory == 512
     assert s.kernel_network is False
     assert s.persist_sessions is True
-    assert s.session_dir == tmp_path / "notebook-sessions"
+    assert s.root == tmp_path / "notebook-sessions"  # storageDirectory: the sessions' folder
+    assert s.session_dir is None
     plain = settings_from(build_parser().parse_args(["serve", "--config", str(cfg)]), environ={})
     assert (plain.max_sessions, plain.execution_timeout) == (10, 30.0)
 

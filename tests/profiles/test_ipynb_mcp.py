@@ -275,3 +275,29 @@ async def test_errors_come_back_as_fields_and_change_nothing(
     for key, value in fields.items():
         assert result[key] == value
     assert (root / "n.ipynb").read_bytes() == raw
+
+
+async def test_out_of_range_errors_speak_of_1_based_indexes(
+    profile_client: ProfileClient, root: Path
+) -> None:
+    """An index past the end, in every tool that takes one: the error field numbers cells from 1
+    and names this profile's tools (never "0-based" or read_notebook)."""
+    write_notebook(root / "n.ipynb", notebook("a = 1", "b = 2"))
+    raw = (root / "n.ipynb").read_bytes()
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("edit_cell", {"cell_index": 3, "new_source_content": "x"}),
+        ("delete_cell", {"cell_index": 3}),
+        ("merge_cells", {"cell_index1": 2, "cell_index2": 3}),
+        ("get_full_output", {"cell_index": 3, "output_index": 1}),
+    ]
+    async with profile_client("ipynb-mcp") as client:
+        for tool, args in calls:
+            result = await call(client, tool, filepath="n.ipynb", **args)
+            error = result["error"]
+            assert error, tool
+            assert "out of range" in error, (tool, error)
+            assert "1-2" in error or "(indexes 1-2)" in error, (tool, error)
+            assert "0-based" not in error, (tool, error)
+            assert "read_notebook" not in error, (tool, error)
+            assert "get_formatted_content" in error, (tool, error)
+    assert (root / "n.ipynb").read_bytes() == raw

@@ -209,7 +209,7 @@ async def test_the_seed_examples(kernel_client: ProfileClient, root: Path) -> No
     async with kernel_client("jupyterlab-rtc") as client:
         begun = await rcall(client, "begin_nb_session", path="/example/notebook1.ipynb")
         assert set(begun) == {"path", "session_id", "file_id", "status", "message", "kernel"}
-        assert begun["path"] == "example/notebook1.ipynb"
+        assert begun["path"] == "/example/notebook1.ipynb"
         assert begun["status"] == "connected"
         assert begun["message"].startswith("Session started successfully")
         assert begun["session_id"]
@@ -218,7 +218,7 @@ async def test_the_seed_examples(kernel_client: ProfileClient, root: Path) -> No
         await rcall(client, "begin_nb_session", path="/example/notebook2.ipynb")
         ended = await rcall(client, "end_nb_session", path="/example/notebook2.ipynb")
         assert ended == {
-            "path": "example/notebook2.ipynb",
+            "path": "/example/notebook2.ipynb",
             "status": "disconnected",
             "message": "Session ended successfully",
         }
@@ -226,7 +226,7 @@ async def test_the_seed_examples(kernel_client: ProfileClient, root: Path) -> No
         assert again["status"] == "not_found"
 
         sessions = await rcall(client, "query_nb_sessions", root_path="/example")
-        assert sessions["root_path"] == "example"
+        assert sessions["root_path"] == "/example"
         assert sessions["total_sessions"] == 2
         assert sessions["active_sessions"] == 1
         one, two = sessions["sessions"]
@@ -240,7 +240,7 @@ async def test_the_seed_examples(kernel_client: ProfileClient, root: Path) -> No
             "message",
         }
         assert (one["path"], one["status"], one["cell_count"]) == (
-            "example/notebook1.ipynb",
+            "/example/notebook1.ipynb",
             "connected",
             5,
         )
@@ -248,7 +248,7 @@ async def test_the_seed_examples(kernel_client: ProfileClient, root: Path) -> No
         assert one["message"] == "Session is active"
         assert ISO.match(one["last_activity"])
         assert (two["path"], two["status"], two["cell_count"]) == (
-            "example/notebook2.ipynb",
+            "/example/notebook2.ipynb",
             "disconnected",
             3,
         )
@@ -258,16 +258,22 @@ async def test_the_seed_examples(kernel_client: ProfileClient, root: Path) -> No
 
         listed = await rcall(client, "list_nbs", path="/example")
         assert [n["path"] for n in listed["notebooks"]] == [
+            "/example/hello.ipynb",
+            "/example/notebook1.ipynb",
+            "/example/notebook2.ipynb",
+        ]
+        assert listed["notebooks"][1]["name"] == "notebook1.ipynb"
+        assert ISO.match(listed["notebooks"][1]["last_modified"])
+        # Paths come back in the caller's style: relative when asked relative.
+        plain = await rcall(client, "list_nbs", path="example")
+        assert [n["path"] for n in plain["notebooks"]] == [
             "example/hello.ipynb",
             "example/notebook1.ipynb",
             "example/notebook2.ipynb",
         ]
-        assert listed["notebooks"][1]["name"] == "notebook1.ipynb"
-        assert ISO.match(listed["notebooks"][1]["last_modified"])
-        assert await rcall(client, "list_nbs") == listed
 
         stat = await rcall(client, "get_nb_stat", path="/example/notebook1.ipynb")
-        assert stat["path"] == "example/notebook1.ipynb"
+        assert stat["path"] == "/example/notebook1.ipynb"
         assert stat["cell_count"] == 5
         assert ISO.match(stat["last_modified"])
         assert stat["kernel"]["name"] == "python3"
@@ -306,7 +312,7 @@ async def test_the_seed_examples(kernel_client: ProfileClient, root: Path) -> No
             "writable",
         }
         assert (md["path"], md["type"], md["size"], md["writable"]) == (
-            "example/document.md",
+            "/example/document.md",
             "file",
             18,
             True,
@@ -319,7 +325,7 @@ async def test_the_seed_examples(kernel_client: ProfileClient, root: Path) -> No
         info = await rcall(client, "get_document_info", path="/example/document.md")
         assert info == {
             "name": "document.md",
-            "path": "example/document.md",
+            "path": "/example/document.md",
             "type": "file",
             "format": "text",
             "created": md["created"],
@@ -430,7 +436,7 @@ async def test_agent_workflow_on_a_real_kernel(kernel_client: ProfileClient, roo
         copied = await rcall(
             client, "copy_document", path=nb, copyPath="/analysis/sales-backup.ipynb"
         )
-        assert copied["path"] == "analysis/sales-backup.ipynb"
+        assert copied["path"] == "/analysis/sales-backup.ipynb"
         renamed = await rcall(
             client, "rename_document", path="data/sales.csv", newPath="analysis/sales.csv"
         )
@@ -442,7 +448,7 @@ async def test_agent_workflow_on_a_real_kernel(kernel_client: ProfileClient, roo
             client, "create_document", path="analysis/README", type="markdown", content="Notes"
         )
         assert note["path"] == "analysis/README.md"
-        assert (await rcall(client, "delete_document", path="/data"))["path"] == "data"
+        assert (await rcall(client, "delete_document", path="/data"))["path"] == "/data"
         listing = await rcall(client, "list_documents", path="analysis")
         assert [d["name"] for d in listing] == [
             "README.md",
@@ -484,7 +490,9 @@ async def test_ranges_are_checked_before_anything_changes(
         )
         assert "reaches outside the notebook" in error
         error = await call_error(client, "delete_nb_cells", path="n.ipynb", ranges=[{"start": 3}])
-        assert "out of range" in error
+        assert "selects no cells" in error
+        error = await call_error(client, "delete_nb_cells", path="n.ipynb", ranges=[{"start": 4}])
+        assert "reaches outside the notebook" in error
         error = await call_error(
             client, "delete_nb_cells", path="n.ipynb", ranges=[{"start": 2, "end": 1}]
         )
@@ -655,6 +663,11 @@ async def test_live_mode_sessions_are_rtc_rooms_a_person_sees(
         assert not (await rcall(client, "document_exists", path="old"))["exists"]
         ended = await rcall(client, "end_nb_session", path="nb.ipynb")
         assert ended["message"] == "RTC session ended successfully"
+        # The kernel runs on after the room is left; the session is still reported ended.
+        after = await rcall(client, "query_nb_sessions", root_path="/")
+        assert [(s["path"], s["file_id"], s["status"]) for s in after["sessions"]] == [
+            ("/nb.ipynb", begun["file_id"], "disconnected")
+        ]
     assert (local / "README.md").read_text() == "# Notes"
     assert not (local / "old").exists()
     saved = nbformat.read(local / "nb.ipynb", as_version=4)
@@ -675,3 +688,53 @@ async def test_nbrelay_serve_over_stdio(root: Path) -> None:
         assert read["cells"][0]["content"] == "a = 1"
         await rcall(client, "create_document", path="t.txt", type="file", content="hi")
     assert (root / "t.txt").read_text() == "hi"
+
+
+async def test_a_range_without_end_runs_to_the_end_of_the_notebook(
+    profile_client: ProfileClient, root: Path
+) -> None:
+    """The seed's `end` is optional: without it a range covers `start` to the last cell, for
+    reading, modifying and deleting alike (as the original's `cells.slice(start, end)`)."""
+    write_notebook(root / "n.ipynb", notebook("a", "b", "c", "d"))
+    async with profile_client("jupyterlab-rtc") as client:
+        read = await rcall(client, "read_nb_cells", path="/n.ipynb", ranges=[{"start": 1}])
+        assert [c["content"] for c in read["cells"]] == ["b", "c", "d"]
+        done = await rcall(
+            client,
+            "modify_nb_cells",
+            path="/n.ipynb",
+            modifications=[{"range": {"start": 2}, "content": "z"}],
+            exec=False,
+        )
+        assert done["modified_ranges"] == 1
+        assert [c["source"] for c in parse((root / "n.ipynb").read_bytes()).cells] == [
+            "a",
+            "b",
+            "z",
+            "z",
+        ]
+        deleted = await rcall(client, "delete_nb_cells", path="/n.ipynb", ranges=[{"start": 1}])
+        assert deleted == {"message": "Successfully deleted 3 cells", "deleted": 3}
+    assert [c["source"] for c in parse((root / "n.ipynb").read_bytes()).cells] == ["a"]
+
+
+async def test_an_ended_session_stays_ended_while_a_kernel_runs(
+    kernel_client: ProfileClient, root: Path
+) -> None:
+    write_notebook(root / "n.ipynb", notebook("x = 1"))
+    async with kernel_client("jupyterlab-rtc") as client:
+        begun = await rcall(client, "begin_nb_session", path="n.ipynb")
+        await rcall(client, "end_nb_session", path="n.ipynb")
+        # Running a cell after the session ended starts a kernel again, without a session.
+        ran = await rcall(
+            client,
+            "modify_nb_cells",
+            path="n.ipynb",
+            modifications=[{"range": {"start": 0}, "content": "x = 2"}],
+        )
+        assert ran["executed"] is True
+        found = await rcall(client, "query_nb_sessions")
+        assert [(s["path"], s["session_id"], s["status"]) for s in found["sessions"]] == [
+            ("n.ipynb", begun["session_id"], "disconnected")
+        ]
+        assert found["active_sessions"] == 0

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.server
 import json
+import os
 import secrets
+import socket
 import subprocess
 import sys
+import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -458,11 +462,22 @@ def probe_wheel(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         )
 
 
+def _path_without_uv() -> str:
+    """$PATH with every folder that holds a uv command left out (pip is used then)."""
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(p for p in parts if p and not (Path(p) / "uv").exists())
+
+
 async def test_agent_workflow_on_a_real_kernel(
-    kernel_client: ProfileClient, root: Path, probe_wheel: tuple[str, Path]
+    kernel_client: ProfileClient,
+    root: Path,
+    probe_wheel: tuple[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An agent sets up a notebook, adds and runs code, fixes a failing cell, installs a package
-    it lacks, documents the work and cleans up, as the original's integration tests do."""
+    it lacks (with pip: no uv on $PATH), documents the work and cleans up, as the original's
+    integration tests do."""
+    monkeypatch.setenv("PATH", _path_without_uv())
     probe, wheel = probe_wheel
     async with kernel_client("mcp-jupyter") as client:
         made = await mcall(
@@ -755,3 +770,112 @@ async def test_long_outputs_are_cut_within_one_budget_per_call(
         )
         assert alone["outputs"][0]["text"].startswith("START5")
     assert "x" * 5000 in (root / "big.ipynb").read_text()
+
+
+async def test_install_packages_uses_uv_pip_when_uv_is_installed(
+    kernel_client: ProfileClient,
+    probe_wheel: tuple[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seed: "install_packages - Install packages using uv pip". uv (a test dependency)
+    is put on $PATH; the install goes through it, into the kernel's Python."""
+    uv = Path(sys.executable).parent / "uv"
+    assert uv.exists(), "uv is a test dependency (pip install -e '.[test]')"
+    monkeypatch.setenv("PATH", os.pathsep.join([str(uv.parent), _path_without_uv()]))
+    probe, wheel = probe_wheel
+    async with kernel_client("mcp-jupyter") as client:
+        await mcall(client, "setup_notebook", notebook_path="n", cells=[f"import {probe}"])
+        installed = await mcall(
+            client,
+            "execute_notebook_code",
+            notebook_path="n",
+            execution_type="install_packages",
+            package_names=f"{probe}@{wheel.as_uri()}",
+        )
+        # uv's own report ("Installed 1 package in ..."), not pip's ("Successfully installed").
+        assert "Installed 1 package" in installed, installed
+        assert "Successfully installed" not in installed
+        ran = await mcall(
+            client,
+            "execute_notebook_code",
+            notebook_path="n",
+            execution_type="execute_cell",
+            position_index=0,
+        )
+        assert ran["status"] == "ok"
+
+
+class _JupyterLike(http.server.BaseHTTPRequestHandler):
+    """Answers GET /api as a Jupyter Server does (its version, no token needed)."""
+
+    def do_GET(self) -> None:
+        body = b'{"version": "2.14.0"}' if self.path == "/api" else b"{}"
+        self.send_response(200 if self.path == "/api" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """A real HTTP server on a free port of 127.0.0.1 that answers like a Jupyter Server."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _JupyterLike)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_server_urls_are_remembered_and_checked(
+    profile_client: ProfileClient, http_server: str
+) -> None:
+    """Server URL tracking: setup_notebook's server_url is remembered for the notebook, and
+    check_server probes it (or the one given): a server that answers is running, a closed port
+    or a server that is not Jupyter is not accessible."""
+    closed = f"http://127.0.0.1:{_closed_port()}"
+    async with profile_client("mcp-jupyter", no_execute=True) as client:
+
+        async def check(**args: Any) -> Any:
+            return await mcall(client, "query_notebook", query_type="check_server", **args)
+
+        assert await check(notebook_path="", server_url=http_server) == (
+            "Jupyter server is running"
+        )
+        assert await check(notebook_path="", server_url=closed) == (
+            "Jupyter server is not accessible"
+        )
+        assert await check(notebook_path="", server_url=http_server + "/nothing-here/") == (
+            "Jupyter server is not accessible"
+        )
+        # No server_url: the folder nbrelay serves (file mode) is there.
+        assert await check(notebook_path="") == "Jupyter server is running"
+
+        await mcall(client, "setup_notebook", notebook_path="up", server_url=http_server)
+        await mcall(client, "setup_notebook", notebook_path="down", server_url=closed)
+        assert await check(notebook_path="up") == "Jupyter server is running"
+        assert await check(notebook_path="down.ipynb") == "Jupyter server is not accessible"
+
+        for bad in ("ftp://127.0.0.1/", "http://user:secret@127.0.0.1:8888/"):
+            error = await call_error(
+                client,
+                "query_notebook",
+                notebook_path="",
+                query_type="check_server",
+                server_url=bad,
+            )
+            assert "server_url" in error
+            assert "secret" not in error

@@ -32,7 +32,7 @@ PROFILES: dict[str, tuple[str, Call, Call]] = {
         lambda c, _: c.call_tool("read_nb_cells", {"path": "n.ipynb"}),
         lambda c, s: c.call_tool(
             "modify_nb_cells",
-            {"path": "n.ipynb", "modifications": [{"range": {"start": 1}, "content": s}]},
+            {"path": "n.ipynb", "modifications": [{"range": {"start": 1, "end": 2}, "content": s}]},
         ),
     ),
     "ipynb-mcp": (

@@ -167,25 +167,39 @@ async def test_the_documents_example_calls(profile_client: ProfileClient, root: 
         assert [(c["index"], c["source"]) for c in listed["cells"]] == [(0, "print('Updated!')")]
         info = await call(client, "get_notebook_info")
         assert info == {
-            "name": "notebook",
+            "name": "Untitled",
             "cell_count": 1,
             "code_count": 1,
             "markdown_count": 0,
             "executed_count": 0,
             "version": "4.5",
-            "path": "notebook.ipynb",
+            "path": "notebook.nblr",
         }
         saved = await call(client, "save_notebook", path="my_notebook.nblr")
-        assert saved == {"status": "saved", "path": "my_notebook.ipynb"}
-        assert (await call(client, "get_notebook_info"))["path"] == "my_notebook.ipynb"
+        assert saved == {"status": "saved", "path": "my_notebook.nblr"}
+        assert (await call(client, "get_notebook_info"))["path"] == "my_notebook.nblr"
         # Later edits go to the saved notebook, as in the original.
         await call(client, "add_cell", cell_type="markdown", source="# Notes")
-    saved_cells = parse((root / "my_notebook.ipynb").read_bytes()).cells
-    assert [c["source"] for c in saved_cells] == ["print('Updated!')", "# Notes"]
-    assert [c["source"] for c in parse((root / "notebook.ipynb").read_bytes()).cells] == [
-        "print('Updated!')"
+    # notebook-lr's own format: the files are .nblr JSON, not .ipynb.
+    saved_doc = json.loads((root / "my_notebook.nblr").read_text())
+    assert set(saved_doc) == {"version", "cells", "metadata", "session_state"}
+    assert saved_doc["version"] == "1.0"
+    assert [(c["type"], c["source"]) for c in saved_doc["cells"]] == [
+        ("code", "print('Updated!')"),
+        ("markdown", "# Notes"),
     ]
-    nbformat.validate(nbformat.read(root / "my_notebook.ipynb", as_version=4))
+    assert set(saved_doc["cells"][0]) == {
+        "id",
+        "type",
+        "source",
+        "outputs",
+        "execution_count",
+        "metadata",
+    }
+    assert {"created", "modified"} <= set(saved_doc["metadata"])
+    first = json.loads((root / "notebook.nblr").read_text())
+    assert [c["source"] for c in first["cells"]] == ["print('Updated!')"]
+    assert not list(root.glob("*.ipynb"))
 
 
 async def test_reads_of_a_notebook_not_created_yet(
@@ -195,7 +209,7 @@ async def test_reads_of_a_notebook_not_created_yet(
         assert await call(client, "list_cells") == {"cells": []}
         info = await call(client, "get_notebook_info")
         assert info["path"] is None
-        assert info["name"] == "fresh"
+        assert info["name"] == "Untitled"
         assert info["cell_count"] == 0
         assert "no cells" in await call_error(client, "get_cell", index=0)
         assert await call(client, "find_in_cells", query="x") == {"matches": [], "count": 0}
@@ -229,7 +243,7 @@ async def test_move_cell_boundaries_raise_and_change_nothing(
 ) -> None:
     write_notebook(root / "notebook.ipynb", notebook("a", "b", "c"))
     raw = (root / "notebook.ipynb").read_bytes()
-    async with profile_client("notebook-lr") as client:
+    async with profile_client("notebook-lr", notebook="notebook.ipynb") as client:
         up = await call_error(client, "move_cell", index=0, direction="up")
         assert "Cannot move cell at index 0 up" in up
         down = await call_error(client, "move_cell", index=2, direction="down")
@@ -278,7 +292,7 @@ async def test_bad_input_raises_and_changes_nothing(
 ) -> None:
     write_notebook(root / "notebook.ipynb", notebook("a = 1", "b = 2"))
     before = {p.name: p.read_bytes() for p in root.iterdir()}
-    async with profile_client("notebook-lr") as client:
+    async with profile_client("notebook-lr", notebook="notebook.ipynb") as client:
         assert message in await call_error(client, tool, **args)
     assert {p.name: p.read_bytes() for p in root.iterdir()} == before
     assert not (root.parent / "outside.ipynb").exists()
@@ -290,11 +304,11 @@ async def test_save_never_replaces_another_notebook(
     write_notebook(root / "notebook.ipynb", notebook("mine"))
     write_notebook(root / "other.ipynb", notebook("theirs"))
     raw = (root / "other.ipynb").read_bytes()
-    async with profile_client("notebook-lr") as client:
+    async with profile_client("notebook-lr", notebook="notebook.ipynb") as client:
         error = await call_error(client, "save_notebook", path="other.ipynb")
         assert "load_notebook" in error
         assert await call(client, "save_notebook") == {"status": "saved", "path": "notebook.ipynb"}
-        info = await call(client, "load_notebook", path="other.nblr")
+        info = await call(client, "load_notebook", path="other.ipynb")
         assert info["path"] == "other.ipynb"
         assert await _text(client, "get_cell_source", index=0) == "theirs"
     assert (root / "other.ipynb").read_bytes() == raw
@@ -302,7 +316,7 @@ async def test_save_never_replaces_another_notebook(
 
 async def test_find_replace_and_convert(profile_client: ProfileClient, root: Path) -> None:
     write_notebook(root / "notebook.ipynb", notebook("total = 1", "print(total)", "Total"))
-    async with profile_client("notebook-lr") as client:
+    async with profile_client("notebook-lr", notebook="notebook.ipynb") as client:
         found = await call(client, "find_in_cells", query="total")
         assert found["count"] == 3
         assert [(m["index"], m["line"]) for m in found["matches"]] == [(0, 0), (1, 0), (2, 0)]
@@ -397,7 +411,7 @@ async def test_agent_workflow_on_a_real_kernel(kernel_client: ProfileClient, roo
 
     # A new server (a fresh kernel): the saved session comes back with load_notebook.
     async with kernel_client("notebook-lr") as client:
-        info = await call(client, "load_notebook", path="analysis.nblr", include_session=True)
+        info = await call(client, "load_notebook", path="analysis.ipynb", include_session=True)
         assert info["path"] == "analysis.ipynb"
         restored = await call(client, "get_variable", name="total")
         assert restored["value"] == "445"
@@ -419,7 +433,9 @@ async def test_timeouts_raise_with_the_kernels_story(
     kernel_client: ProfileClient, root: Path
 ) -> None:
     write_notebook(root / "notebook.ipynb", notebook("import time\nprint('start')\ntime.sleep(60)"))
-    async with kernel_client("notebook-lr", execution_timeout=2.0, interrupt_grace=2.0) as client:
+    async with kernel_client(
+        "notebook-lr", notebook="notebook.ipynb", execution_timeout=2.0, interrupt_grace=2.0
+    ) as client:
         error = await call_error(client, "execute_cell", index=0)
         assert "Cell 0 did not finish" in error
         assert "timed out" in error
@@ -456,3 +472,113 @@ async def test_live_mode_edits_and_runs_in_the_room(
     await wait_for(lambda: (local / "copy.ipynb").exists(), seconds=10)
     cells = parse((local / "copy.ipynb").read_bytes()).cells
     assert [c["source"] for c in cells] == ["x = 6 * 7\nx", "# Live"]
+
+
+NBLR_EXAMPLE = {
+    "version": "1.0",
+    "cells": [
+        {
+            "id": "c-intro",
+            "type": "markdown",
+            "source": "# Prices",
+            "outputs": [],
+            "execution_count": None,
+            "metadata": {},
+        },
+        {
+            "id": "c-prices",
+            "type": "code",
+            "source": "prices = [3, 4, 5]\nsum(prices)",
+            "outputs": [
+                {"type": "execute_result", "data": {"text/plain": "12"}, "execution_count": 1}
+            ],
+            "execution_count": 1,
+            "metadata": {},
+        },
+        {
+            "id": "c-print",
+            "type": "code",
+            "source": "print('hi')",
+            "outputs": [{"type": "stream", "name": "stdout", "text": "hi\n"}],
+            "execution_count": 2,
+            "metadata": {},
+        },
+    ],
+    "metadata": {
+        "name": "Prices",
+        "created": "2025-01-02T03:04:05",
+        "modified": "2025-01-02T03:04:05",
+    },
+    "session_state": None,
+}
+
+
+async def test_nblr_files_are_read_and_written(kernel_client: ProfileClient, root: Path) -> None:
+    """A user's .nblr file opens with load_notebook (its name from its metadata), edits and
+    runs are saved back in the .nblr format, and .ipynb keeps working beside it."""
+    (root / "prices.nblr").write_text(json.dumps(NBLR_EXAMPLE))
+    write_notebook(root / "plain.ipynb", notebook("y = 2"))
+    async with kernel_client("notebook-lr") as client:
+        info = await call(client, "load_notebook", path="prices.nblr")
+        assert (info["name"], info["path"], info["cell_count"], info["executed_count"]) == (
+            "Prices",
+            "prices.nblr",
+            3,
+            2,
+        )
+        cell = await call(client, "get_cell", index=1)
+        assert cell["outputs"] == [
+            {"type": "execute_result", "data": {"text/plain": "12"}, "execution_count": 1}
+        ]
+        assert (
+            await _text(client, "update_cell_source", index=1, source="prices = [3, 4, 5, 6]")
+            == "true"
+        )
+        await call(client, "add_cell", source="print(sum(prices))")
+        ran = await call(client, "execute_all")
+        assert ran["cells"][-1]["outputs"][0]["text"] == "18\n"
+        ipynb = await call(client, "load_notebook", path="plain.ipynb")
+        assert (ipynb["name"], ipynb["path"]) == ("Untitled", "plain.ipynb")
+        await call(client, "add_cell", source="z = 3")
+    doc = json.loads((root / "prices.nblr").read_text())
+    assert doc["version"] == "1.0"
+    assert doc["metadata"]["name"] == "Prices"
+    assert doc["metadata"]["created"] == "2025-01-02T03:04:05"
+    assert doc["metadata"]["modified"] != "2025-01-02T03:04:05"
+    assert [c["id"] for c in doc["cells"][:3]] == ["c-intro", "c-prices", "c-print"]
+    assert doc["cells"][3]["source"] == "print(sum(prices))"
+    assert doc["cells"][3]["outputs"] == [{"type": "stream", "name": "stdout", "text": "18\n"}]
+    assert isinstance(doc["cells"][3]["execution_count"], int)
+    assert doc["cells"][0]["outputs"] == []
+    assert doc["cells"][0]["execution_count"] is None
+    plain = nbformat.read(root / "plain.ipynb", as_version=4)
+    nbformat.validate(plain)
+    assert [c.source for c in plain.cells] == ["y = 2", "z = 3"]
+
+
+async def test_a_damaged_nblr_file_is_refused_and_left_alone(
+    profile_client: ProfileClient, root: Path
+) -> None:
+    (root / "broken.nblr").write_text("{not json")
+    async with profile_client("notebook-lr") as client:
+        error = await call_error(client, "load_notebook", path="broken.nblr")
+        assert "not a valid .nblr file" in error
+    assert (root / "broken.nblr").read_text() == "{not json"
+
+
+async def test_the_kernel_survives_a_save_under_a_new_name(
+    kernel_client: ProfileClient, root: Path
+) -> None:
+    """The seed's example save, save_notebook(path="my_notebook.nblr"), after running cells:
+    the notebook being worked on keeps its variables (one kernel, as in notebook-lr)."""
+    async with kernel_client("notebook-lr") as client:
+        await call(client, "add_cell", source="answer = 42")
+        await call(client, "execute_cell", index=0)
+        saved = await call(client, "save_notebook", path="my_notebook.nblr")
+        assert saved == {"status": "saved", "path": "my_notebook.nblr"}
+        await call(client, "add_cell", source="print(answer + 1)")
+        ran = await call(client, "execute_cell", index=1)
+        assert ran["outputs"] == [{"type": "stream", "name": "stdout", "text": "43\n"}]
+        assert (await call(client, "get_variable", name="answer"))["value"] == "42"
+    done = json.loads((root / "my_notebook.nblr").read_text())
+    assert done["cells"][1]["outputs"][0]["text"] == "43\n"

@@ -82,7 +82,7 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("get_document_info", {"path": NAME}),
         (
             "modify_nb_cells",
-            {"path": NAME, "modifications": [{"range": {"start": 0}, "content": "m"}]},
+            {"path": NAME, "modifications": [{"range": {"start": 0, "end": 1}, "content": "m"}]},
         ),
         (
             "insert_nb_cells",

@@ -96,7 +96,7 @@ async def test_catastrophic_search_is_refused_while_other_calls_go_on(tmp_path: 
 async def test_notebook_lr_find_and_replace_are_bounded_too(tmp_path: Path) -> None:
     root = served(tmp_path)
     before = (root / "notebook.ipynb").read_bytes()
-    async with stdio(root, "--profile", "notebook-lr") as client:
+    async with stdio(root, "--profile", "notebook-lr", "--notebook", "notebook.ipynb") as client:
         quick: tuple[str, dict[str, Any]] = ("get_notebook_info", {})
         find = ("find_in_cells", {"query": CATASTROPHIC, "regex": True})
         said, order = await race(client, find, quick)

@@ -28,6 +28,7 @@ import anyio
 
 from nbrelay import runtime
 from nbrelay.errors import KernelError
+from nbrelay.kernels import deno
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, LaunchPolicy
 from nbrelay.kernels.launch import (
     DENO_KERNEL,
@@ -227,15 +228,16 @@ class LocalKernels:
         language = self._language(kernel_name)
         km_class = manager_class()
         km: Any = km_class(kernel_name=kernel_name, kernel_spec_manager=self._spec_manager())
-        km.policy = with_pdeathsig(self.policy)
+        policy = deno.launch_policy(self.policy, kernel_name)  # Deno: V8 heap flags
+        km.policy = with_pdeathsig(policy)
         km.output_cap = self.output_cap
-        km.transport = self.policy.transport
+        km.transport = policy.transport
         # The connection file (and, over ipc, the socket folder) in the private runtime folder.
         km.connection_file = str(owned_runtime_dir() / f"kernel-{uuid.uuid4()}.json")
-        if self.policy.transport == "ipc":
+        if policy.transport == "ipc":
             km.ip = str(Path(runtime.make_temp_folder("ipc-")) / "kernel")
         km.shutdown_wait_time = 2.0
-        env = self.policy.environment(os.environ)
+        env = policy.environment(os.environ)
         env["JPY_SESSION_NAME"] = key
         stderr = StderrTail()
         folder_fds = self._folder_opener(cwd)
@@ -247,7 +249,7 @@ class LocalKernels:
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                **self.policy.popen_kwargs(),
+                **policy.popen_kwargs(),
                 **({"pass_fds": fds} if fds else {}),
             )
         except (OSError, RuntimeError, ValueError) as exc:

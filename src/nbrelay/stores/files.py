@@ -48,7 +48,7 @@ from nbrelay.errors import (
     StoreError,
     act,
 )
-from nbrelay.notebook import validate
+from nbrelay.notebook import nblr, validate
 from nbrelay.notebook.model import Notebook, parse, serialize, version_of
 from nbrelay.notebook.serialize import CellBytes, splice
 from nbrelay.process import map_big_buffers, release_memory
@@ -135,6 +135,8 @@ class FileStore:
     def _resolve(self, path: str, *, suffix: str = ".ipynb") -> tuple[str, str]:
         """Return (relative posix path, real absolute path) or raise PathError."""
         paths.check_text(path)
+        if suffix == ".ipynb" and nblr.is_nblr(path):  # notebook-lr's format, read as a notebook
+            suffix = nblr.SUFFIX
         raw = PurePosixPath(path)
         if raw.is_absolute():
             if not _is_inside(os.path.normpath(path), self._root_s):
@@ -275,7 +277,7 @@ class FileStore:
         if cached is not None and cached.snapshot.version == version:
             snap = replace(cached.snapshot, size=st.st_size, modified=st.st_mtime)
         else:
-            nb = parse(raw, name=rel)
+            nb = parse(nblr.decode(rel, raw), name=rel)
             found = tuple(validate.problems(nb))
             snap = Snapshot(
                 path=rel,
@@ -565,7 +567,7 @@ class FileStore:
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         rel, real = self._resolve(path)
         validate.check_notebook(notebook)
-        data = serialize(notebook)
+        data = nblr.dump(notebook) if nblr.is_nblr(rel) else serialize(notebook)
         async with self._lock(real):
             snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
         return self._observe(real, snap)
@@ -596,7 +598,7 @@ class FileStore:
         return version_of(raw)
 
     def _remember(self, rel: str, real: str, data: bytes, st: os.stat_result) -> Snapshot:
-        nb = parse(data, name=rel)
+        nb = parse(nblr.decode(rel, data), name=rel)
         snap = Snapshot(
             rel,
             nb,
@@ -660,6 +662,8 @@ class FileStore:
     def _serialize(self, real: str, nb: Notebook) -> bytes:
         """``serialize(nb)`` byte for byte, re-encoding only the cells written since the last
         save of this file (see :mod:`nbrelay.notebook.serialize`)."""
+        if nblr.is_nblr(real):
+            return nblr.dump(nb)
         data, self._cell_bytes[real], encoded = splice(nb, self._cell_bytes.get(real, {}))
         if encoded > _TRIM_AFTER:  # encoding goes through many small strings: give them back
             release_memory()
@@ -707,7 +711,9 @@ class FileStore:
         with self._flock(first), self._flock(second):
             raw, _ = self._read_bytes(src_real, src_rel)
             if notebook:
-                parse(raw, name=src_rel)
+                nb = parse(nblr.decode(src_rel, raw), name=src_rel)
+                if nblr.is_nblr(src_rel) != nblr.is_nblr(dst_rel):  # .ipynb <-> .nblr
+                    raw = nblr.dump(nb) if nblr.is_nblr(dst_rel) else serialize(nb)
             expect: str | None = None
             if self._lexists(dst_real):
                 if not overwrite:

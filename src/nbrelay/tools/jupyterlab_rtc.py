@@ -126,15 +126,23 @@ def lab_path(path: str | None) -> str:
     return (path or "").lstrip("/")
 
 
+def as_given(given: str | None, rel: str) -> str:
+    """A path in the caller's style: ``/example/nb.ipynb`` for a caller who wrote a leading
+    ``/``, ``example/nb.ipynb`` otherwise (a folder of ``""`` is the root, ``/``)."""
+    if (given or "").startswith("/"):
+        return "/" + rel
+    return rel
+
+
 def range_ref(r: CellRange) -> address.CellRef:
-    """A seed range as an address: ``end`` excluded; without ``end``, the one cell at ``start``."""
-    return r.start if r.end is None else f"{r.start}:{r.end}"
+    """A seed range as an address: ``end`` excluded; without ``end``, to the notebook's end."""
+    return f"{r.start}:" if r.end is None else f"{r.start}:{r.end}"
 
 
-def doc_view(doc: Document) -> dict[str, Any]:
+def doc_view(doc: Document, given: str | None = None) -> dict[str, Any]:
     return {
         "name": doc.name,
-        "path": doc.path,
+        "path": as_given(given, doc.path),
         "type": doc.type,
         "created": iso(doc.created),
         "last_modified": iso(doc.modified),
@@ -229,7 +237,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if ws.settings.no_execute:
             snap = await ws.read(lab_path(path))
             return SessionResult(
-                path=snap.path,
+                path=as_given(path, snap.path),
                 status="connected",
                 message="Notebook opened (this server runs no code, so no kernel was started)",
             )
@@ -242,7 +250,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             "runs; there is no live collaboration)"
         )
         return SessionResult(
-            path=session.path,
+            path=as_given(path, session.path),
             session_id=session.session_id,
             file_id=session.file_id,
             status="connected",
@@ -257,7 +265,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Live mode leaves the room (the kernel keeps running); file mode shuts the kernel down.
         """
         session = await ws.end_session(lab_path(path))
-        rel = ws.store.relative(lab_path(path))
+        rel = as_given(path, ws.store.relative(lab_path(path)))
         if session is None:
             return SessionResult(
                 path=rel, status="not_found", message="No active session for this notebook"
@@ -278,15 +286,15 @@ def register(reg: Registrar, ws: Workspace) -> None:
         folder = lab_path(root_path)
         if folder:
             await ws.list_notebooks(folder, recursive=False)  # the folder must exist
-        views = [await _session_view(s) for s in ws.sessions(folder)]
+        views = [await _session_view(s, root_path) for s in ws.sessions(folder)]
         return SessionsResult(
-            root_path=folder,
+            root_path=root_path if root_path is not None else "",
             sessions=views,
             total_sessions=len(views),
             active_sessions=sum(v.status == "connected" for v in views),
         )
 
-    async def _session_view(s: NotebookSession) -> SessionView:
+    async def _session_view(s: NotebookSession, given: str | None) -> SessionView:
         count, activity = None, s.last_activity
         try:
             snap = await ws.read(s.path)
@@ -296,7 +304,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             pass
         prefix = "RTC session" if s.live else "Session"
         return SessionView(
-            path=s.path,
+            path=as_given(given, s.path),
             session_id=s.session_id,
             file_id=s.file_id,
             status="connected" if s.active else "disconnected",
@@ -319,7 +327,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return NotebookItems(
             notebooks=[
                 NotebookItem(
-                    path=e.path, name=posixpath.basename(e.path), last_modified=iso(e.modified)
+                    path=as_given(path, e.path),
+                    name=posixpath.basename(e.path),
+                    last_modified=iso(e.modified),
                 )
                 for e in found
             ]
@@ -330,7 +340,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         """Get status information about a notebook, including cell count and kernel information."""
         snap = await ws.read(lab_path(path))
         return NotebookStat(
-            path=snap.path,
+            path=as_given(path, snap.path),
             cell_count=len(snap.notebook.cells),
             last_modified=iso(await ws.last_modified(snap)),
             kernel=kernel_view(ws, snap),
@@ -346,16 +356,16 @@ def register(reg: Registrar, ws: Workspace) -> None:
     ) -> CellItems:
         """Read multiple cells by specifying ranges.
 
-        Indexes are 0-based and `end` is excluded; a range without `end` is the one cell at
-        `start`. Code cells also give their outputs as text. Example: ranges=[{"start": 0, "end": 3}].
+        Indexes are 0-based and `end` is excluded; a range without `end` reads to the
+        notebook's end. Code cells also give their outputs as text. Example: ranges=[{"start": 0, "end": 3}].
         """
         snap = await ws.read(lab_path(path))
         nb = snap.notebook
         indexes: list[int] = []
-        for r in ranges if ranges is not None else [CellRange(start=0, end=len(nb.cells))]:
-            end = None if r.end is None else min(r.end, len(nb.cells))
-            if end is not None and end == r.start == len(nb.cells):
-                continue  # reading "everything" of an empty notebook
+        for r in ranges if ranges is not None else [CellRange(start=0)]:
+            end = len(nb.cells) if r.end is None else min(r.end, len(nb.cells))
+            if end == r.start == len(nb.cells):
+                continue  # reading "to the end" from the end (of an empty notebook, say)
             ref = range_ref(CellRange(start=r.start, end=end))
             indexes += [i for i in address.resolve(nb.ids, ref) if i not in indexes]
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
@@ -384,8 +394,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         """Modify multiple cells by specifying ranges, with optional execution.
 
         Every cell in a range gets the content. Indexes are 0-based, `end` excluded; a range
-        without `end` is the one cell at `start`. All ranges are checked first: out of range,
-        nothing changes. Example: modifications=[{"range": {"start": 2}, "content": "x = 1"}].
+        without `end` runs to the notebook's end. All ranges are checked first: out of range,
+        nothing changes. Example: modifications=[{"range": {"start": 2, "end": 3}, "content": "x = 1"}].
         """
         rel = lab_path(path)
         outcome = await ws.set_sources(
@@ -435,7 +445,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     ) -> Done:
         """Delete multiple cells by specifying ranges.
 
-        Indexes are 0-based, `end` excluded; a range without `end` is the one cell at `start`.
+        Indexes are 0-based, `end` excluded; a range without `end` runs to the notebook's end.
         Example: ranges=[{"start": 3, "end": 5}] deletes cells 3 and 4.
         """
         if not ranges:
@@ -486,7 +496,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
 
         Returns an array of files, notebooks and folders directly in that folder.
         """
-        return json_reply([doc_view(d) for d in await ws.list_documents(lab_path(path))])
+        return json_reply([doc_view(d, path) for d in await ws.list_documents(lab_path(path))])
 
     @reg.tool(kind="write")
     async def create_document(
@@ -510,7 +520,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         elif type == "markdown" and not ext:
             rel += ".md"
         doc = await ws.create_document(rel, content)
-        return Done(message=f"Document {doc.path} created successfully", path=doc.path)
+        shown = as_given(path, doc.path)
+        return Done(message=f"Document {shown} created successfully", path=shown)
 
     @reg.tool(kind="read")
     async def get_document_info(path: DocPath) -> CallToolResult:
@@ -520,10 +531,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
         "json") or a folder's entries; files over 64 KB are cut (`truncated`: true).
         """
         doc = await ws.document(lab_path(path))
-        info = doc_view(doc) | {"format": None, "mimetype": doc.mimetype, "content": None}
+        info = doc_view(doc, path) | {"format": None, "mimetype": doc.mimetype, "content": None}
         if doc.type == "directory":
             info["format"] = "json"
-            info["content"] = [doc_view(d) for d in await ws.list_documents(doc.path)]
+            info["content"] = [doc_view(d, path) for d in await ws.list_documents(doc.path)]
             return json_reply(info)
         raw, size = await ws.read_document(doc.path, limit=MAX_CONTENT)
         cut = size > len(raw)
@@ -558,7 +569,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Deletes a file, a notebook (its kernel is shut down) or an empty folder.
         """
         doc = await ws.delete_document(lab_path(path))
-        return Done(message=f"Document {doc.path} deleted successfully", path=doc.path)
+        shown = as_given(path, doc.path)
+        return Done(message=f"Document {shown} deleted successfully", path=shown)
 
     @reg.tool(kind="destructive")
     async def rename_document(
@@ -569,9 +581,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
 
         Also moves it between folders; never replaces an existing file.
         """
-        old = lab_path(path)
-        doc = await ws.move_document(old, lab_path(newPath))
-        return Done(message=f"Document renamed from {old} to {doc.path}", path=doc.path)
+        doc = await ws.move_document(lab_path(path), lab_path(newPath))
+        shown = as_given(newPath, doc.path)
+        return Done(message=f"Document renamed from {path} to {shown}", path=shown)
 
     @reg.tool(kind="write")
     async def copy_document(
@@ -582,9 +594,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
 
         Never replaces an existing file.
         """
-        src = lab_path(path)
-        doc = await ws.move_document(src, lab_path(copyPath), keep_source=True)
-        return Done(message=f"Document {src} copied to {doc.path}", path=doc.path)
+        doc = await ws.move_document(lab_path(path), lab_path(copyPath), keep_source=True)
+        shown = as_given(copyPath, doc.path)
+        return Done(message=f"Document {path} copied to {shown}", path=shown)
 
     @reg.tool(kind="read")
     async def document_exists(

@@ -19,6 +19,8 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
+from nbrelay import jupyter_api
+from nbrelay.config import safe_url
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound, Vocabulary
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import render
@@ -95,6 +97,28 @@ def position(value: int | float | None) -> int | None:
             f"position_index={value} is negative.", hint="Positions start at 0 (first cell)."
         )
     return value
+
+
+def server_of(url: str) -> str:
+    """A ``server_url`` as the server's base URL; refused unless http(s), without credentials."""
+    if not url.strip().lower().startswith(("http://", "https://")):
+        raise InvalidArgument(
+            f"server_url {safe_url(url)!r} is not an http(s) URL.",
+            hint="Give the address JupyterLab runs at, e.g. http://localhost:8888.",
+        )
+    try:
+        return jupyter_api.base_url(url)
+    except InvalidArgument as exc:
+        raise InvalidArgument(
+            f"server_url cannot be used: {exc.message}",
+            hint="Give the address JupyterLab runs at, e.g. http://localhost:8888, without a "
+            "token in it.",
+        ) from exc
+
+
+def notebook_key(path: str) -> str:
+    """The key a notebook's server is remembered under (its path relative to the root)."""
+    return posixpath.normpath(ipynb(path)).lstrip("/")
 
 
 def need_position(value: int | None, operation: str) -> int:
@@ -215,6 +239,14 @@ def register(reg: Registrar, ws: Workspace) -> None:
         limit = ws.settings.output_budget
         return render.Budget(limit * 4, limit)
 
+    # Server URL tracking: the server each notebook was set up with (setup_notebook's
+    # server_url), which check_server probes when it is given no server_url of its own.
+    servers: dict[str, str] = {}
+    configured = ws.settings.jupyter_url
+
+    def served_here(url: str) -> bool:
+        return configured is not None and url == jupyter_api.base_url(configured)
+
     # modify_notebook_cells runs code by default (execute=true), so it is announced as a tool
     # that runs code, unless this server runs none (then execute is ignored).
     runs: Kind = "destructive" if ws.settings.no_execute else "execute"
@@ -279,7 +311,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         server_url: Annotated[
             str | None,
             Field(
-                description="(For check_server/list_sessions) Server URL; nbrelay always uses the server (or folder) it was started with."
+                description="(For check_server) Server URL to check; default: the server the notebook was set up with (setup_notebook's server_url), else the server (or folder) nbrelay serves."
             ),
         ] = None,
     ) -> CallToolResult:
@@ -297,6 +329,12 @@ def register(reg: Registrar, ws: Workspace) -> None:
             query_notebook("my_notebook.ipynb", "get_position_index", cell_id="205658d6-093c-4722-854c-90b149f254ad")
         """
         if query_type == "check_server":
+            url = server_of(server_url) if server_url else servers.get(notebook_key(notebook_path))
+            if url is not None and not served_here(url):
+                reachable = await jupyter_api.probe(url)
+                return reply(
+                    "Jupyter server is running" if reachable else "Jupyter server is not accessible"
+                )
             try:
                 await ws.list_notebooks("", recursive=False)
             except NbrelayError:
@@ -467,7 +505,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         execution_type: Annotated[
             str,
             Field(
-                description="One of: 'execute_cell' (execute an existing code cell), 'install_packages' (install packages into the notebook's Python environment)."
+                description="One of: 'execute_cell' (execute an existing code cell), 'install_packages' (install packages into the notebook's Python environment, with uv pip when uv is installed, pip otherwise)."
             ),
         ],
         ctx: Context,
@@ -501,12 +539,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if not package_names or not package_names.strip():
             raise InvalidArgument("package_names is required for install_packages operation.")
         names = package_names.replace(",", " ").split()
-        _, code, log = await ws.install_packages(path, names)
+        _, code, log = await ws.install_packages(path, names, prefer_uv=True)
         await ws.view(path)
         if code != 0:
-            return reply(
-                f"Error: installing [{package_names}] failed (pip exit code {code}): {log}"
-            )
+            return reply(f"Error: installing [{package_names}] failed (exit code {code}): {log}")
         return reply(f"Installation of packages [{package_names}]: {log}")
 
     @reg.tool(kind="write")
@@ -524,7 +560,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         server_url: Annotated[
             str | None,
             Field(
-                description="Optional Jupyter server URL; nbrelay always uses the server (or folder) it was started with."
+                description="Optional Jupyter server URL, remembered for this notebook (check_server probes it). In live mode it must be the server nbrelay serves."
             ),
         ] = None,
     ) -> CallToolResult:
@@ -537,6 +573,14 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Returns: dict with information about the notebook and a status message.
         """
         path = ipynb(notebook_path)
+        url = server_of(server_url) if server_url else None
+        if url is not None and configured is not None and not served_here(url):
+            raise InvalidArgument(
+                f"server_url {safe_url(url)!r} is not the Jupyter Server this nbrelay serves "
+                f"({jupyter_api.base_url(configured)}).",
+                hint="Leave server_url out, or start nbrelay with --jupyter-url set to that "
+                "server.",
+            )
         try:
             await ws.read(path)
             message = f"Notebook {path} already exists"
@@ -546,6 +590,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if not ws.settings.no_execute:
             await ws.begin_session(path)
         snap = await ws.view(path)
+        if url is not None:
+            servers[snap.path] = url
         info: dict[str, Any] = {
             "message": message,
             "name": posixpath.basename(snap.path),

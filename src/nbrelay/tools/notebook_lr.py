@@ -14,7 +14,6 @@ Outputs keep notebook-lr's shape (``{"type": "stream", "name", "text"}``,
 from __future__ import annotations
 
 import contextlib
-import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
@@ -27,13 +26,15 @@ from nbrelay.errors import (
     CellNotFound,
     InvalidArgument,
     KernelError,
+    NbrelayError,
     NotebookExists,
     NotebookNotFound,
+    PathError,
     Unsupported,
     Vocabulary,
 )
 from nbrelay.kernels.jobs import CellRun, Job
-from nbrelay.notebook import address, edits, render
+from nbrelay.notebook import address, moves, render
 from nbrelay.notebook.edits import CellSpec, Plan
 from nbrelay.notebook.model import Cell, Notebook, new_notebook
 from nbrelay.stores.base import Snapshot
@@ -168,8 +169,9 @@ class _Current:
     path: str
 
 
-def _nblr(path: str) -> str:
-    """notebook-lr's own extension names the same notebook as .ipynb here."""
+def _as_ipynb(path: str) -> str:
+    """In live mode a Jupyter Server holds the notebooks, and it knows only .ipynb: there a
+    .nblr name means the .ipynb of the same name."""
     return path[: -len(".nblr")] + ".ipynb" if path.endswith(".nblr") else path
 
 
@@ -266,7 +268,18 @@ def register(reg: Registrar, ws: Workspace) -> None:
     reg.exact = True
     reg.words = WORDS
     settings = ws.settings
-    current = _Current(ws.store.relative(_nblr(settings.notebook)))
+
+    def where(path: str) -> str:
+        """A notebook path as the store names it: .nblr files where the store keeps them (file
+        mode), else the .ipynb of the same name (see _as_ipynb)."""
+        try:
+            return ws.store.relative(path)
+        except PathError:
+            if path == _as_ipynb(path):
+                raise
+            return ws.store.relative(_as_ipynb(path))
+
+    current = _Current(where(settings.notebook))
 
     def budget() -> render.Budget:
         return render.Budget(settings.output_budget, settings.output_budget)
@@ -296,7 +309,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         cells = nb.cells
         name = (nb.data.get("metadata") or {}).get("name")
         if not isinstance(name, str) or not name:
-            name = posixpath.splitext(posixpath.basename(current.path))[0] or "Untitled"
+            name = "Untitled"  # notebook-lr: notebook.metadata.get("name", "Untitled")
         return NotebookInfo(
             name=name,
             cell_count=len(cells),
@@ -306,6 +319,25 @@ def register(reg: Registrar, ws: Workspace) -> None:
             version=f"{nb.data.get('nbformat', 4)}.{nb.data.get('nbformat_minor', 0)}",
             path=path,
         )
+
+    async def carry_kernel(source: str, target: str) -> str | None:
+        """notebook-lr has one kernel for the notebook being worked on: after a save under a
+        new name the variables must still be there. The kernel's variables move to the new
+        notebook's kernel (saved and restored); what cannot move is said in the note."""
+        try:
+            found = await ws.save_kernel_state(source, to=target)
+            await ws.restore_kernel_state(target)
+        except NbrelayError as exc:  # not a Python kernel, no dill, a state it cannot read
+            return (
+                f"The kernel's variables stay with {source} ({exc.message}); cells run now start "
+                "a fresh kernel."
+            )
+        await ws.shutdown_kernel(source)
+        skipped = found.get("skipped") or []
+        if skipped:
+            names = ", ".join(sorted(skipped))
+            return f"The kernel's variables moved with the notebook, except: {names}."
+        return None
 
     def no_code(what: str) -> None:
         if settings.no_execute or settings.read_only:
@@ -438,19 +470,12 @@ def register(reg: Registrar, ws: Workspace) -> None:
             ValueError: If move is not possible (at boundaries)
         """
         _zero_based(index)
-        to = index - 1 if direction == "up" else index + 1
 
         def planner(nb: Notebook) -> Plan:
-            i = address.resolve_one(nb.ids, index)
-            if not 0 <= to < len(nb.cells):
-                edge = "first" if direction == "up" else "last"
-                raise InvalidArgument(
-                    f"Cannot move cell at index {index} {direction}: it is already the {edge} cell."
-                )
-            return edits.plan_move(nb, [i], to)
+            return moves.plan_step(nb, index, direction)
 
         await on_current(lambda p: ws.edit(p, "move cells", planner, positional=True))
-        return MoveResult(ok=True, new_index=to)
+        return MoveResult(ok=True, new_index=moves.step_target(index, direction))
 
     @reg.tool(kind="read")
     async def get_cell(index: Index) -> Any:
@@ -524,7 +549,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if include_session:
             no_code("include_session")
         source = current.path
-        target = ws.store.relative(_nblr(path)) if path else source
+        target = where(path) if path else source
         note = None
         if target != source:
             nb = await notebook()
@@ -538,10 +563,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
                 raise
             current.path = target
             if not include_session and ws.kernel_info(source) is not None:
-                note = (
-                    f"The kernel's variables stay with {source}; cells run now start a fresh "
-                    "kernel (save with include_session=true to carry them over)."
-                )
+                note = await carry_kernel(source, target)
         elif await snapshot() is None:
             with contextlib.suppress(NotebookExists):
                 await ws.create_notebook(target)
@@ -631,8 +653,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         """Load a notebook from a file and make it the current notebook.
 
         Args:
-            path: File path of the notebook to load (.ipynb; a .nblr name loads the .ipynb of
-                the same name)
+            path: File path of the notebook to load (.nblr or .ipynb)
             include_session: Whether to restore the kernel session state saved with it by
                 save_notebook(include_session=True) (default: False)
 
@@ -642,7 +663,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Raises:
             ValueError: If the file does not exist or is not a valid notebook
         """
-        target = ws.store.relative(_nblr(path))
+        target = where(path)
         snap = await ws.read(target)
         if include_session:
             no_code("include_session")

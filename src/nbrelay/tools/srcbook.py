@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
-from mcp_types import ImageContent
+from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
 
 from nbrelay.config import OPTION_BY_NAME
@@ -44,11 +44,12 @@ from nbrelay.errors import (
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
+from nbrelay.notebook.jsvalue import js_literal
 from nbrelay.notebook.model import Notebook, new_notebook
 from nbrelay.notebook.text import clean_text
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools import resources, services
-from nbrelay.tools._boundary import Registrar
+from nbrelay.tools._boundary import Registrar, compact_json
 from nbrelay.tools.results import VisualData
 from nbrelay.workspace import Workspace
 
@@ -77,10 +78,6 @@ class SessionView(BaseModel):
     created_at: str | None = None
     last_activity: str | None = None
     note: str | None = None
-
-
-class SessionList(BaseModel):
-    sessions: list[SessionView]
 
 
 class Deleted(BaseModel):
@@ -268,6 +265,20 @@ def _kernelspec(language: str) -> dict[str, str]:
 # -- execution results ---------------------------------------------------------------------
 
 
+def _error_message(out: dict[str, Any]) -> str:
+    """An error output's message, never empty (``throw new Error()`` has no text of its own)."""
+    value = render.strip_ansi(str(out.get("evalue") or "")).strip()
+    return value or f"{out.get('ename') or 'Error'} (raised without a message)"
+
+
+def _failure(job: Job, cell: CellRun) -> str:
+    """What went wrong in a cell that did not end ``ok``, in words (for ``notebook.error``)."""
+    for out in job.cell_outputs(cell):
+        if out.get("output_type") == "error":
+            return f"{out.get('ename') or 'Error'}: {_error_message(out)}"
+    return cell.message or f"the cell ended with status {cell.status}"
+
+
 def _cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
     outputs = job.cell_outputs(cell)
     streams: dict[str, list[str]] = {"stdout": [], "stderr": []}
@@ -284,8 +295,8 @@ def _cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
         elif kind == "error":
             text = budget.take(shown.text, "the rest is in the notebook")[0]
             error = RunError(
-                name=str(out.get("ename", "Error")),
-                message=str(out.get("evalue", "")),
+                name=str(out.get("ename") or "Error"),
+                message=_error_message(out),
                 traceback=text or None,
             )
         else:
@@ -351,7 +362,10 @@ class _Events:
                 self.finished.add(cell.id)
                 if cell.status != "ok":
                     await self.emit(
-                        "notebook.error", cell_id=cell.id, status=cell.status, message=cell.message
+                        "notebook.error",
+                        cell_id=cell.id,
+                        status=cell.status,
+                        message=_failure(job, cell),
                     )
                 await self.emit(
                     "notebook.cell.completed",
@@ -469,7 +483,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     @reg.tool(kind="read")
     async def notebook_list(
         filter: Literal["active", "suspended", "all"] = "active",
-    ) -> SessionList:
+    ) -> CallToolResult:
         """Lists all active notebook sessions.
 
         Returns: Array of notebook sessions with metadata. filter="suspended" lists the sessions
@@ -479,7 +493,12 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if filter != "all":
             views = [v for v in views if v.status == filter]
         views.sort(key=lambda v: (v.created_at or "", v.session_id))
-        return SessionList(sessions=views)
+        items = [v.model_dump(mode="json", exclude_none=True) for v in views]
+        # The specification's array: the JSON array as text; structured content must be an
+        # object, so it is {"result": [...]}.
+        return CallToolResult(
+            content=[TextContent(text=compact_json(items))], structured_content={"result": items}
+        )
 
     @reg.tool(kind="destructive")
     async def notebook_delete(
@@ -739,85 +758,6 @@ async def _script_value(
         hint='Run it with cell_execute, end it with the value, or pass options={"expression": '
         '"name"}.',
     )
-
-
-_TOKEN = re.compile(
-    r"""\s*(?:
-    (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`(?:[^`\\$]|\\.)*`)
-  | (?P<num>-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+)n?)
-  | (?P<word>[A-Za-z_$][\w$]*)
-  | (?P<punct>[\[\]{}:,])
-    )""",
-    re.VERBOSE,
-)
-
-
-def js_literal(text: str) -> Any:
-    """Read a value as Deno prints it (``[ { month: "Oct", revenue: 125000 } ]``): arrays,
-    objects with bare or quoted keys, strings, numbers, booleans, null and undefined. Anything
-    else (functions, classes, cut-off output) is a ``ValueError``; nothing is ever evaluated."""
-    tokens: list[tuple[str, str]] = []
-    pos = 0
-    stripped = text.strip()
-    while pos < len(stripped):
-        m = _TOKEN.match(stripped, pos)
-        if m is None or m.end() == pos:
-            raise ValueError(f"unexpected {stripped[pos : pos + 20]!r}")
-        kind = m.lastgroup or ""
-        tokens.append((kind, m.group(kind)))
-        pos = m.end()
-    value, end = _parse(tokens, 0)
-    if end != len(tokens):
-        raise ValueError("more than one value")
-    return value
-
-
-def _parse(tokens: list[tuple[str, str]], i: int) -> tuple[Any, int]:
-    if i >= len(tokens):
-        raise ValueError("the value ends early")
-    kind, text = tokens[i]
-    if kind == "str":
-        body = text[1:-1]
-        if text[0] != '"':  # 'single' or `backtick` (Deno's choice when the text has quotes)
-            quote = text[0]
-            body = body.replace('\\"', '"').replace('"', '\\"').replace("\\" + quote, quote)
-        return json.loads(f'"{body}"'), i + 1
-    if kind == "num":
-        return (int(text[:-1]) if text.endswith("n") else json.loads(text)), i + 1
-    if kind == "word":
-        words = {"true": True, "false": False, "null": None, "undefined": None}
-        if text in words:
-            return words[text], i + 1
-        raise ValueError(f"{text!r} is not data")
-    if text == "[":
-        items: list[Any] = []
-        i += 1
-        while i < len(tokens) and tokens[i][1] != "]":
-            item, i = _parse(tokens, i)
-            items.append(item)
-            if i < len(tokens) and tokens[i][1] == ",":
-                i += 1
-        if i >= len(tokens):
-            raise ValueError("an array is not closed")
-        return items, i + 1
-    if text == "{":
-        obj: dict[str, Any] = {}
-        i += 1
-        while i < len(tokens) and tokens[i][1] != "}":
-            key_kind, key = tokens[i]
-            if key_kind == "str":
-                key = _parse(tokens, i)[0]
-            elif key_kind not in ("word", "num"):
-                raise ValueError(f"unexpected {key!r} in an object")
-            if i + 1 >= len(tokens) or tokens[i + 1][1] != ":":
-                raise ValueError("an object key has no value")
-            obj[key], i = _parse(tokens, i + 2)
-            if i < len(tokens) and tokens[i][1] == ",":
-                i += 1
-        if i >= len(tokens):
-            raise ValueError("an object is not closed")
-        return obj, i + 1
-    raise ValueError(f"unexpected {text!r}")
 
 
 # -- the resources -------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
@@ -159,9 +160,15 @@ class InspectingWorkspace(RunningWorkspace):
         return found
 
     async def install_packages(
-        self, path: str, requirements: Sequence[str], *, time_limit: float = 600
+        self,
+        path: str,
+        requirements: Sequence[str],
+        *,
+        time_limit: float = 600,
+        prefer_uv: bool = False,
     ) -> tuple[str, int, str]:
-        """pip-install into the kernel's own Python: (python, exit code, output tail)."""
+        """pip-install into the kernel's own Python: (python, exit code, output tail); with
+        ``prefer_uv``, ``uv pip install`` when uv is on the kernel's PATH."""
         checked = validate_requirements(requirements)
         runner = await self._python_runner(path, "install_packages")
         python = str(
@@ -172,6 +179,9 @@ class InspectingWorkspace(RunningWorkspace):
         env = LaunchPolicy(keep_env=self.settings.kernel_env).environment(os.environ)
         env["PIP_NO_INPUT"] = "1"
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--", *checked]
+        uv = shutil.which("uv", path=env.get("PATH")) if prefer_uv else None
+        if uv is not None:
+            argv = [uv, "pip", "install", "--python", python, "--", *checked]
         try:
             with anyio.fail_after(time_limit):
                 done = await anyio.run_process(argv, check=False, env=env, stdin=None)

@@ -212,8 +212,7 @@ class Workspace(InspectingWorkspace):
         found = dict(self._sessions)
         kernels = self._kernels.running() if self._kernels is not None else []
         for info in kernels:
-            current = found.get(info.key)
-            if current is None or not current.active:
+            if info.key not in found:  # a session ended stays ended; its kernel may run on
                 found[info.key] = NotebookSession(
                     info.key, info.kernel_id, file_id(info.key), False, info.started, 0.0
                 )
