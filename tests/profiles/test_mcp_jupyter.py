@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import nbformat
 import pytest
 from mcp import Client, StdioServerParameters
@@ -645,11 +646,18 @@ async def test_live_mode_refuses_after_a_person_types_in_the_room(
 ) -> None:
     """Against a real JupyterLab: setup creates the notebook and connects a server kernel; a
     person typing in the notebook makes the next modification wait for a fresh view."""
+    open_client, local = live_client
+    server = request.getfixturevalue("jupyter")
+    with anyio.fail_after(150):  # a hang fails here, with the await it hung in
+        await _live_person_scenario(open_client, local, server)
+    saved = nbformat.read(local / "work" / "live.ipynb", as_version=4)
+    assert [c.source for c in saved.cells] == ["base = 8", "print(base * 6)"]
+
+
+async def _live_person_scenario(open_client: Any, local: Path, server: Any) -> None:
     from tests.live.person import person
     from tests.live.server import wait_for
 
-    open_client, local = live_client
-    server = request.getfixturevalue("jupyter")
     async with open_client("mcp-jupyter") as client:
         made = await mcall(client, "setup_notebook", notebook_path="work/live", cells=["base = 7"])
         assert made["message"] == "Notebook work/live.ipynb created"
@@ -706,8 +714,6 @@ async def test_live_mode_refuses_after_a_person_types_in_the_room(
         assert (
             await mcall(client, "query_notebook", notebook_path="", query_type="check_server")
         ) == "Jupyter server is running"
-    saved = nbformat.read(local / "work" / "live.ipynb", as_version=4)
-    assert [c.source for c in saved.cells] == ["base = 8", "print(base * 6)"]
 
 
 async def test_nbrelay_serve_over_stdio(root: Path) -> None:
