@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from nbrelay.errors import NotebookInvalid
-from nbrelay.notebook.model import parse, serialize, version_of
+from nbrelay.notebook import nblr
+from nbrelay.notebook.model import Notebook, new_cell, parse, serialize, version_of
+from nbrelay.notebook.model import new_notebook as empty_notebook
+from nbrelay.notebook.serialize import splice
 
 
 def _nbformat_bytes() -> bytes:
@@ -141,3 +145,28 @@ def test_trusted_and_signature_are_never_written() -> None:
     written = json.loads(serialize(parse(raw)))
     assert "signature" not in written["metadata"]
     assert "trusted" not in written["cells"][0]["metadata"]
+
+
+def _long_stream_splice(nb: Notebook) -> bytes:
+    return splice(nb, {})[0]
+
+
+@pytest.mark.parametrize(
+    ("write", "surrogate"),
+    [(serialize, "\ud800"), (nblr.dump, "\ud800"), (_long_stream_splice, "\udfff")],
+    ids=["ipynb", "nblr", "long stream"],
+)
+def test_every_writer_refuses_a_lone_surrogate_and_shows_it(
+    write: Callable[[Notebook], bytes], surrogate: str
+) -> None:
+    cell = new_cell("code", f"x = '{surrogate}'", "a")
+    if write is _long_stream_splice:  # a long stream is written slice by slice, not by json.dumps
+        cell = new_cell("code", "print(x)", "a")
+        cell["outputs"] = [
+            {"output_type": "stream", "name": "stdout", "text": "y\n" * 40_000 + surrogate}
+        ]
+    with pytest.raises(NotebookInvalid) as raised:
+        write(empty_notebook([cell]))
+    assert "not valid Unicode" in str(raised.value)
+    assert ascii(surrogate) in str(raised.value)  # shown escaped, never as the bad character
+    assert "U+D800-U+DFFF" in raised.value.hint

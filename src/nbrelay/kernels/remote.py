@@ -19,7 +19,6 @@ cluster).
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import logging
 import math
@@ -36,6 +35,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI, api_path
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, Msg, msg_type
+from nbrelay.timestamps import utc_iso
 
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
@@ -44,10 +44,6 @@ logger = logging.getLogger("nbrelay.kernels.remote")
 
 _READY_TIMEOUT = 60.0
 State = Literal["starting", "idle", "busy", "dead"]
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 class RemoteSession:
@@ -193,7 +189,7 @@ class RemoteSession:
                 "msg_type": msg_type,
                 "username": "nbrelay",
                 "session": self.client_session,
-                "date": _now(),
+                "date": utc_iso(time.time(), timespec="microseconds"),
                 "version": "5.3",
             },
             "parent_header": {},

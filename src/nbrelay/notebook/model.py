@@ -323,8 +323,18 @@ def serialize(nb: Notebook) -> bytes:
         data["nbformat_minor"] = max(5, int(data.get("nbformat_minor", 0)))
     data["cells"] = [_split_cell(c) for c in nb.cells]
     text = json.dumps(data, indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+    return encode_json_text(text + "\n")
+
+
+def encode_json_text(text: str) -> bytes:
+    """A serialised notebook's text as UTF-8 file bytes.
+
+    Raises:
+        NotebookInvalid: the text holds an unpaired surrogate (not valid Unicode), which no file
+            may hold; the message shows it, escaped.
+    """
     try:
-        return (text + "\n").encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise NotebookInvalid(
             "the notebook would contain text that is not valid Unicode (an unpaired surrogate, "

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nbrelay.errors import NotebookInvalid
-from nbrelay.notebook.model import Notebook
+from nbrelay.notebook.model import Notebook, encode_json_text
 
 SUFFIX = ".nblr"
 VERSION = "1.0"
@@ -152,15 +152,7 @@ def dump(nb: Notebook, *, now: datetime | None = None) -> bytes:
         "metadata": metadata,
         "session_state": kept.get("session_state"),
     }
-    text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise NotebookInvalid(
-            "the notebook would contain text that is not valid Unicode (an unpaired surrogate, "
-            f"{text[exc.start : exc.end]!a}); nothing was written.",
-            hint="Remove unpaired surrogate characters (U+D800-U+DFFF) from the text you passed.",
-        ) from exc
+    return encode_json_text(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
 
 
 def decode(path: str, raw: bytes) -> bytes:

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Mapping
 from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) uses
 
-from nbrelay.notebook.model import Cell, Notebook, serialize
+from nbrelay.notebook.model import Cell, Notebook, encode_json_text, serialize
 
 CellBytes = dict[int, tuple[Cell, bytes]]
 """Cells as serialised, keyed by ``id(cell)`` (the cell is kept so the id stays its own)."""
@@ -96,6 +96,7 @@ def _json_lines(text: str, separator: bytes) -> bytes:
     while start < len(text):
         end = text.find("\n", start + _LONG_TEXT // 4)
         end = len(text) if end < 0 else end + 1
-        pieces.append(sep.join(map(encode_basestring, text[start:end].splitlines(True))).encode())
+        lines = sep.join(map(encode_basestring, text[start:end].splitlines(True)))
+        pieces.append(encode_json_text(lines))
         start = end
     return separator.join(pieces)

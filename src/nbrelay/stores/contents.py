@@ -14,7 +14,6 @@ version file mode reports for the same bytes.
 from __future__ import annotations
 
 import builtins
-import datetime as dt
 import json
 from dataclasses import replace
 from typing import Any
@@ -44,6 +43,7 @@ from nbrelay.stores.base import (
     check_edit,
     plan_edit,
 )
+from nbrelay.timestamps import epoch_seconds
 
 NOT_LIVE_NOTE = (
     "This Jupyter Server has no jupyter-collaboration, so the change was saved to the file, not "
@@ -67,16 +67,6 @@ def normalize(path: str, *, suffix: str = ".ipynb") -> str:
             hint="In live mode paths are relative to the Jupyter Server's root folder.",
         )
     return paths.relative(path, path.split("/"), suffix)
-
-
-def timestamp(value: Any) -> float:
-    """A contents model's ``last_modified`` (ISO 8601) as epoch seconds (0 if absent)."""
-    if not isinstance(value, str) or not value:
-        return 0.0
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 def plain_notebook(nb: Notebook) -> dict[str, Any]:
@@ -174,7 +164,7 @@ class ContentsStore:
                         Entry(
                             self.paths.back(str(child["path"])),
                             int(size) if isinstance(size, int) else 0,
-                            timestamp(child.get("last_modified")),
+                            epoch_seconds(child.get("last_modified")),
                         )
                     )
         return sorted(found, key=lambda e: e.path)
@@ -209,7 +199,7 @@ class ContentsStore:
             notebook=nb,
             version=version,
             size=int(size) if isinstance(size, int) else None,
-            modified=timestamp(model.get("last_modified")),
+            modified=epoch_seconds(model.get("last_modified")),
             problems=tuple(validate.problems(nb)),
             notes=tuple(nb.problems),
         )

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from nbrelay.errors import InvalidArgument, NotebookExists
 from nbrelay.stores.base import Document
-from nbrelay.stores.contents import Paths, normalize, timestamp
+from nbrelay.stores.contents import Paths, normalize
+from nbrelay.timestamps import epoch_seconds
 
 if TYPE_CHECKING:
     from nbrelay.jupyter_api import JupyterAPI
@@ -61,8 +62,8 @@ class ContentsDocuments:
             name=name,
             type=kind,
             size=model.get("size") if kind != "directory" else None,
-            created=timestamp(model.get("created")) or None,
-            modified=timestamp(model.get("last_modified")) or None,
+            created=epoch_seconds(model.get("created")) or None,
+            modified=epoch_seconds(model.get("last_modified")) or None,
             writable=bool(model.get("writable", True)),
             mimetype=mime,
         )

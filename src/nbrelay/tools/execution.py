@@ -392,7 +392,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if shutdown:
             stopped = await ws.shutdown_kernel(path)
             note = "kernel shut down" if stopped else "the notebook had no running kernel"
-            return KernelResult(path=ws.store.relative(path), note=note)
+            return KernelResult(path=ws.relative(path), note=note)
         info = await ws.restart_kernel(path)
         result = KernelResult(path=info.key, kernel=kernel_view(info), note="kernel restarted")
         if clear_outputs:
@@ -421,13 +421,13 @@ def register(reg: Registrar, ws: Workspace) -> None:
         """List the kernel's variables: name, type, short value, size (Python). Example: list_variables(path="a.ipynb")."""
         found = await ws.list_variables(path, limit=200)
         rows = [{k: v for k, v in r.items() if v is not None} for r in found["rows"]]
-        return Variables(path=ws.store.relative(path), total=found["total"], variables=rows)
+        return Variables(path=ws.relative(path), total=found["total"], variables=rows)
 
     @reg.tool(kind="inspect", example=False)
     async def inspect_variable(path: NbPath, name: str) -> VariableView:
         """Inspect a variable: type, shape, dtype, columns, len, repr. Example: inspect_variable(path="a.ipynb", name="df")."""
         info = await ws.inspect_variable(path, name, limit=4000)
-        return VariableView(path=ws.store.relative(path), name=name, info=info)
+        return VariableView(path=ws.relative(path), name=name, info=info)
 
     @reg.tool(kind="execute", example=False)
     async def install_packages(
@@ -439,7 +439,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Example: install_packages(path="a.ipynb", packages=["polars>=1"]).
         """
         python, code, log = await ws.install_packages(path, packages)
-        return InstallResult(path=ws.store.relative(path), python=python, ok=code == 0, log=log)
+        return InstallResult(path=ws.relative(path), python=python, ok=code == 0, log=log)
 
     @reg.tool(kind="execute", example=False)
     async def save_kernel_state(path: NbPath) -> StateResult:
@@ -447,7 +447,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         found = await ws.save_kernel_state(path)
         names = [*found.get("saved", []), *found.get("modules", [])]
         return StateResult(
-            path=ws.store.relative(path),
+            path=ws.relative(path),
             names=sorted(names),
             skipped=found.get("skipped") or None,
             note=f"saved {len(names)} names ({found.get('bytes', 0):,} bytes)",
@@ -459,7 +459,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         found = await ws.restore_kernel_state(path)
         names = list(found.get("restored", []))
         return StateResult(
-            path=ws.store.relative(path),
+            path=ws.relative(path),
             names=names,
             skipped=found.get("failed") or None,
             note=f"restored {len(names)} names",

@@ -265,7 +265,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Live mode leaves the room (the kernel keeps running); file mode shuts the kernel down.
         """
         session = await ws.end_session(lab_path(path))
-        rel = as_given(path, ws.store.relative(lab_path(path)))
+        rel = as_given(path, ws.relative(lab_path(path)))
         if session is None:
             return SessionResult(
                 path=rel, status="not_found", message="No active session for this notebook"

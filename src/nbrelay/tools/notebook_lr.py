@@ -273,11 +273,11 @@ def register(reg: Registrar, ws: Workspace) -> None:
         """A notebook path as the store names it: .nblr files where the store keeps them (file
         mode), else the .ipynb of the same name (see _as_ipynb)."""
         try:
-            return ws.store.relative(path)
+            return ws.relative(path)
         except PathError:
             if path == _as_ipynb(path):
                 raise
-            return ws.store.relative(_as_ipynb(path))
+            return ws.relative(_as_ipynb(path))
 
     current = _Current(where(settings.notebook))
 

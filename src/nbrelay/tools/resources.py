@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import datetime as dt
+import functools
 import json
 import logging
 import re
@@ -37,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 from urllib.parse import quote, unquote
 
 import anyio
@@ -53,6 +53,7 @@ from nbrelay.notebook import changes, render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.base import Snapshot
+from nbrelay.timestamps import utc_iso
 from nbrelay.tools import results
 from nbrelay.workspace import Workspace
 
@@ -70,6 +71,8 @@ IMAGE_EXTENSIONS = {
 }
 _EXT_OF = {mime: ext for ext, mime in IMAGE_EXTENSIONS.items()}
 _NOTEBOOK_IN_URI = re.compile(r"^(.+?\.ipynb)(?:/|$)")
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 def notebook_uri(path: str) -> str:
@@ -105,16 +108,11 @@ def notebook_of(uri: str) -> str | None:
     return unquote(found.group(1)) if found else None
 
 
-def _iso(ts: float) -> str:
-    moment = dt.datetime.fromtimestamp(ts, tz=dt.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 # -- the change feed ------------------------------------------------------------------------
 
 
-# A store that answers from memory or one stat (files, an open room) is checked every round; one
-# that must ask a Jupyter Server over HTTP is asked at most this often per notebook.
+# Notebooks that are files on this machine (one stat) are checked every round; notebooks on a
+# Jupyter Server (live mode) at most this often each.
 REMOTE_INTERVAL = 0.5
 
 
@@ -165,7 +163,7 @@ class ChangeFeed:
             if path is None:
                 continue
             with contextlib.suppress(NbrelayError):
-                found.add(self.ws.store.relative(path))
+                found.add(self.ws.relative(path))
         return found
 
     async def _start_watching(self, uris: frozenset[str]) -> None:
@@ -175,7 +173,7 @@ class ChangeFeed:
             if path is None:
                 continue
             with contextlib.suppress(NbrelayError):
-                rel = self.ws.store.relative(path)
+                rel = self.ws.relative(path)
                 if rel not in self._watched:
                     self._watched[rel] = _Watched()
                     await self._check(rel)
@@ -248,13 +246,13 @@ class ChangeFeed:
         if watched is None:
             return
         now = time.monotonic()
-        if self.ws.store.mode != "files" and now - watched.checked < REMOTE_INTERVAL:
+        if self.ws.capabilities.files is None and now - watched.checked < REMOTE_INTERVAL:
             return
         watched.checked = now
         notebook: Notebook | None = None
         version: str | None = None
         try:
-            snap = await self.ws.store.peek(rel)
+            snap = await self.ws.peek(rel)
         except NotebookNotFound:
             pass  # deleted: reported as such
         except NbrelayError:
@@ -275,7 +273,11 @@ class ChangeFeed:
     def _record(self, rel: str, found: changes.CellChanges, version: str | None) -> dict[str, Any]:
         log = self._log.setdefault(rel, deque(maxlen=LOG_DEPTH))
         previous = log[-1]["version"] if log else None
-        entry: dict[str, Any] = {"version": version, "previous": previous, "at": _iso(time.time())}
+        entry: dict[str, Any] = {
+            "version": version,
+            "previous": previous,
+            "at": utc_iso(time.time()),
+        }
         if version is None:
             entry["deleted"] = True
         for name in ("added", "removed", "edited", "outputs"):
@@ -349,12 +351,12 @@ def _affected(rest: str, found: changes.CellChanges) -> bool:
 # -- the resources -------------------------------------------------------------------------
 
 
-def _guarded(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """NbrelayError → ResourceError, whose message reaches the client."""
-    import functools
+def guarded(fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
+    """A resource reader whose ``NbrelayError`` becomes a ``ResourceError``, whose message
+    reaches the client (used by every profile's resources)."""
 
     @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
         try:
             return await fn(*args, **kwargs)
         except NbrelayError as exc:
@@ -409,7 +411,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
             description=f"A {mime} output of a cell, as a blob.",
             mime_type=mime,
         )
-        @_guarded
+        @guarded
         async def read_image(path: str, cell: str, output: int) -> bytes:
             snap = await ws.read(path)
             _, cid, out = _output(snap, cell, output)
@@ -440,7 +442,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="One output of a cell with its whole text; images are linked by URI.",
         mime_type="application/json",
     )
-    @_guarded
+    @guarded
     async def read_output(path: str, cell: str, output: int) -> str:
         snap = await ws.read(path)
         i, cid, out = _output(snap, cell, output)
@@ -469,7 +471,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="One cell: source, metadata, outputs (as read_cell returns it).",
         mime_type="application/json",
     )
-    @_guarded
+    @guarded
     async def read_cell(path: str, cell: str) -> str:
         snap = await ws.read(path)
         i = resolve_one(snap.notebook.ids, cell)
@@ -487,9 +489,9 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         "moved), recorded while a client listens; ?since=VERSION gives the later ones.",
         mime_type="application/json",
     )
-    @_guarded
+    @guarded
     async def read_changes(path: str, since: str | None = None) -> str:
-        rel = ws.store.relative(path)
+        rel = ws.relative(path)
         snap = await ws.read(rel)
         data: dict[str, Any] = {
             "path": rel,
@@ -506,7 +508,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="The notebook printed to PDF (with outputs).",
         mime_type="application/pdf",
     )
-    @_guarded
+    @guarded
     async def read_pdf(path: str) -> bytes:
         done = await ws.export_notebook(path, "pdf")
         return done.exported.data
@@ -518,9 +520,9 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         "start time, seconds, execution count.",
         mime_type="application/json",
     )
-    @_guarded
+    @guarded
     async def read_history(path: str) -> str:
-        rel = ws.store.relative(path)
+        rel = ws.relative(path)
         await ws.read(rel)  # the notebook must exist
         return _json({"path": rel, "executions": ws.execution_history(rel)})
 
@@ -530,6 +532,6 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="A notebook: version and an overview of every cell (as read_notebook).",
         mime_type="application/json",
     )
-    @_guarded
+    @guarded
     async def read_state(path: str) -> str:
         return _json(notebook_state(ws, await ws.read(path)))

@@ -6,7 +6,6 @@ out of results, so optional fields cost nothing when unused.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import weakref
 from typing import Any, ClassVar
@@ -17,6 +16,7 @@ from nbrelay.notebook import render
 from nbrelay.notebook.model import Cell
 from nbrelay.notebook.search import Match
 from nbrelay.stores.base import EditOutcome, Entry, Snapshot
+from nbrelay.timestamps import utc_iso
 
 
 class CellLoc(BaseModel):
@@ -121,10 +121,8 @@ class SearchResult(BaseModel):
 
 
 def iso(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    moment = dt.datetime.fromtimestamp(ts, tz=dt.UTC).replace(microsecond=0)
-    return moment.isoformat().replace("+00:00", "Z")
+    """``ts`` (epoch seconds) to the second, as ``2026-01-02T03:04:05Z``; "" for None."""
+    return "" if ts is None else utc_iso(ts, timespec="seconds")
 
 
 def notebook_list(folder: str, entries: list[Entry]) -> NotebookList:

@@ -106,7 +106,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             save=save,
             to=to,
             overwrite=overwrite,
-            image_link=lambda cell, k, mime: output_uri(ws.store.relative(path), cell, k, mime),
+            image_link=lambda cell, k, mime: output_uri(ws.relative(path), cell, k, mime),
             max_chars=max_chars,
         )
         return export_result(done, max_chars)

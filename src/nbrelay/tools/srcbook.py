@@ -16,20 +16,18 @@ clients listening to ``notebook://session/{id}/state`` get resource-updated noti
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import secrets
 import time
 import unicodedata
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
 
@@ -48,6 +46,7 @@ from nbrelay.notebook.jsvalue import js_literal
 from nbrelay.notebook.model import Notebook, new_notebook
 from nbrelay.notebook.text import clean_text
 from nbrelay.stores.base import Snapshot
+from nbrelay.timestamps import utc_iso
 from nbrelay.tools import resources, services
 from nbrelay.tools._boundary import Registrar, compact_json
 from nbrelay.tools.results import VisualData
@@ -152,7 +151,7 @@ class Sessions:
                 hint="Session ids come from notebook_create or notebook_import; notebook_list "
                 "shows them.",
             )
-        return self.ws.store.relative(session_id + ".ipynb")
+        return self.ws.relative(session_id + ".ipynb")
 
     async def open(self, session_id: str, *, touch: bool = True) -> Snapshot:
         """The session's notebook (``touch`` marks it used, resuming a suspended session)."""
@@ -195,7 +194,7 @@ class Sessions:
             description=meta.get("description") or None,
             tsconfig=tsconfig if isinstance(tsconfig, dict) else None,
             created_at=meta.get("created") or None,
-            last_activity=_iso(last) if last else None,
+            last_activity=utc_iso(last) if last else None,
             note=note,
         )
 
@@ -251,11 +250,6 @@ def _timeout_schema(schema: dict[str, Any]) -> None:
 
 def _meta(nb: Notebook) -> Any:
     return (nb.data.get("metadata") or {}).get("srcbook")
-
-
-def _iso(ts: float) -> str:
-    moment = dt.datetime.fromtimestamp(ts, tz=dt.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _kernelspec(language: str) -> dict[str, str]:
@@ -431,7 +425,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
                 **old,
                 "name": old.get("name") or name,
                 "language": language,
-                "created": _iso(time.time()),
+                "created": utc_iso(time.time()),
             }
 
         return apply
@@ -464,7 +458,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
             "name": name.strip(),
             "description": description,
             "language": language,
-            "created": _iso(time.time()),
+            "created": utc_iso(time.time()),
         }
         if tsconfig is not None:
             meta["tsconfig"] = tsconfig
@@ -778,24 +772,13 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
     """Register the two session resources; listeners to them hear of the session's changes."""
     sessions = sessions_of(ws)
 
-    def guarded(fn: Callable[[str], Awaitable[str]]) -> Callable[[str], Awaitable[str]]:
-        async def wrapper(session_id: str) -> str:
-            try:
-                return await fn(session_id)
-            except NbrelayError as exc:
-                raise ResourceError(str(exc)) from exc
-
-        wrapper.__name__ = fn.__name__
-        wrapper.__doc__ = fn.__doc__
-        return wrapper
-
     @server.resource(
         STATE_URI,
         name="Notebook State",
         mime_type="application/json",
         description="Current notebook state including all cells",
     )
-    @guarded
+    @resources.guarded
     async def session_state(session_id: str) -> str:
         snap = await sessions.open(session_id, touch=False)
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
@@ -829,7 +812,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
         mime_type="application/json",
         description="Historical execution results and outputs",
     )
-    @guarded
+    @resources.guarded
     async def session_history(session_id: str) -> str:
         snap = await sessions.open(session_id, touch=False)
         data = {"session_id": session_id, "executions": ws.execution_history(snap.path)}

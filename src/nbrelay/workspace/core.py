@@ -144,6 +144,16 @@ class CoreWorkspace:
 
     # -- reading --------------------------------------------------------------------------
 
+    def relative(self, path: str) -> str:
+        """Validate a notebook path and return its normal form relative to the root, as every
+        result names it (raises ``PathError``)."""
+        return self.store.relative(path)
+
+    async def peek(self, path: str) -> Snapshot:
+        """The notebook as it is now, without counting as the agent's read (the guard on edits
+        by position is left as it was): for watchers such as the change feed."""
+        return await self.store.peek(path)
+
     async def list_notebooks(
         self, folder: str = "", *, recursive: bool = True, pattern: str | None = None
     ) -> list[Entry]:
