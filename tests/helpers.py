@@ -80,3 +80,27 @@ def missing_tool(message: str) -> None:
     if os.environ.get("NBRELAY_FULL_SUITE") or os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+def draw(strategy: Any, count: int, *, batch: int = 20) -> list[Any]:
+    """``count`` distinct examples of a Hypothesis strategy, the same on every run (derandomized).
+    They are drawn in batches so Hypothesis's engine runs a few times rather than ``count`` times."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    got: list[Any] = []
+
+    @settings(
+        max_examples=count // 10 + 5,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.lists(strategy, min_size=batch, max_size=batch))
+    def collect(examples: list[Any]) -> None:
+        got.extend(examples)
+
+    collect()
+    return list({repr(x): x for x in got}.values())[:count]

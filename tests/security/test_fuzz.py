@@ -17,13 +17,14 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
 from nbrelay.config import Settings
 from nbrelay.notebook.model import new_cell, new_notebook, serialize
 from nbrelay.server import PROFILES, build_server
+from tests.helpers import draw
 from tests.http.harness import report, size, tree_digest
 from tests.security.strategies import arguments, invalid_arguments
 from tests.security.surface import connect, everything_said, is_path_param, refused
@@ -73,28 +74,6 @@ def fill(root: Path) -> None:
 
 
 KNOWN_PATHS = ["a.ipynb", "b.ipynb", "sub/c.ipynb", "missing.ipynb", "sub", "", "notes.txt"]
-
-
-def draw(strategy: Any, count: int) -> list[Any]:
-    """``count`` distinct examples of a strategy, the same on every run (derandomized). They are
-    drawn in batches of 20 so Hypothesis's engine runs a few times rather than ``count`` times."""
-    got: list[Any] = []
-
-    @settings(
-        max_examples=count // 10 + 5,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(st.lists(strategy, min_size=20, max_size=20))
-    def collect(batch: list[Any]) -> None:
-        got.extend(batch)
-
-    collect()
-    unique = list({repr(x): x for x in got}.values())
-    return unique[:count]
 
 
 async def fuzz_tool(

@@ -22,7 +22,6 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
@@ -33,7 +32,7 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.notebook.model import new_cell, new_notebook, parse, serialize
 from nbrelay.server import PROFILES, build_server, build_workspace
 from nbrelay.tools._boundary import Registrar
-from tests.helpers import call, text_of
+from tests.helpers import call, draw, text_of
 from tests.security.strategies import JSON
 from tests.security.surface import baseline, everything_said, is_path_param
 
@@ -70,26 +69,6 @@ STRINGS = st.one_of(
 )
 # Pydantic's own words, which must never reach an agent.
 PYDANTIC = re.compile(r"validation error|Input should be|errors\.pydantic\.dev|\[type=\w+")
-
-
-def draw(strategy: Any, count: int) -> list[Any]:
-    """``count`` distinct examples, the same on every run."""
-    got: list[Any] = []
-
-    @settings(
-        max_examples=count // 10 + 5,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(st.lists(strategy, min_size=10, max_size=10))
-    def collect(batch: list[Any]) -> None:
-        got.extend(batch)
-
-    collect()
-    return list({repr(x): x for x in got}.values())[:count]
 
 
 def _resolve(prop: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +143,7 @@ async def test_every_string_parameter_takes_any_string_unchanged(
     async with Client(build_server(settings), mode="legacy") as client:
         params = string_parameters((await client.list_tools()).tools)
     assert params, f"{profile} has no string parameter?"
-    strings = JSON_LOOKING + draw(STRINGS, 300)
+    strings = JSON_LOOKING + draw(STRINGS, 300, batch=10)
     for tool, name, prop in params:
         arguments = reg.arguments[tool.name]
         for text in strings:
@@ -254,6 +233,7 @@ READ_BACK = WIRE_STRINGS + draw(
         ),
     ),
     30,
+    batch=10,
 )
 
 
