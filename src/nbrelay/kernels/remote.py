@@ -284,7 +284,10 @@ class RemoteSession:
                     break
 
     async def _wait_ready(self) -> None:
-        """Ask for kernel_info until the kernel answers (it may still be starting)."""
+        """Ask for kernel_info until the kernel answers on shell *and* its iopub status for that
+        request reaches us. The kernel may still be starting, and after a restart the server's
+        iopub subscription can lag behind shell: output published before it is in place is
+        lost, so a reply alone does not mean a cell's output would arrive."""
         deadline = time.monotonic() + _READY_TIMEOUT
         while time.monotonic() < deadline:
             msg_id = await self.send("kernel_info_request", {})
@@ -292,6 +295,10 @@ class RemoteSession:
                 while True:
                     reply = await self.shell()
                     if (reply.get("parent_header") or {}).get("msg_id") == msg_id:
+                        break
+                while True:
+                    msg = await self.iopub()
+                    if (msg.get("parent_header") or {}).get("msg_id") == msg_id:
                         self._drain()
                         return
         self._state = "dead"
