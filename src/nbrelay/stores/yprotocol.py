@@ -28,10 +28,10 @@ from anyio.abc import TaskStatus
 
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI
-from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Edit
-from nbrelay.notebook.model import Notebook, serialize, version_of
-from nbrelay.notebook.ydoc import apply_edits, notebook_from_doc, replace_all
+from nbrelay.notebook.model import Notebook
+from nbrelay.notebook.ydoc import apply_edits, replace_all
+from nbrelay.notebook.ymirror import Mirror
 
 if TYPE_CHECKING:
     import pycrdt
@@ -73,6 +73,7 @@ class Room:
         self.ymeta: pycrdt.Map[Any] = self.doc.get("meta", type=pycrdt.Map)
         self.ycells: pycrdt.Array[Any] = self.doc.get("cells", type=pycrdt.Array)
         self.ystate: pycrdt.Map[Any] = self.doc.get("state", type=pycrdt.Map)
+        self.mirror = Mirror(self.ymeta, self.ycells, name=name)
         self.awareness = pycrdt.Awareness(self.doc)
         self.awareness.set_local_state({"user": dict(user), **dict(state or {})})
         self.synced = anyio.Event()
@@ -93,9 +94,6 @@ class Room:
         self._saves: dict[int, list[Any]] = {}
         self._save_ids = itertools.count(1)
         self._remote = False
-        self._dirty = True
-        self._others_changed = True  # changes from the server since the last snapshot
-        self._cache: tuple[Notebook, str, tuple[str, ...]] | None = None
         self._scope: anyio.CancelScope | None = None
         self.ws: ClientConnection | None = None
 
@@ -231,15 +229,11 @@ class Room:
 
     def _on_transaction(self, event: Any) -> None:
         # Never read the document here (it is borrowed); just note and forward.
-        if event.update == EMPTY_UPDATE:  # a sync that brought nothing new
+        if event.update == EMPTY_UPDATE or self._remote:  # nothing new, or the server's own
             return
-        self._dirty = True
-        if self._remote:
-            self._others_changed = True
-        else:
-            import pycrdt
+        import pycrdt
 
-            self._send(pycrdt.create_update_message(event.update))
+        self._send(pycrdt.create_update_message(event.update))
 
     def _on_state(self, event: Any) -> None:
         keys = event.keys
@@ -363,20 +357,9 @@ class Room:
         return str(waiter[1] or "timeout")
 
     def snapshot(self) -> tuple[Notebook, str, tuple[str, ...]]:
-        """(notebook, version, problems) of the room as it is here now; cached until it changes."""
-        if self._dirty or self._cache is None:
-            self._dirty = False
-            nb = notebook_from_doc(self.ymeta, self.ycells, name=self.name)
-            if self._cache is not None and not self._cache[2] and not self._others_changed:
-                # Only nbrelay's own edits since a valid snapshot, and the store validates each
-                # edit's cells before applying it: still valid (validating 200 cells on every
-                # edit was most of an edit's time).
-                problems: tuple[str, ...] = ()
-            else:
-                problems = tuple(validate.problems(nb))
-            self._others_changed = False
-            self._cache = (nb, version_of(serialize(nb)), problems)
-        return self._cache
+        """(notebook, version, problems) of the room as it is here now (only the cells changed
+        since the last call are converted again: ``notebook.ymirror``)."""
+        return self.mirror.read()
 
     def apply(self, order: list[str], edits: Iterable[Edit]) -> None:
         """Apply primitive edits to the document (see ``notebook.ydoc.apply_edits``)."""

@@ -1,0 +1,226 @@
+"""A Y notebook document read as an nbformat notebook, cell by cell as it changes.
+
+Reading a room's notebook used to mean converting the whole document on every call: one JSON
+dump of every cell, normalising, validating and serialising all of them again (to hash the
+version), about 50 ms for 200 cells with outputs, most of an edit's time. ``Mirror`` keeps each
+cell's conversion (the nbformat cell, its bytes as nbformat writes them, its schema problem) and
+redoes only the cells a transaction touched, known from the document's deep events: an edit of
+one cell costs one cell. The result is the same notebook, version and problems as converting
+the whole document (``read_whole``), which is still used whenever the cheap path cannot be sure:
+cells without a valid id or with duplicated ids, a cell nbrelay cannot read, an event it cannot
+place. Pure data, like ``notebook.ydoc``: no sockets, files or event loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nbrelay.errors import NbrelayError
+from nbrelay.notebook import validate
+from nbrelay.notebook.model import Cell, Notebook, from_dict, new_notebook, serialize, version_of
+from nbrelay.notebook.ydoc import cell_from_y, ints, notebook_from_doc
+
+if TYPE_CHECKING:
+    import pycrdt
+
+Read = tuple[Notebook, str, tuple[str, ...]]
+
+_OPEN = b'{\n "cells": ['
+_LIMIT = 5  # problems reported, as ``validate.problems``
+
+
+class _Unsure(Exception):
+    """The cheap path cannot reproduce the whole conversion here: convert the whole document."""
+
+
+@dataclass(frozen=True)
+class _Cell:
+    cell: Cell | None  # None: not an object (dropped, as the whole conversion drops it)
+    chunk: bytes  # the cell as it appears in the file, indented, without separators
+    problem: str | None
+
+
+@dataclass(frozen=True)
+class _Top:
+    data: dict[str, Any]  # the notebook without its cells (``cells`` empty)
+    head: bytes  # the file up to its cells (exclusive) …
+    tail: bytes  # … and after them
+    problems: tuple[str, ...]
+
+
+def read_whole(ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], *, name: str) -> Read:
+    """(notebook, version, problems) of the whole document, converted from scratch."""
+    nb = notebook_from_doc(ymeta, ycells, name=name)
+    return nb, version_of(serialize(nb)), tuple(validate.problems(nb))
+
+
+def _split(raw: bytes, cells: int) -> tuple[bytes, bytes, bytes]:
+    """A serialised notebook's bytes as (before its cells, its cells, after them)."""
+    if not raw.startswith(_OPEN):
+        raise _Unsure
+    if not cells:
+        if raw[len(_OPEN) : len(_OPEN) + 1] != b"]":
+            raise _Unsure
+        return _OPEN, b"", raw[len(_OPEN) + 1 :]
+    # Cells' own lines are indented deeper: the first line at this depth closes the list.
+    end = raw.find(b"\n ]", len(_OPEN))
+    if end == -1:
+        raise _Unsure
+    return _OPEN, raw[len(_OPEN) + 1 : end], raw[end + 3 :]
+
+
+def _convert_top(ymeta: pycrdt.Map[Any], name: str) -> _Top:
+    try:
+        meta = ints(json.loads(str(ymeta)) or {})
+    except ValueError:
+        meta = ints(ymeta.to_py() or {})
+    minor = meta.get("nbformat_minor")
+    data = {
+        "cells": [],
+        "metadata": meta.get("metadata") or {},
+        "nbformat": int(meta.get("nbformat") or 4),
+        "nbformat_minor": int(minor) if isinstance(minor, int) else 5,
+    }
+    try:
+        nb = from_dict(data, name=name, scrub=False)
+        head, _, tail = _split(serialize(nb), 0)
+    except NbrelayError:
+        raise _Unsure from None
+    return _Top(nb.data, head, tail, tuple(validate.problems(nb)))
+
+
+def _convert_cell(raw: Any, name: str) -> _Cell:
+    cell = cell_from_y(raw)
+    if cell is None:
+        return _Cell(None, b"", None)
+    cid = cell.get("id")
+    if not isinstance(cid, str) or not cid:
+        raise _Unsure  # the whole conversion makes ids, knowing every other cell's
+    try:
+        one = from_dict({**new_notebook([]).data, "cells": [cell]}, name=name, scrub=False)
+        _, chunk, _ = _split(serialize(one), 1)
+    except NbrelayError:
+        raise _Unsure from None  # the whole conversion raises it, naming the right cell
+    converted = one.cells[0]
+    return _Cell(converted, chunk, validate.cell_problem(converted))
+
+
+class Mirror:
+    """The notebook of one Y document, kept converted cell by cell (see the module docstring).
+
+    Create it on the document before anything is applied to it; ``read`` gives the same
+    (notebook, version, problems) as ``read_whole``.
+    """
+
+    def __init__(self, ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], *, name: str) -> None:
+        self.ymeta = ymeta
+        self.ycells = ycells
+        self.name = name
+        self._cells: list[_Cell | None] = []  # None: changed since it was converted
+        self._top: _Top | None = None
+        self._whole = True  # convert every cell again on the next read
+        self._last: Read | None = None
+        self._subscriptions = [
+            ycells.observe_deep(self._on_cells),
+            ymeta.observe_deep(self._on_meta),
+        ]
+
+    def close(self) -> None:
+        self.ycells.unobserve(self._subscriptions[0])
+        self.ymeta.unobserve(self._subscriptions[1])
+
+    # Observers: never read the document here (it is borrowed), only note what changed.
+
+    def _on_meta(self, events: Sequence[Any]) -> None:
+        self._top = None
+        self._last = None
+
+    def _on_cells(self, events: Sequence[Any]) -> None:
+        self._last = None
+        if self._whole:
+            return
+        try:
+            # The cell list's own change first (positions before → after), then the cells
+            # changed inside, whose paths count positions after the transaction.
+            for event in events:
+                if not event.path:
+                    self._splice(event.delta)
+            for event in events:
+                path = event.path
+                if path:
+                    at = path[0]
+                    if not isinstance(at, int) or not 0 <= at < len(self._cells):
+                        raise _Unsure
+                    self._cells[at] = None
+        except Exception:
+            self._whole = True
+
+    def _splice(self, delta: Sequence[dict[str, Any]]) -> None:
+        at = 0
+        for step in delta:
+            if "retain" in step:
+                at += int(step["retain"])
+            elif "delete" in step:
+                n = int(step["delete"])
+                if at + n > len(self._cells):
+                    raise _Unsure
+                del self._cells[at : at + n]
+            elif "insert" in step:
+                n = len(step["insert"])
+                self._cells[at:at] = [None] * n
+                at += n
+            else:
+                raise _Unsure
+
+    # Reading.
+
+    def read(self) -> Read:
+        """(notebook, version, problems) of the document as it is now."""
+        if self._last is not None:
+            return self._last
+        try:
+            self._last = self._read()
+        except _Unsure:
+            self._whole = True
+            self._cells = []
+            self._last = read_whole(self.ymeta, self.ycells, name=self.name)
+        return self._last
+
+    def _read(self) -> Read:
+        if self._top is None:
+            self._top = _convert_top(self.ymeta, self.name)
+        top = self._top
+        if self._whole or len(self._cells) != len(self.ycells):
+            try:
+                raw = json.loads(str(self.ycells))
+            except ValueError:  # a value JSON cannot hold (binary): walk the document
+                raw = [y.to_py() for y in self.ycells]
+            self._cells = [_convert_cell(r, self.name) for r in raw]
+            self._whole = False
+        else:
+            for i, known in enumerate(self._cells):
+                if known is None:
+                    y = self.ycells[i]
+                    try:
+                        one = json.loads(str(y))
+                    except ValueError:
+                        one = y.to_py()
+                    self._cells[i] = _convert_cell(one, self.name)
+        kept = [c for c in self._cells if c is not None and c.cell is not None]
+        cells = [c.cell for c in kept if c.cell is not None]
+        ids = [c["id"] for c in cells]
+        if len(set(ids)) != len(ids):
+            raise _Unsure  # the whole conversion renames the later ones
+        body = b",\n".join(c.chunk for c in kept)
+        raw_file = top.head + (b"\n" + body + b"\n ]" if kept else b"]") + top.tail
+        problems = list(top.problems)
+        for i, c in enumerate(kept):
+            if len(problems) >= _LIMIT:
+                break
+            if c.problem is not None:
+                problems.append(f"cell {i} (id {ids[i]!r}) {c.problem}")
+        data = {**top.data, "cells": cells}
+        return Notebook(data=data), version_of(raw_file), tuple(problems)

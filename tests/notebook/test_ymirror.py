@@ -1,0 +1,193 @@
+"""Reading a Y notebook cell by cell (``notebook.ymirror``) gives exactly what converting the
+whole document gives, whatever sequence of local and remote changes came before, and converts
+only the cells that changed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pycrdt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbrelay.errors import NotebookInvalid
+from nbrelay.notebook import ymirror
+from nbrelay.notebook.edits import MoveCells
+from nbrelay.notebook.model import new_cell, new_notebook, serialize, version_of
+from nbrelay.notebook.ydoc import apply_edit, replace_all, ycell, youtput
+from nbrelay.notebook.ymirror import Mirror, read_whole
+
+
+def _doc() -> tuple[pycrdt.Doc[Any], pycrdt.Map[Any], pycrdt.Array[Any]]:
+    doc: pycrdt.Doc[Any] = pycrdt.Doc()
+    return doc, doc.get("meta", type=pycrdt.Map), doc.get("cells", type=pycrdt.Array)
+
+
+def _start(cells: int = 6) -> list[Any]:
+    made = []
+    for i in range(cells):
+        if i % 3 == 2:
+            made.append(new_cell("markdown", f"# title {i}\n\nwords", f"m{i}"))
+            continue
+        cell = new_cell("code", f"x_{i} = {i}\nx_{i}", f"c{i}")
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"{i}\n"}]
+        cell["execution_count"] = i
+        made.append(cell)
+    return made
+
+
+def _same(mirror: Mirror, ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any]) -> None:
+    nb, version, problems = mirror.read()
+    whole_nb, whole_version, whole_problems = read_whole(ymeta, ycells, name="t")
+    assert nb.data == whole_nb.data
+    assert (version, problems) == (whole_version, whole_problems)
+    assert version == version_of(serialize(nb))
+
+
+def _op(doc: pycrdt.Doc[Any], ycells: pycrdt.Array[Any], ymeta: pycrdt.Map[Any], op: Any) -> None:
+    kind, at, n = op
+    count = len(ycells)
+    if kind == "insert" or not count:
+        cell = new_cell("code" if n % 2 else "raw", f"new {n}", f"n{n}-{at}-{count}")
+        ycells.insert(min(at, count), ycell(cell))
+        return
+    at %= count
+    target = ycells[at]
+    if kind == "delete":
+        del ycells[at]
+    elif kind == "type":
+        text = target["source"]
+        text.insert(min(n, len(str(text))), "typed")
+    elif kind == "erase":
+        text = target["source"]
+        if len(str(text)):
+            del text[0 : min(n + 1, len(str(text)))]
+    elif kind == "tag":
+        target["metadata"]["tags"] = [f"t{n}"]
+    elif kind == "output" and target.get("cell_type") == "code":
+        outputs = target["outputs"]
+        outputs.append(youtput({"output_type": "stream", "name": "stdout", "text": f"{n}\n"}))
+    elif kind == "count" and target.get("cell_type") == "code":
+        target["execution_count"] = n
+    elif kind == "move":
+        order = [str(c["id"]) for c in ycells]
+        apply_edit(ycells, order, MoveCells((order[at],), n % count))
+    elif kind == "meta":
+        meta = ymeta["metadata"]
+        meta["kernelspec"] = {"name": f"k{n}", "display_name": f"K {n}"}
+
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["insert", "delete", "type", "erase", "tag", "output", "count", "move", "meta"]
+        ),
+        st.integers(min_value=0, max_value=12),
+        st.integers(min_value=0, max_value=9),
+    ),
+    max_size=12,
+)
+
+
+@given(st.lists(st.tuples(st.booleans(), ops), min_size=1, max_size=6))
+@settings(max_examples=60, deadline=None)
+def test_local_and_remote_changes_read_as_the_whole_conversion(
+    steps: list[tuple[bool, list[Any]]],
+) -> None:
+    """Each step is a transaction, made here or in another copy of the document and then synced
+    in as one update (several events, positions shifted by the cell list's own change)."""
+    doc, ymeta, ycells = _doc()
+    mirror = Mirror(ymeta, ycells, name="t")
+    other, other_meta, other_cells = _doc()
+    replace_all(other, other_meta, other_cells, new_notebook(_start()))
+    doc.apply_update(other.get_update())
+    _same(mirror, ymeta, ycells)
+    for remote, batch in steps:
+        where = (other, other_meta, other_cells) if remote else (doc, ymeta, ycells)
+        with where[0].transaction():
+            for op in batch:
+                _op(where[0], where[2], where[1], op)
+        if remote:
+            doc.apply_update(other.get_update(doc.get_state()))
+        else:
+            other.apply_update(doc.get_update(other.get_state()))
+        _same(mirror, ymeta, ycells)
+
+
+def test_one_changed_cell_is_the_only_cell_converted_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    doc, ymeta, ycells = _doc()
+    mirror = Mirror(ymeta, ycells, name="t")
+    replace_all(doc, ymeta, ycells, new_notebook(_start(30)))
+    mirror.read()
+    converted: list[Any] = []
+    real = ymirror._convert_cell
+    monkeypatch.setattr(
+        ymirror, "_convert_cell", lambda raw, name: converted.append(raw) or real(raw, name)
+    )
+    text = ycells[12]["source"]
+    text.insert(0, "# edited\n")
+    nb, _, _ = mirror.read()
+    assert [c["id"] for c in converted] == ["c12"]
+    assert nb.cells[12]["source"].startswith("# edited\n")
+    assert mirror.read()[0] is nb  # nothing changed: nothing converted, the same snapshot
+    _same(mirror, ymeta, ycells)
+
+
+def test_duplicated_and_missing_ids_read_as_the_whole_conversion() -> None:
+    doc, ymeta, ycells = _doc()
+    mirror = Mirror(ymeta, ycells, name="t")
+    replace_all(doc, ymeta, ycells, new_notebook(_start(4)))
+    mirror.read()
+    ycells.append(ycell(new_cell("code", "again", "c0")))
+    _same(mirror, ymeta, ycells)
+    assert mirror.read()[0].ids_made  # the later duplicate got a new id, as a file read does
+    nameless = ycell(new_cell("code", "no id", "x"))
+    ycells.append(nameless)
+    del ycells[len(ycells) - 1]["id"]
+    _same(mirror, ymeta, ycells)
+    del ycells[len(ycells) - 2 :]
+    _same(mirror, ymeta, ycells)
+    assert not mirror.read()[0].ids_made
+
+
+def test_a_cell_nbrelay_cannot_read_is_refused_as_by_the_whole_conversion() -> None:
+    doc, ymeta, ycells = _doc()
+    mirror = Mirror(ymeta, ycells, name="t")
+    replace_all(doc, ymeta, ycells, new_notebook(_start(4)))
+    mirror.read()
+    ycells[1]["metadata"] = "not an object"
+    with pytest.raises(NotebookInvalid) as whole:
+        read_whole(ymeta, ycells, name="t")
+    with pytest.raises(NotebookInvalid) as cheap:
+        mirror.read()
+    assert cheap.value.message == whole.value.message
+    assert "cell 1" in cheap.value.message
+
+
+def test_schema_problems_name_the_cell_as_the_whole_conversion() -> None:
+    doc, ymeta, ycells = _doc()
+    mirror = Mirror(ymeta, ycells, name="t")
+    replace_all(doc, ymeta, ycells, new_notebook(_start(4)))
+    mirror.read()
+    ycells[3]["outputs"].append(youtput({"output_type": "display_data", "metadata": {}}))
+    _same(mirror, ymeta, ycells)
+    problems = mirror.read()[2]
+    assert problems
+    assert problems[0].startswith("cell 3 (id 'c3')")
+
+
+def test_an_empty_document_and_metadata_only_changes() -> None:
+    doc, ymeta, ycells = _doc()
+    mirror = Mirror(ymeta, ycells, name="t")
+    _same(mirror, ymeta, ycells)
+    replace_all(doc, ymeta, ycells, new_notebook([]))
+    _same(mirror, ymeta, ycells)
+    first = mirror.read()[1]
+    ymeta["metadata"]["authors"] = [{"name": "A. Person"}]
+    _same(mirror, ymeta, ycells)
+    assert mirror.read()[1] != first
+    assert json.loads(serialize(mirror.read()[0]))["cells"] == []
