@@ -9,9 +9,12 @@ their own typing is never lost. The rules (each one learnt from a way RTC client
 * **Granular operations only** (``notebook.ydoc``): the four primitive edits become CRDT
   operations on the cells they name; the document is never replaced as a whole and the file is
   never written while a room may be open.
-* **Barrier, save, barrier.** After an edit nbrelay waits until the server has applied it (a
-  SYNC_STEP1 it must answer in order), asks the server to save, and checks that no reload from
-  disk discarded the edit meanwhile; the ``.ipynb`` on disk then matches the room.
+* **Barrier, edit, barrier.** Before an edit nbrelay makes sure it has everything the server
+  had, and after it waits until the server has applied the edit (a SYNC_STEP1 it must answer in
+  order) and checks that no reload from disk discarded it; the file is saved then, coalesced
+  (``stores.rtc_saving``: barrier, save, barrier).
+* **Reading is incremental.** A room's notebook, version and problems are kept converted cell by
+  cell (``notebook.ymirror``), so an edit or a read costs the cells that changed, not all of them.
 * **Versions and positions.** A version is the hash of the notebook as nbformat would write it.
   An edit that addresses cells by position is refused when someone else inserted, deleted or
   moved cells since the agent last read the notebook (typing does not move cells); an edit by id
@@ -23,35 +26,25 @@ their own typing is never lost. The rules (each one learnt from a way RTC client
   collaborators under its own name (the global awareness room), and in each notebook it edits.
 
 A server without jupyter-collaboration is served by ``stores.contents`` instead (probed once).
-Background work (one reader and one writer per room, awareness renewal, closing idle rooms) runs
+Joining, keeping and leaving rooms (and presence) is ``stores.rtc_rooms``. Background work (one reader and one writer per room, awareness renewal, closing idle rooms) runs
 in the task group that ``running()`` provides while the MCP server runs.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
-import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 
 import anyio
-from anyio.abc import TaskGroup
 
-from nbrelay.errors import (
-    ConflictError,
-    NbrelayError,
-    NotebookExists,
-    NotebookNotFound,
-    RemoteError,
-    Unsupported,
-    act,
-)
+from nbrelay.errors import ConflictError, NotebookExists, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
 from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, UpdateCell
 from nbrelay.notebook.model import Notebook
+from nbrelay.stores import rtc_saving
 from nbrelay.stores.base import (
     EditOutcome,
     Entry,
@@ -62,10 +55,11 @@ from nbrelay.stores.base import (
     positions_moved,
     refuse_stale,
 )
-from nbrelay.stores.contents import ContentsStore, Paths
-from nbrelay.stores.yprotocol import GLOBAL_AWARENESS, Room, RoomLost, agent_user
+from nbrelay.stores.rtc_rooms import RoomHost
+from nbrelay.stores.rtc_saving import SAVE_NOTE, save_room
+from nbrelay.stores.yprotocol import Room, RoomLost
 
-logger = logging.getLogger("nbrelay.rtc")
+__all__ = ["RECONNECT_NOTE", "RELOAD_NOTE", "SAVE_NOTE", "RTCStore"]
 
 RELOAD_NOTE = (
     "Jupyter Server reloaded this notebook from its file since your last read (the file was "
@@ -75,11 +69,6 @@ RECONNECT_NOTE = (
     "nbrelay lost its connection to the Jupyter Server (it restarted or the network dropped) "
     "and reconnected; the notebook was read afresh from the server."
 )
-SAVE_NOTE = (
-    "The change is live in JupyterLab, but the server did not confirm saving the file ({why}); "
-    "it saves again on the next change."
-)
-
 
 _RUN_FIELDS = frozenset({"outputs", "execution_count", "execution_state"})
 
@@ -128,7 +117,7 @@ def _landed(outcome: EditOutcome, now: Notebook) -> bool:
     return True
 
 
-class RTCStore:
+class RTCStore(RoomHost):
     """The notebooks of a Jupyter Server, live through its rooms (see the module docstring)."""
 
     def __init__(
@@ -142,229 +131,29 @@ class RTCStore:
         save_delay: float = 0.5,
         save_each_edit: bool = False,
     ) -> None:
-        self.api = api
-        self.paths = Paths(folder)
-        self.contents = ContentsStore(api, folder=folder)
-        self.user = agent_user(agent_name)
-        self.idle_close = idle_close
-        self.sync_timeout = sync_timeout
-        # Edits return once the server has them in the room; the file is saved this many
-        # seconds after the last one (coalesced), or before each edit returns with
-        # ``save_each_edit`` (``flush`` waits for it on demand).
-        self.save_delay = save_delay
+        super().__init__(
+            api,
+            agent_name=agent_name,
+            folder=folder,
+            idle_close=idle_close,
+            sync_timeout=sync_timeout,
+            save_delay=save_delay,
+        )
+        # Edits return once the server has them in the room, and the saver saves the file
+        # after; with ``save_each_edit``, before each edit returns (``flush`` waits on demand).
         self.save_each_edit = save_each_edit
-        self._rtc: bool | None = None
-        self.mode = "live"  # "contents" once the server turns out to have no RTC
         # Running cells' outputs are written into the room this often (the workspace reads it).
         self.output_interval = 0.1
-        self._rooms: dict[str, Room] = {}
-        self._locks: dict[str, anyio.Lock] = {}
         # What each MCP session (reader) last saw: the guard against stale positions.
         self._known_version: LastSeen[str] = LastSeen()
         self._known_order: LastSeen[tuple[str, ...]] = LastSeen()
         self._known_sources: LastSeen[dict[str, str]] = LastSeen()
         self._seen_reloads: dict[str, tuple[Room, int]] = {}
-        self._reconnected: set[str] = set()
-        self._presence: Room | None = None
-        self._presence_lock = anyio.Lock()
-        self._tg: TaskGroup | None = None
-        self._closed = False
-
-    def relative(self, path: str) -> str:
-        return self.paths.relative(path)
 
     @property
     def live_outputs(self) -> bool:
         """Whether outputs stream into shared cells with JupyterLab's run state (needs RTC)."""
         return self._rtc is True
-
-    # -- lifetime -------------------------------------------------------------------------
-
-    def attach(self, tg: TaskGroup) -> None:
-        """Run the rooms' background tasks in ``tg`` (the workspace's, while the server runs)."""
-        self._tg = tg
-        tg.start_soon(self._reap_idle)
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[RTCStore]:
-        """Host the background tasks in a task group of its own (for use without a workspace)."""
-        async with anyio.create_task_group() as tg:
-            self.attach(tg)
-            try:
-                yield self
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._close_rooms()
-                self._tg = None
-                tg.cancel_scope.cancel()
-
-    async def aclose(self) -> None:
-        self._closed = True
-        with anyio.CancelScope(shield=True):
-            await self._close_rooms()
-            await self.api.aclose()
-
-    async def _close_rooms(self) -> None:
-        rooms = list(self._rooms.values())
-        self._rooms.clear()
-        if self._presence is not None:
-            rooms.append(self._presence)
-            self._presence = None
-        for room in rooms:
-            await self._leave(room)
-
-    async def _leave(self, room: Room) -> None:
-        """Save what nbrelay changed in the room if the saver has not yet, then leave it."""
-        if room.alive and room.saved < room.edits and room.room_id != GLOBAL_AWARENESS:
-            with anyio.move_on_after(10, shield=True), contextlib.suppress(RoomLost, NbrelayError):
-                await self._save_room(room)
-        await room.close()
-
-    async def _reap_idle(self) -> None:
-        """Leave rooms nobody used for ``idle_close`` seconds (and then the presence room); when
-        the task group ends, save and leave every room (rooms outlive its cancellation for this:
-        ``Room.run`` ends only when the room is closed)."""
-        try:
-            while True:
-                await anyio.sleep(min(5.0, max(self.idle_close / 4, 0.05)))
-                try:
-                    await self._close_idle()
-                except Exception:  # never let housekeeping take the server's task group down
-                    logger.exception("closing idle rooms failed")
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._close_rooms()
-
-    async def _close_idle(self) -> None:
-        now = time.monotonic()
-        for rel, room in list(self._rooms.items()):
-            idle = now - room.last_used > self.idle_close
-            if idle and not room.held and not room.lock.locked():
-                self._rooms.pop(rel, None)
-                await self._leave(room)
-        if not self._rooms and self._presence is not None:
-            presence, self._presence = self._presence, None
-            await presence.close()
-
-    def _lock(self, rel: str) -> anyio.Lock:
-        lock = self._locks.get(rel)
-        if lock is None:
-            lock = self._locks[rel] = anyio.Lock()
-        return lock
-
-    # -- rooms ----------------------------------------------------------------------------
-
-    async def _start(self, room: Room) -> None:
-        if self._closed:
-            raise RemoteError("nbrelay is shutting down; the notebook was not opened.")
-        if self._tg is None:
-            raise RemoteError(
-                "live mode is not running (internal: the store was used outside running()).",
-                hint="This is a bug in nbrelay; please report it.",
-            )
-        await self._tg.start(room.run)
-
-    async def _room(self, rel: str) -> Room | None:
-        """The synced room of a notebook, joining it if needed; None without RTC on the server."""
-        if self._rtc is False:
-            return None
-        room = self._rooms.get(rel)
-        if room is not None and room.alive:
-            room.last_used = time.monotonic()
-            return room
-        if room is not None:
-            self._rooms.pop(rel, None)
-            if room.lost:
-                self._reconnected.add(rel)
-        full = self.paths.server(rel)
-        if not await self.api.exists(full):
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            )
-        session = await self.api.collaboration_session(full)
-        if session is None:
-            self._rtc = False
-            self.mode = "contents"
-            return None
-        self._rtc = True
-        room = Room(
-            self.api,
-            f"json:notebook:{session['fileId']}",
-            session_id=str(session.get("sessionId") or ""),
-            name=rel,
-            user=self.user,
-        )
-        await self._start(room)
-        try:
-            await room.wait_synced(self.sync_timeout)
-        except BaseException:
-            await room.close()
-            raise
-        self._rooms[rel] = room
-        if self._tg is not None:
-            self._tg.start_soon(self._saver, room)
-        await self._announce(full)
-        return room
-
-    async def _announce(self, full: str) -> None:
-        """Be listed among JupyterLab's online collaborators, working on ``full``."""
-        async with self._presence_lock:
-            presence = self._presence
-            if presence is None or not presence.alive:
-                presence = Room(
-                    self.api,
-                    GLOBAL_AWARENESS,
-                    session_id=None,
-                    name="presence",
-                    user=self.user,
-                    state={"current": f"notebook:{full}"},
-                )
-                try:
-                    await self._start(presence)
-                except NbrelayError as exc:
-                    logger.info("presence unavailable: %s", exc)
-                    return
-                self._presence = presence
-            else:
-                presence.set_state("current", f"notebook:{full}")
-
-    async def _drop(self, rel: str) -> None:
-        room = self._rooms.pop(rel, None)
-        if room is not None:
-            await self._leave(room)
-
-    # -- sessions -------------------------------------------------------------------------
-
-    async def open_session(self, path: str) -> tuple[str, str]:
-        """Join the notebook's room and keep it joined until ``close_session``; return the
-        room's (session id, file id)."""
-        rel = self.relative(path)
-        async with self._lock(rel):
-            room = await self._room(rel)
-        if room is None:
-            raise Unsupported(
-                "this Jupyter Server has no real-time collaboration, so there is no live session "
-                "to join.",
-                hint="Install jupyter-collaboration on the server; the notebook tools work "
-                "without it.",
-            )
-        room.held = True
-        return room.session_id or "", room.room_id.rsplit(":", 1)[-1]
-
-    async def close_session(self, path: str) -> bool:
-        """Leave the notebook's room now (and JupyterLab's collaborator list once no room is
-        left); False if the room was not joined."""
-        rel = self.relative(path)
-        async with self._lock(rel):
-            if rel not in self._rooms:
-                return False
-            await self._drop(rel)
-        async with self._presence_lock:
-            if not self._rooms and self._presence is not None:
-                presence, self._presence = self._presence, None
-                await presence.close()
-        return True
 
     def _notes(self, rel: str, room: Room, *, commit: bool = True) -> tuple[str, ...]:
         """What changed behind the agent's back since its last call on this notebook; with
@@ -526,7 +315,7 @@ class RTCStore:
                 hint=f"{act('read_again')} Redo the edit if it is missing.",
             )
         if self.save_each_edit and not _streaming(plan.edits):
-            saved = await self._save_room(room)
+            saved = await save_room(room)
             if saved is not None:
                 outcome = replace(outcome, notes=(*notes, SAVE_NOTE.format(why=saved)))
         else:
@@ -550,67 +339,17 @@ class RTCStore:
                     hint="Nothing was changed: read the notebook again and redo the edit.",
                 )
             room.edits += 1
-            saved = await self._save_room(room)
+            saved = await save_room(room)
         extra = (RECONNECT_NOTE,) if RECONNECT_NOTE not in notes else ()
         if saved is not None:
             extra = (*extra, SAVE_NOTE.format(why=saved))
         return replace(outcome, after=snap, notes=(*outcome.notes, *notes, *extra))
 
-    async def _save_room(self, room: Room) -> str | None:
-        """Save the room's edits so far (see ``_save``); the count of saved edits follows."""
-        upto = room.edits
-        saved = await self._save(room)
-        if saved is None:
-            room.saved = max(room.saved, upto)
-        return saved
-
-    async def _saver(self, room: Room) -> None:
-        """Save a room's file after its edits, coalesced: one save for the edits of the last
-        ``save_delay`` seconds, another after it if more came meanwhile (ends with the room)."""
-        while True:
-            await room.save_wanted.wait()
-            if room.closed.is_set():
-                return
-            await anyio.sleep(self.save_delay)
-            room.save_wanted = anyio.Event()
-            if room.closed.is_set():
-                return
-            if room.saved >= room.edits:
-                continue
-            try:
-                saved = await self._save_room(room)
-            except (RoomLost, NbrelayError) as exc:
-                saved = str(exc)
-            if saved is not None:
-                logger.warning("saving %s did not succeed: %s", room.name, saved)
-
     async def flush(self, path: str) -> str | None:
         """Wait until the notebook's file holds every edit nbrelay made to it (a save the server
         confirmed); None when it does, else why not. Without a room there is nothing pending:
         edits through the contents API are written before they return."""
-        rel = self.relative(path)
-        room = self._rooms.get(rel)
-        if room is None or not room.alive or room.saved >= room.edits:
-            return None
-        try:
-            async with room.lock:
-                return await self._save_room(room)
-        except RoomLost:
-            return (
-                "the connection to the Jupyter Server dropped; nbrelay reconnects on the next call"
-            )
-
-    async def _save(self, room: Room) -> str | None:
-        """Barrier, save, barrier; None when saved, else why not."""
-        await room.barrier()
-        status = ""
-        for delay in (0.05, 0.2, 0.5):
-            status = await room.save()
-            if status != "skipped":
-                break
-            await anyio.sleep(delay)
-        await room.barrier()
-        return None if status == "success" else status
+        return await rtc_saving.flush(self._rooms.get(self.relative(path)))
 
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         rel = self.relative(path)
@@ -646,7 +385,7 @@ class RTCStore:
                     room.replace_all(notebook)
                     room.edits += 1
                     snap, order = self._snapshot(rel, room)
-                    saved = await self._save_room(room)
+                    saved = await save_room(room)
                     self._notes(rel, room)
                 if saved is not None:
                     notes = (SAVE_NOTE.format(why=saved),)
