@@ -9,6 +9,7 @@ reaches the file was saved by nbrelay.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,36 @@ async def test_a_cell_made_invalid_by_someone_else_is_caught_between_the_agents_
             await wait_for(seen, seconds=15)
             text = await call_error(client, "edit_cell", path="n.ipynb", cell="c0", source="a2")
         assert "fails nbformat validation" in text
+
+
+async def test_an_edit_that_restates_the_room_sends_nothing_and_leaves_nothing_to_save(
+    quiet_server: JupyterServer,
+) -> None:
+    # A finished run marks its cells idle again; cells already idle make no change to send,
+    # confirm or save.
+    from nbrelay.notebook.edits import Plan, UpdateCell
+    from nbrelay.notebook.model import Notebook
+    from tests.live.conftest import live_store
+
+    store = live_store(quiet_server, save_delay=3600)
+
+    def idle(nb: Notebook) -> Plan:
+        return Plan(edits=(UpdateCell("c0", {"execution_state": "idle"}),), touched=())
+
+    def retype(nb: Notebook) -> Plan:
+        return Plan(edits=(UpdateCell("c0", {"source": "a3"}),), touched=())
+
+    async with contextlib.aclosing(store), store.running():
+        before = await store.load("n.ipynb")
+        room = store._rooms["n.ipynb"]
+        sent = room.sent
+        outcome = await store.edit("n.ipynb", idle, expected_version=None, guard_positions=False)
+        assert outcome.after.version == before.version
+        assert (room.sent, room.edits) == (sent, 0)
+        assert await store.flush("n.ipynb") is None
+        outcome = await store.edit("n.ipynb", retype, expected_version=None, guard_positions=False)
+        assert outcome.after.version != before.version
+        assert (room.sent, room.edits) == (sent + 1, 1)
+        assert await fresh_sources(quiet_server, "n.ipynb") == (["c0", "c1"], ["a3", "b"])
+        assert await store.flush("n.ipynb") is None
+        assert disk(quiet_server.root / "n.ipynb")[1] == ["a3", "b"]

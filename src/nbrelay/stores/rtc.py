@@ -293,11 +293,15 @@ class RTCStore(RoomHost):
         self._notes(rel, room)
         if after_nb is None:
             return EditOutcome(before, before, plan, changed_outside=outside, notes=notes)
-        reloads = room.reloads
+        reloads, sent = room.reloads, room.sent
         room.apply(list(order), plan.edits)
         nb, version, problems = room.snapshot()
         after = Snapshot(path=rel, notebook=nb, version=version, problems=problems)
         outcome = EditOutcome(before, after, plan, changed_outside=outside, notes=notes)
+        if room.sent == sent:
+            # The edits restated what the room holds (a finished run's cells already idle): the
+            # document did not change, so there is nothing to confirm or save.
+            return outcome
         try:
             # The edit is done once the server has it in the room: every person in the notebook
             # sees it from then on. The file is saved after, by the saver (or now, if asked).

@@ -88,6 +88,7 @@ class Room:
         self.seen_hash = False
         self.edits = 0  # edits nbrelay made in this room …
         self.saved = 0  # … of which the file holds the first ``saved`` (a confirmed save)
+        self.sent = 0  # local transactions sent to the server
         self.save_wanted = anyio.Event()  # set by an edit; the store's saver coalesces them
         self._out_send, self._out_recv = anyio.create_memory_object_stream[bytes](math.inf)
         self._barriers: deque[anyio.Event] = deque()
@@ -233,6 +234,7 @@ class Room:
             return
         import pycrdt
 
+        self.sent += 1
         self._send(pycrdt.create_update_message(event.update))
 
     def _on_state(self, event: Any) -> None:
