@@ -125,9 +125,12 @@ def test_one_changed_cell_is_the_only_cell_converted_again(
     mirror.read()
     converted: list[Any] = []
     real = ymirror._convert_cell
-    monkeypatch.setattr(
-        ymirror, "_convert_cell", lambda raw, name: converted.append(raw) or real(raw, name)
-    )
+
+    def counted(raw: Any, name: str) -> Any:
+        converted.append(raw)
+        return real(raw, name)
+
+    monkeypatch.setattr(ymirror, "_convert_cell", counted)
     text = ycells[12]["source"]
     text.insert(0, "# edited\n")
     nb, _, _ = mirror.read()

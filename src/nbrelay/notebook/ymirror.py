@@ -78,7 +78,7 @@ def _convert_top(ymeta: pycrdt.Map[Any], name: str) -> _Top:
     except ValueError:
         meta = ints(ymeta.to_py() or {})
     minor = meta.get("nbformat_minor")
-    data = {
+    data: dict[str, Any] = {
         "cells": [],
         "metadata": meta.get("metadata") or {},
         "nbformat": int(meta.get("nbformat") or 4),

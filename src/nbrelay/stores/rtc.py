@@ -33,16 +33,13 @@ in the task group that ``running()`` provides while the MCP server runs.
 from __future__ import annotations
 
 import builtins
-import time
 from collections.abc import Iterable
 from dataclasses import replace
-
-import anyio
 
 from nbrelay.errors import ConflictError, NotebookExists, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, UpdateCell
+from nbrelay.notebook.edits import Edit, UpdateCell
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores import rtc_saving
 from nbrelay.stores.base import (
@@ -55,7 +52,7 @@ from nbrelay.stores.base import (
     positions_moved,
     refuse_stale,
 )
-from nbrelay.stores.rtc_rooms import RoomHost
+from nbrelay.stores.rtc_rooms import RoomHost, landed, settle
 from nbrelay.stores.rtc_saving import SAVE_NOTE, save_room
 from nbrelay.stores.yprotocol import Room, RoomLost
 
@@ -90,31 +87,6 @@ class _Unconfirmed(Exception):
     def __init__(self, outcome: EditOutcome) -> None:
         super().__init__("unconfirmed edit")
         self.outcome = outcome
-
-
-def _landed(outcome: EditOutcome, now: Notebook) -> bool:
-    """Whether the notebook as the server has it now contains an edit's effects."""
-    cells = {c["id"]: c for c in now.cells}
-    meant = {c["id"]: c for c in outcome.after.notebook.cells}
-    order = [c["id"] for c in now.cells]
-    for edit in outcome.plan.edits:
-        if isinstance(edit, InsertCells):
-            if any(c["id"] not in cells for c in edit.cells):
-                return False
-        elif isinstance(edit, DeleteCells):
-            if any(cid in cells for cid in edit.ids):
-                return False
-        elif isinstance(edit, UpdateCell):
-            if edit.id not in cells or edit.id not in meant:
-                return False
-            if any(cells[edit.id].get(k) != meant[edit.id].get(k) for k in edit.changes):
-                return False
-        else:
-            want = [cid for cid in (c["id"] for c in outcome.after.notebook.cells) if cid in order]
-            have = [cid for cid in order if cid in meant]
-            if want != have:
-                return False
-    return True
 
 
 class RTCStore(RoomHost):
@@ -336,7 +308,7 @@ class RTCStore(RoomHost):
             await room.barrier()
             snap, _ = self._snapshot(rel, room)
             notes = self._notes(rel, room)
-            if not _landed(outcome, snap.notebook):
+            if not landed(outcome, snap.notebook):
                 raise RemoteError(
                     f"the connection to the Jupyter Server dropped before your edit of {rel!r} "
                     "reached it; nbrelay reconnected, and the edit is not in the notebook.",
@@ -377,7 +349,7 @@ class RTCStore(RoomHost):
                 if room is None:
                     return created
                 async with room.lock:
-                    await self._settle(room, rel, notebook)
+                    await settle(room, rel, notebook)
                     snap, order = self._snapshot(rel, room)
                     self._notes(rel, room)
             else:
@@ -397,25 +369,6 @@ class RTCStore(RoomHost):
         self._known_order[rel] = order
         self._known_sources[rel] = snap.notebook.sources()
         return replace(snap, notes=notes)
-
-    async def _settle(self, room: Room, rel: str, notebook: Notebook, within: float = 10.0) -> None:
-        """Wait until a just-created file's room shows it: a room the server still kept for an
-        earlier file at the same path is reloaded from the new file within about a second."""
-        want = [(c["id"], c.get("source", "")) for c in notebook.cells]
-        deadline = time.monotonic() + within
-        while True:
-            await room.barrier()
-            have = [(c["id"], c.get("source", "")) for c in room.snapshot()[0].cells]
-            # JupyterLab shows a notebook without cells as one empty code cell.
-            if have == want or (not want and len(have) == 1 and have[0][1] == ""):
-                return
-            if time.monotonic() > deadline:
-                raise RemoteError(
-                    f"the Jupyter Server still shows an older notebook at {rel!r} after creating "
-                    "it (it keeps a closed notebook in memory for a while).",
-                    hint=act("read_later"),
-                )
-            await anyio.sleep(0.2)
 
     async def remove(self, path: str) -> None:
         rel = self.relative(path)

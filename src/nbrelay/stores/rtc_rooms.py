@@ -6,7 +6,8 @@ room that dropped is never reused: the next call joins again on a fresh document
 agent (``reconnected``). Rooms nobody used for ``idle_close`` seconds are saved and left, as are
 all rooms when the server stops. While any room is open, the agent is listed among JupyterLab's
 online collaborators (the global awareness room). The store operations are in ``stores.rtc``,
-saving in ``stores.rtc_saving``.
+saving in ``stores.rtc_saving``. Also here: whether an edit sent before a connection dropped
+reached the server (``landed``), and waiting for a just-created file's room (``settle``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from anyio.abc import TaskGroup
 
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, Unsupported, act
 from nbrelay.jupyter_api import JupyterAPI
+from nbrelay.notebook.edits import DeleteCells, InsertCells, UpdateCell
+from nbrelay.notebook.model import Notebook
+from nbrelay.stores.base import EditOutcome
 from nbrelay.stores.contents import ContentsStore, Paths
 from nbrelay.stores.rtc_saving import save_room, saver
 from nbrelay.stores.yprotocol import GLOBAL_AWARENESS, Room, RoomLost, agent_user
@@ -250,3 +254,48 @@ class RoomHost:
                 presence, self._presence = self._presence, None
                 await presence.close()
         return True
+
+
+def landed(outcome: EditOutcome, now: Notebook) -> bool:
+    """Whether the notebook as the server has it now contains an edit's effects."""
+    cells = {c["id"]: c for c in now.cells}
+    meant = {c["id"]: c for c in outcome.after.notebook.cells}
+    order = [c["id"] for c in now.cells]
+    for edit in outcome.plan.edits:
+        if isinstance(edit, InsertCells):
+            if any(c["id"] not in cells for c in edit.cells):
+                return False
+        elif isinstance(edit, DeleteCells):
+            if any(cid in cells for cid in edit.ids):
+                return False
+        elif isinstance(edit, UpdateCell):
+            if edit.id not in cells or edit.id not in meant:
+                return False
+            if any(cells[edit.id].get(k) != meant[edit.id].get(k) for k in edit.changes):
+                return False
+        else:
+            want = [cid for cid in (c["id"] for c in outcome.after.notebook.cells) if cid in order]
+            have = [cid for cid in order if cid in meant]
+            if want != have:
+                return False
+    return True
+
+
+async def settle(room: Room, rel: str, notebook: Notebook, within: float = 10.0) -> None:
+    """Wait until a just-created file's room shows it: a room the server still kept for an
+    earlier file at the same path is reloaded from the new file within about a second."""
+    want = [(c["id"], c.get("source", "")) for c in notebook.cells]
+    deadline = time.monotonic() + within
+    while True:
+        await room.barrier()
+        have = [(c["id"], c.get("source", "")) for c in room.snapshot()[0].cells]
+        # JupyterLab shows a notebook without cells as one empty code cell.
+        if have == want or (not want and len(have) == 1 and have[0][1] == ""):
+            return
+        if time.monotonic() > deadline:
+            raise RemoteError(
+                f"the Jupyter Server still shows an older notebook at {rel!r} after creating "
+                "it (it keeps a closed notebook in memory for a while).",
+                hint=act("read_later"),
+            )
+        await anyio.sleep(0.2)
