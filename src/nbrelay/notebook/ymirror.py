@@ -123,14 +123,9 @@ class Mirror:
         self._top: _Top | None = None
         self._whole = True  # convert every cell again on the next read
         self._last: Read | None = None
-        self._subscriptions = [
-            ycells.observe_deep(self._on_cells),
-            ymeta.observe_deep(self._on_meta),
-        ]
-
-    def close(self) -> None:
-        self.ycells.unobserve(self._subscriptions[0])
-        self.ymeta.unobserve(self._subscriptions[1])
+        # For the document's lifetime (a room's document is never reused after it closes).
+        ycells.observe_deep(self._on_cells)
+        ymeta.observe_deep(self._on_meta)
 
     # Observers: never read the document here (it is borrowed), only note what changed.
 
