@@ -132,7 +132,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         changed = [results.CellLoc(index=i, id=c) for i, c in enumerate(snap.notebook.ids)]
         return results.EditResult(path=snap.path, version=snap.version, changed=changed)
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="execute", example=False)
     async def visualize_cell(
         path: NbPath,
         cell: Annotated[int | str, Field(description="Cell index or id.")],
