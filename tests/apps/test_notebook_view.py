@@ -266,11 +266,13 @@ async def test_the_view_follows_a_run_as_it_goes_in_chromium(tmp_path: Path) -> 
             return json.dumps(_wire(result))
 
         finished: list[dict[str, Any]] = []
+        returned = anyio.Event()
 
         async def run() -> None:
             result = await client.call_tool("execute", arguments)
             assert not result.is_error, text_of(result)
             finished.append(_wire(result))
+            returned.set()
 
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(
@@ -284,9 +286,13 @@ async def test_the_view_follows_a_run_as_it_goes_in_chromium(tmp_path: Path) -> 
                     await page.set_content(_live_host_page(page_data.text, arguments))
                     frame = page.frame_locator("#view")
                     # during the run: the first output, and the second cell marked running
-                    await frame.locator("section.cell").nth(0).locator(".out").filter(
-                        has_text="first part"
-                    ).wait_for(timeout=PATIENCE * 1000)
+                    await (
+                        frame.locator("section.cell")
+                        .nth(0)
+                        .locator(".out")
+                        .filter(has_text="first part")
+                        .wait_for(timeout=PATIENCE * 1000)
+                    )
                     running = frame.locator("section.cell.running")
                     await running.wait_for(timeout=PATIENCE * 1000)
                     assert await running.get_attribute("data-id") == "c1"
@@ -295,12 +301,13 @@ async def test_the_view_follows_a_run_as_it_goes_in_chromium(tmp_path: Path) -> 
                     assert not finished  # all of that came before the call returned
                     go.write_text("go")
                 with anyio.fail_after(PATIENCE):
-                    while not finished:
-                        await anyio.sleep(0.05)
+                    await returned.wait()
                 await page.evaluate("(r) => window.sendResult(r)", finished[0])
                 second = frame.locator("section.cell").nth(1)
-                await second.locator(".out").filter(has_text="second part").wait_for(
-                    timeout=PATIENCE * 1000
+                await (
+                    second.locator(".out")
+                    .filter(has_text="second part")
+                    .wait_for(timeout=PATIENCE * 1000)
                 )
                 assert await frame.locator("section.cell.running").count() == 0
                 assert await second.locator(".prompt").text_content() == "[2]:"

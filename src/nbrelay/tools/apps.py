@@ -57,7 +57,7 @@ VIEW_META: dict[str, Any] = {"ui": {"resourceUri": VIEW_URI}}
 VIEW_KEY = "io.github.nbrelay/notebook"
 POLL_TOOL = "notebook_view"
 POLL_META: dict[str, Any] = {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}}
-POLL_DESCRIPTION = "Data for the MCP Apps notebook view; not for agents."
+POLL_DESCRIPTION = "For the MCP Apps view only."
 
 # Where a tool's arguments name its notebook: (argument, suffix), e.g. srcbook's session ids are
 # the notebook's path without ".ipynb".

@@ -39,7 +39,7 @@ class NewCell(BaseModel):
 
 NewCells = Annotated[
     list[NewCell | str],
-    Field(description="Cells to add; a plain string is a code cell."),
+    Field(description="A plain string is a code cell."),
 ]
 
 
@@ -69,9 +69,11 @@ def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact_listing(schema: dict[str, Any]) -> dict[str, Any]:
-    """A canonical tool's ``inputSchema`` as listed: single-use definitions in place, and no
-    ``default`` or ``minimum`` that goes without saying (a default of 0 or "", an integer's
-    minimum of 0 or 1). Calls are still checked against the full schema."""
+    """A canonical tool's ``inputSchema`` as listed: single-use definitions in place, ``anyOf``
+    of plain types as a list of types, no ``default`` or ``minimum`` that goes without saying
+    (a default of 0 or "", a minimum of 0, an integer's minimum of 1), no ``maximum`` and no
+    ``additionalProperties: false``. Calls are still checked against the full schema, so a
+    value past a bound or an unknown key is refused with an error that names it."""
 
     def drop(node: Any) -> Any:
         if isinstance(node, list):
@@ -79,13 +81,25 @@ def compact_listing(schema: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(node, dict):
             return node
         out = {k: drop(v) for k, v in node.items()}
-        if out.get("default", None) in (0, "") and out["default"] is not False:
+        if out.get("default") in (0, "") and out["default"] is not False:
             del out["default"]
-        if out.get("type") == "integer" and out.get("minimum") in (0, 1):
-            del out["minimum"]
+        if out.get("minimum") == 0 or (out.get("type") == "integer" and out.get("minimum") == 1):
+            del out["minimum"]  # counts, indexes, offsets and seconds are never negative
+        # Upper bounds are safety limits an agent meets only by asking for extreme values (the
+        # refusal names the bound); unknown keys in a cell object are refused the same way.
+        out.pop("maximum", None)
+        if out.get("additionalProperties") is False:
+            del out["additionalProperties"]
+        options = out.get("anyOf")
+        if isinstance(options, list) and all(set(o) == {"type"} for o in options):
+            del out["anyOf"]  # {"anyOf": [{"type": "string"}, {"type": "object"}]}
+            out["type"] = [o["type"] for o in options]
         return out
 
-    return cast(dict[str, Any], drop(inline_defs(schema)))
+    listed = cast(dict[str, Any], drop(inline_defs(schema)))
+    if not listed.get("properties"):
+        listed.pop("properties", None)  # a tool without parameters
+    return listed
 
 
 def specs(cells: list[NewCell | str]) -> list[CellSpec]:

@@ -46,7 +46,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         recursive: bool = True,
         pattern: Annotated[str | None, Field(description="Glob, e.g. '*/eda*'.")] = None,
     ) -> NotebookList:
-        """List notebooks (.ipynb) under a folder, with size and modified time (UTC).
+        """List notebooks (.ipynb) under a folder with size and modified time (UTC).
 
         Example: list_notebooks(folder="reports").
         """
@@ -61,7 +61,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         kernel: str = "python3",
         overwrite: bool = False,
     ) -> EditResult:
-        """Create a notebook, optionally with cells; overwrite=true replaces an existing file.
+        """Create a notebook, optionally with cells; overwrite=true replaces a file.
 
         Example: create_notebook(path="eda.ipynb", cells=["import pandas as pd", {"type": "markdown", "source": "# EDA"}]).
         """
@@ -80,11 +80,11 @@ def register(reg: Registrar, ws: Workspace) -> None:
         full: bool = False,
         output_budget: Budget = None,
     ) -> NotebookView:
-        """Read a notebook: per cell its id, type, first lines, output summary (full=true: whole cells).
+        """Read a notebook: per cell its id, type, first lines, output summary (full=true: whole cells); `next_start` if more remain.
 
-        Gives `next_start` if cells remain. In all tools paths are relative to the served folder;
-        a cell is a 0-based index (-1 = last) or id; cell lists also take 'start:end' ranges (end
-        excluded). Returns `version`: edits given it as expected_version refuse if it changed.
+        In all tools: paths are relative to the served folder; cells are 0-based indexes (-1 =
+        last) or ids, in lists also 'start:end' ranges (end excluded). Edits given this `version`
+        as expected_version refuse if the notebook changed.
         Example: read_notebook(path="eda.ipynb", start=50, full=true).
         """
         snap = await ws.read(path)
@@ -116,7 +116,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     # the model); it polls this while a run goes on.
     @reg.tool(kind="read", name=apps.POLL_TOOL, meta=apps.POLL_META)
     async def notebook_view(path: NbPath, ctx: Context) -> Any:
-        """Data for the MCP Apps notebook view; not for agents."""
+        """For the MCP Apps view only."""
         return await apps.poll(ctx, ws, path)
 
     @reg.tool(kind="read", example=False)
@@ -145,10 +145,12 @@ def register(reg: Registrar, ws: Workspace) -> None:
     async def insert_cells(
         path: NbPath,
         cells: NewCells,
-        index: Annotated[int | None, Field(description="Default: append.")] = None,
+        index: Annotated[
+            int | None, Field(description="Before this index; default: append.")
+        ] = None,
         after: Annotated[int | str | None, Field(description="Or after this cell.")] = None,
         expected_version: Version = None,
-        execute: Annotated[bool, Field(description="Then run them.")] = False,
+        execute: bool = False,
         ctx: Context | None = None,
     ) -> EditResult:
         """Insert cells; returns their ids and indexes.
@@ -182,10 +184,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
         ] = None,
         tags: list[str] | None = None,
         expected_version: Version = None,
-        execute: Annotated[bool, Field(description="Then run it.")] = False,
+        execute: bool = False,
         ctx: Context | None = None,
     ) -> EditResult:
-        """Change one cell: whole `source` or literal `find`/`replace` (better for small changes; returns a diff), type, metadata, tags; keeps outputs.
+        """Change one cell: whole `source` or literal `find`/`replace` (best for small edits; returns a diff), type, metadata, tags; keeps outputs.
 
         Example: edit_cell(path="eda.ipynb", cell=3, find="head()", replace="head(10)").
         """
@@ -240,7 +242,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     async def merge_cells(
         path: NbPath,
         cells: Refs,
-        separator: Annotated[str, Field(description="Put between sources.")] = "\n",
+        separator: str = "\n",
         expected_version: Version = None,
     ) -> EditResult:
         """Merge adjacent cells into the first (keeps its id and type); clears outputs.
@@ -290,7 +292,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         outputs: Annotated[bool, Field(description="Also search outputs.")] = False,
         limit: Annotated[int, Field(ge=1, le=1000)] = 100,
     ) -> SearchResult:
-        """Find lines matching text or a regex: each match's cell index, id and 0-based line.
+        """Find lines matching text or a regex: cell index, id and 0-based line of each.
 
         Example: search_notebook(path="eda.ipynb", pattern="read_csv").
         """
@@ -336,7 +338,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         steps: Annotated[int, Field(ge=1, le=1000)] = 1,
         expected_version: Version = None,
     ) -> EditResult:
-        """Revert your last `steps` edits (not outputs or runs); refuses if a cell involved changed since.
+        """Undo your last `steps` edits (not runs); refuses if a cell involved changed since.
 
         Example: undo(path="eda.ipynb", steps=2).
         """

@@ -24,6 +24,6 @@ def register(reg: Registrar, ws: Workspace) -> None:
         path: NbPath,
     ) -> SaveResult:
         """Wait until the file on disk holds every edit so far (live mode saves ~0.5 s after an
-        edit). Use before git or other programs read it."""
+        edit); use before git or other programs read it."""
         snap = await ws.save(path)
         return SaveResult(path=snap.path, version=snap.version)
