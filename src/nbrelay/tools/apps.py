@@ -133,10 +133,17 @@ class NotebookApps(Apps):
         given = (params.arguments or {}).get(name)
         if not isinstance(given, str) or not given:
             return result
+        ws = _workspace(ctx)
+        path = given + suffix
         try:
-            snap = await _workspace(ctx).peek(given + suffix)
-        except NbrelayError:  # the tool said what it had to; the view just stays as it was
-            return result
+            snap = await ws.peek(path)
+        except NbrelayError:  # a profile that adds the extension itself (mcp-jupyter), or none
+            if path.endswith(".ipynb"):
+                return result
+            try:
+                snap = await ws.peek(path + ".ipynb")
+            except NbrelayError:  # the tool said what it had to; the view stays as it was
+                return result
         result.meta = {**(result.meta or {}), VIEW_KEY: notebook_view(snap)}
         return result
 

@@ -61,7 +61,7 @@ def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
             return put({**defs[ref[8:]], **{k: v for k, v in node.items() if k != "$ref"}})
         return {k: put(v) for k, v in node.items() if not (k == "$defs" and node is schema)}
 
-    out = put(schema)
+    out = cast(dict[str, Any], put(schema))
     kept = {name: put(body) for name, body in defs.items() if name not in once}
     if kept:
         out["$defs"] = kept
