@@ -82,9 +82,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
     ) -> NotebookView:
         """Read a notebook: per cell its id, type, first lines, output summary (full=true: whole cells); `next_start` if more remain.
 
-        In all tools: paths are relative to the served folder; cells are 0-based indexes (-1 =
-        last) or ids, in lists also 'start:end' ranges (end excluded). Edits given this `version`
-        as expected_version refuse if the notebook changed.
+        In all tools: paths are relative to the served folder;
+        cells are 0-based indexes (-1 = last) or ids, in lists also 'start:end' ranges (end excluded).
+        Edits given this `version` as expected_version refuse if the notebook changed.
         Example: read_notebook(path="eda.ipynb", start=50, full=true).
         """
         snap = await ws.read(path)
