@@ -61,7 +61,7 @@ def _root(tmp_path: Path) -> Path:
     [
         ("ipynb-mcp", "get_formatted_content", {"filepath": "a.ipynb"}),
         ("mcp-jupyter", "query_notebook", {"notebook_path": "a", "query_type": "view_source"}),
-        ("jupyterlab-rtc", "read_nb_cells", {"path": "a.ipynb"}),
+        ("jupyterlab-rtc", "read_nb_cells", {"path": "/a.ipynb"}),
     ],
 )
 async def test_profile_tools_show_the_view(

@@ -109,9 +109,10 @@ class NotebookApps(Apps):
     """The Apps extension for a compatibility profile: its view tools get ``_meta.ui`` and, for
     clients that show views, their results get the view's data."""
 
-    def __init__(self, views: Mapping[str, PathArg | None]) -> None:
+    def __init__(self, views: Mapping[str, PathArg | None], *, slash_is_root: bool = False) -> None:
         super().__init__()
         self.views = dict(views)
+        self.slash_is_root = slash_is_root  # jupyterlab-rtc: "/a.ipynb" is a.ipynb in the root
 
     async def intercept_tool_call(
         self,
@@ -134,10 +135,10 @@ class NotebookApps(Apps):
         if not isinstance(given, str) or not given:
             return result
         ws = _workspace(ctx)
-        path = given + suffix
+        path = (given.lstrip("/") if self.slash_is_root else given) + suffix
         try:
             snap = await ws.peek(path)
-        except NbrelayError:  # a profile that adds the extension itself (mcp-jupyter), or none
+        except NbrelayError:  # mcp-jupyter adds ".ipynb" to a path without it
             if path.endswith(".ipynb"):
                 return result
             try:
@@ -153,7 +154,7 @@ def extension(profile: str = "canonical", tools: Sequence[Tool] = ()) -> Apps:
     and ``POLL_META`` themselves; for another profile, pass its registered ``tools`` and the
     ones ``VIEW_TOOLS`` names get the view (and ``notebook_view`` is listed with them)."""
     views = VIEW_TOOLS.get(profile, {})
-    apps = NotebookApps(views) if views else Apps()
+    apps = NotebookApps(views, slash_is_root=profile == "jupyterlab-rtc") if views else Apps()
     bound = [t for t in tools if t.name in views]
     for tool in bound:
         tool.meta = {**(tool.meta or {}), **VIEW_META}
