@@ -206,3 +206,134 @@ async def test_the_view_shows_cells_outputs_and_an_image_in_chromium(tmp_path: P
     plot = Image.open(io.BytesIO(picture)).convert("RGB")
     colours = plot.getcolors(maxcolors=1 << 16)
     assert colours is None or len(colours) > 20, "the image output is blank"
+
+
+def _live_host_page(view_html: str, arguments: dict[str, Any]) -> str:
+    """A host that proxies the view's ``tools/call`` to the server (``window.callTool``, bound
+    by the test to an MCP client) and holds the result back until the test hands it over."""
+
+    def script_json(value: Any) -> str:
+        return json.dumps(value).replace("</", "<\\/")
+
+    return f"""<!DOCTYPE html><html><body style="margin:0">
+<iframe id="view" sandbox="allow-scripts" style="width:860px;height:600px;border:0"></iframe>
+<script>
+window.log = []; window.calls = [];
+const frame = document.getElementById("view");
+const send = (m) => frame.contentWindow.postMessage(Object.assign({{jsonrpc: "2.0"}}, m), "*");
+window.sendResult = (result) => send({{method: "ui/notifications/tool-result", params: result}});
+window.addEventListener("message", async (e) => {{
+  if (e.source !== frame.contentWindow) return;
+  const m = e.data; window.log.push(m.method || "reply");
+  if (m.method === "ui/initialize") send({{id: m.id, result: {{protocolVersion: m.params.protocolVersion,
+      hostInfo: {{name: "test-host", version: "1"}}, hostCapabilities: {{serverTools: {{}}}},
+      hostContext: {{theme: "light"}}}}}});
+  else if (m.method === "ui/notifications/initialized")
+    send({{method: "ui/notifications/tool-input", params: {{arguments: {script_json(arguments)}}}}});
+  else if (m.method === "tools/call") {{
+    window.calls.push(m.params);
+    send({{id: m.id, result: JSON.parse(await window.callTool(JSON.stringify(m.params)))}});
+  }}
+}});
+frame.srcdoc = {script_json(view_html)};
+</script></body></html>"""
+
+
+async def test_the_view_follows_a_run_as_it_goes_in_chromium(tmp_path: Path) -> None:
+    """The view polls ``notebook_view`` through the host while ``execute`` runs: the first
+    cell's output and the running cell show before the call returns; then the result."""
+    from playwright.async_api import async_playwright
+
+    if not Path(CHROMIUM).exists():
+        missing_tool(f"Debian's chromium is not installed at {CHROMIUM} (scripts/test installs it)")
+    root = tmp_path / "root"
+    go = tmp_path / "go"
+    cells = (
+        "print('first part', flush=True)",
+        "import pathlib, time\n"
+        f"while not pathlib.Path({str(go)!r}).exists():\n    time.sleep(0.05)\n"
+        "print('second part')",
+    )
+    write_notebook(root / "run.ipynb", notebook(*cells))
+    arguments = {"path": "run.ipynb", "cells": [":"], "wait": PATIENCE}
+    async with Client(_server(root), extensions=[AppsSupport()]) as client:
+        (page_data,) = (await client.read_resource(VIEW_URI)).contents
+        assert isinstance(page_data, TextResourceContents)
+
+        async def call_tool(raw: str) -> str:  # the host's proxy to the server
+            params = json.loads(raw)
+            result = await client.call_tool(params["name"], params.get("arguments") or {})
+            return json.dumps(_wire(result))
+
+        finished: list[dict[str, Any]] = []
+        returned = anyio.Event()
+
+        async def run() -> None:
+            result = await client.call_tool("execute", arguments)
+            assert not result.is_error, text_of(result)
+            finished.append(_wire(result))
+            returned.set()
+
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(
+                executable_path=CHROMIUM, args=list(CHROMIUM_FLAGS), headless=True
+            )
+            try:
+                page = await browser.new_page(viewport={"width": 880, "height": 620})
+                await page.expose_function("callTool", call_tool)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(run)
+                    await page.set_content(_live_host_page(page_data.text, arguments))
+                    frame = page.frame_locator("#view")
+                    # during the run: the first output, and the second cell marked running
+                    await (
+                        frame.locator("section.cell")
+                        .nth(0)
+                        .locator(".out")
+                        .filter(has_text="first part")
+                        .wait_for(timeout=PATIENCE * 1000)
+                    )
+                    running = frame.locator("section.cell.running")
+                    await running.wait_for(timeout=PATIENCE * 1000)
+                    assert await running.get_attribute("data-id") == "c1"
+                    assert await running.locator(".prompt").text_content() == "[*]:"
+                    assert "running" in (await frame.locator("#meta").text_content() or "")
+                    assert not finished  # all of that came before the call returned
+                    go.write_text("go")
+                with anyio.fail_after(PATIENCE):
+                    await returned.wait()
+                await page.evaluate("(r) => window.sendResult(r)", finished[0])
+                second = frame.locator("section.cell").nth(1)
+                await (
+                    second.locator(".out")
+                    .filter(has_text="second part")
+                    .wait_for(timeout=PATIENCE * 1000)
+                )
+                assert await frame.locator("section.cell.running").count() == 0
+                assert await second.locator(".prompt").text_content() == "[2]:"
+                calls = await page.evaluate("window.calls")
+            finally:
+                await browser.close()
+    assert calls, "the view never asked for the notebook during the run"
+    assert {c["name"] for c in calls} == {"notebook_view"}
+    assert all(c["arguments"] == {"path": "run.ipynb"} for c in calls)
+
+
+async def test_notebook_view_is_for_views_only_and_hidden_from_models(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    async with Client(_server(root)) as plain:
+        tools = {t.name: t for t in (await plain.list_tools()).tools}
+        refused = await plain.call_tool("notebook_view", {"path": "a.ipynb"})
+    assert (tools["notebook_view"].meta or {})["ui"]["visibility"] == ["app"]
+    assert refused.is_error
+    assert "read_notebook" in text_of(refused)
+    async with Client(_server(root), extensions=[AppsSupport()]) as apps:
+        polled = await apps.call_tool("notebook_view", {"path": "a.ipynb"})
+    assert not polled.is_error, text_of(polled)
+    assert polled.structured_content == {
+        "path": "a.ipynb",
+        "version": polled.structured_content["version"],
+        "busy": False,
+    }
+    assert polled.meta is not None
+    assert [c["source"] for c in polled.meta[VIEW_KEY]["cells"]][1] == CELLS[1]

@@ -472,8 +472,8 @@ async def test_messages_name_the_parameter_what_it_takes_and_an_example(tmp_path
     assert str(info.value) == (
         "read_notebook has no argument `strat`. Did you mean `start`? It takes `path`, `start`, "
         "`limit`, `full`, `output_budget`. Invalid `limit`: 0 (an integer): should be greater "
-        "than or equal to 1. It takes an integer from 1 to 500. Cells to return. For example "
-        'limit=1. Example: read_notebook(path="eda.ipynb", start=50, full=true).'
+        "than or equal to 1. It takes an integer from 1 to 500. For example limit=1. Example: "
+        'read_notebook(path="eda.ipynb", start=50, full=true).'
     )
     with pytest.raises(InvalidArgument) as info:
         reg.arguments["delete_cells"].validate({"cells": [0]})

@@ -8,10 +8,11 @@ from pathlib import Path
 import nbformat
 import pytest
 from mcp import Client
+from mcp_types import ToolAnnotations
 
 from nbrelay.errors import NotebookInvalid
 from nbrelay.notebook.model import parse
-from tests.helpers import PATIENCE, call, call_error, notebook, write_notebook
+from tests.helpers import PATIENCE, call, call_error, notebook, text_of, write_notebook
 from tests.tools.conftest import SomeoneElse
 
 pytestmark = pytest.mark.anyio
@@ -50,20 +51,22 @@ async def test_the_tool_list_has_the_canonical_names_and_annotations(client: Cli
     assert set(CANONICAL) <= set(tools)
     assert tools["read_notebook"].annotations is not None
     assert tools["read_notebook"].annotations.read_only_hint is True
-    assert tools["delete_cells"].annotations is not None
-    assert tools["delete_cells"].annotations.read_only_hint is not True
-    assert tools["delete_cells"].annotations.destructive_hint is not False
+    # delete_cells sends no annotations: the spec's defaults (may destroy) are what it is
+    deleting = tools["delete_cells"].annotations or ToolAnnotations()
+    assert deleting.read_only_hint is not True
+    assert deleting.destructive_hint is not False
     assert tools["insert_cells"].annotations is not None
     assert tools["insert_cells"].annotations.destructive_hint is False
     for t in tools.values():
         assert t.description
         assert not t.description.startswith(" ")
-    # Examples stay in tools/list where they prevent a real mistake (the shape of cells, find/
-    # replace, regex escapes, chart options); every other tool shows its example in the error a
-    # wrong call gets.
-    for name in ("create_notebook", "edit_cell", "replace_in_notebook", "visualize_cell"):
-        assert "Example:" in (tools[name].description or ""), name
         assert "title" not in t.input_schema.get("properties", {}).get("path", {})
+        # no example in tools/list: the schemas show the shapes, and a wrong call's error gives
+        # the tool's example
+        assert "Example" not in t.description, t.name
+    wrong = await client.call_tool("create_notebook", {"path": "x.ipynb", "cells": [{"kind": 1}]})
+    assert wrong.is_error
+    assert 'Example: create_notebook(path="eda.ipynb", cells=[' in text_of(wrong)
 
 
 async def test_create_insert_edit_read_round_trip(client: Client, root: Path) -> None:

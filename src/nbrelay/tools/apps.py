@@ -10,29 +10,75 @@ model reads, so the view costs the agent nothing. Every other client gets exactl
 The view is one self-contained HTML file (package data): no network fetches, no external
 scripts, styles or fonts; notebook HTML outputs are shown in sandboxed frames without scripts.
 
-Profiles can reuse it: ``VIEW_META`` for the tool and ``with_view(ctx, result, snapshot)`` for
-the result.
+While a run goes on, the view updates itself: the host hands it the call's arguments
+(``ui/notifications/tool-input``) long before the result, and the view polls ``notebook_view``
+(``POLL_TOOL``) through the host (``tools/call``, a host with ``serverTools``) until the run is
+over. That tool is listed with ``visibility: ["app"]``, so hosts keep it from the model; it reads
+with ``Workspace.peek`` (the view's reads never count as the agent's) and reports which cells are
+queued or running. Outputs reach the notebook while a cell runs (at most every 2 s), so the view
+shows them as they come.
+
+Profiles: ``VIEW_TOOLS`` says which of a profile's tools show the view and where their
+arguments name the notebook. ``extension(profile, tools)`` stamps ``_meta.ui`` on those tools,
+adds their results' view data when the client shows views, and lists ``notebook_view`` for the
+profile. A profile tool whose notebook is not in its arguments (notebook-lr's current notebook)
+calls ``attach(ctx, ws, result, path)`` itself; ``with_view(ctx, result, snapshot)`` remains for a
+tool that holds the snapshot already.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import re
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcp.server.apps import Apps, ResourceCsp, client_supports_apps
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolRequestParams, CallToolResult, TextContent, ToolAnnotations
 
+from nbrelay.errors import InvalidArgument, NbrelayError
 from nbrelay.notebook.text import clean_text
 from nbrelay.stores.base import Snapshot
-from nbrelay.tools._boundary import to_result
+from nbrelay.tools._boundary import compact_json, to_result
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver.tools import Tool
+
+    from nbrelay.workspace import Workspace
 
 VIEW_URI = "ui://nbrelay/notebook.html"
 VIEW_META: dict[str, Any] = {"ui": {"resourceUri": VIEW_URI}}
 VIEW_KEY = "io.github.nbrelay/notebook"
+POLL_TOOL = "notebook_view"
+POLL_META: dict[str, Any] = {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}}
+POLL_DESCRIPTION = "For the MCP Apps view only."
+
+# Where a tool's arguments name its notebook: (argument, suffix), e.g. srcbook's session ids are
+# the notebook's path without ".ipynb".
+PathArg = tuple[str, str]
+# A profile's tools that show the view: tool name -> where its arguments name the notebook, or
+# None for a tool that attaches the view itself (``attach``). The canonical tools attach it
+# themselves (read_notebook, execute).
+VIEW_TOOLS: dict[str, dict[str, PathArg | None]] = {
+    "ipynb-mcp": {"get_formatted_content": ("filepath", "")},
+    "jupyterlab-rtc": {
+        "read_nb_cells": ("path", ""),
+        "modify_nb_cells": ("path", ""),
+        "insert_nb_cells": ("path", ""),
+    },
+    "mcp-jupyter": {
+        "query_notebook": ("notebook_path", ""),
+        "execute_notebook_code": ("notebook_path", ""),
+    },
+    "notebook-lr": {"list_cells": None, "execute_cell": None, "execute_all": None},
+    "srcbook": {"cell_execute": ("session_id", ".ipynb")},
+}
 
 # What one result may carry to the view: beyond these, outputs are cut or replaced by a note.
 _MAX_TEXT = 20_000  # characters per text output
@@ -42,14 +88,91 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _IMAGES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
 
 
+_READ_ONLY = ToolAnnotations(read_only_hint=True)
+
+
+def _path_args() -> list[PathArg]:
+    found = {("path", "")}
+    for tools in VIEW_TOOLS.values():
+        found.update(where for where in tools.values() if where is not None)
+    return sorted(found)
+
+
 @cache
 def view_html() -> str:
-    return resources.files("nbrelay.tools").joinpath("notebook_view.html").read_text("utf-8")
+    """The view's page, told which call arguments name the notebook (to poll during a run)."""
+    page = resources.files("nbrelay.tools").joinpath("notebook_view.html").read_text("utf-8")
+    return page.replace("/*PATH_ARGS*/[]", json.dumps(_path_args()))
 
 
-def extension() -> Apps:
-    """The Apps extension serving the view (tools are bound through ``VIEW_META``)."""
-    apps = Apps()
+class NotebookApps(Apps):
+    """The Apps extension for a compatibility profile: its view tools get ``_meta.ui`` and, for
+    clients that show views, their results get the view's data."""
+
+    def __init__(self, views: Mapping[str, PathArg | None], *, slash_is_root: bool = False) -> None:
+        super().__init__()
+        self.views = dict(views)
+        self.slash_is_root = slash_is_root  # jupyterlab-rtc: "/a.ipynb" is a.ipynb in the root
+
+    async def intercept_tool_call(
+        self,
+        params: CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> HandlerResult:
+        result = await call_next(ctx)
+        where = self.views.get(params.name)
+        if (
+            where is None
+            or not isinstance(result, CallToolResult)
+            or result.is_error
+            or VIEW_KEY in (result.meta or {})
+            or not _supports_apps(ctx)
+        ):
+            return result
+        name, suffix = where
+        given = (params.arguments or {}).get(name)
+        if not isinstance(given, str) or not given:
+            return result
+        ws = _workspace(ctx)
+        path = (given.lstrip("/") if self.slash_is_root else given) + suffix
+        try:
+            snap = await ws.peek(path)
+        except NbrelayError:  # mcp-jupyter adds ".ipynb" to a path without it
+            if path.endswith(".ipynb"):
+                return result
+            try:
+                snap = await ws.peek(path + ".ipynb")
+            except NbrelayError:  # the tool said what it had to; the view stays as it was
+                return result
+        result.meta = {**(result.meta or {}), VIEW_KEY: notebook_view(snap)}
+        return result
+
+
+def extension(profile: str = "canonical", tools: Sequence[Tool] = ()) -> Apps:
+    """The Apps extension serving the view. The canonical tools bind it through ``VIEW_META``
+    and ``POLL_META`` themselves; for another profile, pass its registered ``tools`` and the
+    ones ``VIEW_TOOLS`` names get the view (and ``notebook_view`` is listed with them)."""
+    views = VIEW_TOOLS.get(profile, {})
+    apps = NotebookApps(views, slash_is_root=profile == "jupyterlab-rtc") if views else Apps()
+    bound = [t for t in tools if t.name in views]
+    for tool in bound:
+        tool.meta = {**(tool.meta or {}), **VIEW_META}
+    if bound:
+
+        @apps.tool(
+            resource_uri=VIEW_URI,
+            visibility=["app"],
+            name=POLL_TOOL,
+            description=POLL_DESCRIPTION,
+            annotations=_READ_ONLY,
+        )
+        async def notebook_view(path: str, ctx: Context[Any]) -> CallToolResult:
+            try:
+                return await poll(ctx, _workspace(ctx.request_context), path)
+            except NbrelayError as exc:
+                raise ToolError(exc.render()) from exc
+
     apps.add_html_resource(
         VIEW_URI,
         view_html(),
@@ -72,6 +195,53 @@ def wants_view(ctx: Context[Any] | None) -> bool:
         return False
 
 
+def _supports_apps(ctx: ServerRequestContext[Any, Any]) -> bool:
+    try:
+        return client_supports_apps(ctx)
+    except (AttributeError, LookupError, ValueError):
+        return False
+
+
+def _workspace(ctx: ServerRequestContext[Any, Any]) -> Workspace:
+    """The server's workspace (what its lifespan yields)."""
+    return cast("Workspace", ctx.lifespan_context)
+
+
+async def attach(
+    ctx: Context[Any] | None, ws: Workspace, value: Any, path: str, **extra: Any
+) -> Any:
+    """``value`` with the view of the notebook at ``path`` as it is now, if the client shows
+    views (the one call a profile tool needs: ``return await apps.attach(ctx, ws, result,
+    path)``); unchanged otherwise. Reading for the view never counts as the agent's read."""
+    if not wants_view(ctx):
+        return value
+    return with_view(ctx, value, await ws.peek(path), **extra)
+
+
+async def poll(ctx: Context[Any] | None, ws: Workspace, path: str) -> CallToolResult:
+    """``notebook_view``: the notebook as it is now, and which of its cells are queued or
+    running, for the view to show while a run goes on."""
+    if not wants_view(ctx):
+        raise InvalidArgument(
+            f"{POLL_TOOL} serves the notebook view of MCP Apps hosts.",
+            hint="To read the notebook, use read_notebook.",
+        )
+    snap = await ws.peek(path)
+    status = {
+        cell.id: cell.status
+        for job in ws.jobs_of(snap.path)
+        for cell in job.cells
+        if cell.id is not None and cell.status in ("queued", "running")
+    }
+    summary = {"path": snap.path, "version": snap.version, "busy": bool(status)}
+    data = notebook_view(snap, status=status)
+    return CallToolResult(
+        content=[TextContent(text=compact_json(summary))],
+        structured_content=summary,
+        _meta={VIEW_KEY: data},
+    )
+
+
 def with_view(ctx: Context[Any] | None, value: Any, snap: Snapshot, **extra: Any) -> Any:
     """``value`` (a tool's return) with the notebook view in its ``_meta`` if the client shows
     views; unchanged otherwise."""
@@ -85,8 +255,11 @@ def with_view(ctx: Context[Any] | None, value: Any, snap: Snapshot, **extra: Any
     return result
 
 
-def notebook_view(snap: Snapshot, *, ran: list[str] | None = None) -> dict[str, Any]:
-    """The view's data: every cell with its source, execution count and outputs."""
+def notebook_view(
+    snap: Snapshot, *, ran: list[str] | None = None, status: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The view's data: every cell with its source, execution count and outputs; ``status``:
+    the cells a run has queued or is running (by id)."""
     budget = [_MAX_TOTAL]
     cells = []
     for cell in snap.notebook.cells:
@@ -107,6 +280,8 @@ def notebook_view(snap: Snapshot, *, ran: list[str] | None = None) -> dict[str, 
         "language": snap.notebook.language or "python",
         "cells": cells,
         "ran": ran or [],
+        "status": dict(status or {}),
+        "busy": bool(status),
     }
 
 

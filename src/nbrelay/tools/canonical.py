@@ -16,7 +16,16 @@ from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.tools import apps, execution, live, results, services
 from nbrelay.tools._boundary import Registrar
-from nbrelay.tools.arguments import NbPath, NewCells, Ref, Refs, Version, specs
+from nbrelay.tools.arguments import (
+    Budget,
+    NbPath,
+    NewCells,
+    Ref,
+    Refs,
+    Version,
+    compact_listing,
+    specs,
+)
 from nbrelay.tools.results import (
     CellRead,
     EditResult,
@@ -35,11 +44,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
     async def list_notebooks(
         folder: str = "",
         recursive: bool = True,
-        pattern: Annotated[
-            str | None, Field(description="Glob on the path, e.g. '*/eda*'.")
-        ] = None,
+        pattern: Annotated[str | None, Field(description="Glob, e.g. '*/eda*'.")] = None,
     ) -> NotebookList:
-        """List notebooks (.ipynb) in a folder and its sub-folders, with size and modified time (UTC).
+        """List notebooks (.ipynb) under a folder with size and modified time (UTC).
 
         Example: list_notebooks(folder="reports").
         """
@@ -47,14 +54,14 @@ def register(reg: Registrar, ws: Workspace) -> None:
             folder, await ws.list_notebooks(folder, recursive=recursive, pattern=pattern)
         )
 
-    @reg.tool(kind="write")
+    @reg.tool(kind="write", example=False)
     async def create_notebook(
         path: NbPath,
         cells: NewCells | None = None,
-        kernel: Annotated[str, Field(description="Kernelspec name.")] = "python3",
+        kernel: str = "python3",
         overwrite: bool = False,
     ) -> EditResult:
-        """Create a notebook, optionally with cells; refuses to replace a file unless overwrite=true.
+        """Create a notebook, optionally with cells; overwrite=true replaces a file.
 
         Example: create_notebook(path="eda.ipynb", cells=["import pandas as pd", {"type": "markdown", "source": "# EDA"}]).
         """
@@ -68,16 +75,16 @@ def register(reg: Registrar, ws: Workspace) -> None:
     async def read_notebook(
         path: NbPath,
         ctx: Context,
-        start: Annotated[int, Field(ge=0, description="First cell index.")] = 0,
-        limit: Annotated[int, Field(ge=1, le=500, description="Cells to return.")] = 50,
-        full: Annotated[bool, Field(description="Whole sources, outputs and metadata.")] = False,
-        output_budget: Annotated[
-            int | None, Field(ge=0, description="Max output characters.")
-        ] = None,
+        start: Annotated[int, Field(ge=0)] = 0,
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        full: bool = False,
+        output_budget: Budget = None,
     ) -> NotebookView:
-        """Read a notebook: an overview of its cells (id, type, first lines, output summary), or full cells.
+        """Read a notebook: per cell its id, type, first lines, output summary (full=true: whole cells); `next_start` if more remain.
 
-        Gives `next_start` if more cells remain; read_output gives cut outputs whole.
+        In all tools: paths are relative to the served folder;
+        cells are 0-based indexes (-1 = last) or ids, in lists also 'start:end' ranges (end excluded).
+        Edits given this `version` as expected_version refuse if the notebook changed.
         Example: read_notebook(path="eda.ipynb", start=50, full=true).
         """
         snap = await ws.read(path)
@@ -105,15 +112,20 @@ def register(reg: Registrar, ws: Workspace) -> None:
         # A client that shows MCP Apps views gets the same result with the view's data in _meta.
         return cast(NotebookView, apps.with_view(ctx, view, snap))
 
+    # The view's own tool (listed with visibility ["app"]: hosts that show views keep it from
+    # the model); it polls this while a run goes on.
+    @reg.tool(kind="read", name=apps.POLL_TOOL, meta=apps.POLL_META)
+    async def notebook_view(path: NbPath, ctx: Context) -> Any:
+        """For the MCP Apps view only."""
+        return await apps.poll(ctx, ws, path)
+
     @reg.tool(kind="read", example=False)
     async def read_cell(
         path: NbPath,
         cell: Ref,
-        output_budget: Annotated[
-            int | None, Field(ge=0, description="Max output characters.")
-        ] = None,
+        output_budget: Budget = None,
     ) -> CellRead:
-        """Read one cell in full: source, metadata and outputs (cut within output_budget).
+        """Read one cell whole: source, metadata, outputs (cut to output_budget).
 
         Example: read_cell(path="eda.ipynb", cell="a1b2c3d4") or read_cell(path="eda.ipynb", cell=-1).
         """
@@ -134,16 +146,14 @@ def register(reg: Registrar, ws: Workspace) -> None:
         path: NbPath,
         cells: NewCells,
         index: Annotated[
-            int | None, Field(description="Insert before this index; default: append.")
+            int | None, Field(description="Before this index; default: append.")
         ] = None,
-        after: Annotated[
-            int | str | None, Field(description="Insert after this cell (index or id).")
-        ] = None,
+        after: Annotated[int | str | None, Field(description="Or after this cell.")] = None,
         expected_version: Version = None,
-        execute: Annotated[bool, Field(description="Then run the new code cells.")] = False,
+        execute: bool = False,
         ctx: Context | None = None,
     ) -> EditResult:
-        """Insert cells (code, markdown or raw); returns their ids and indexes.
+        """Insert cells; returns their ids and indexes.
 
         Example: insert_cells(path="eda.ipynb", after="a1b2c3d4", cells=["df.describe()"]).
         """
@@ -158,11 +168,11 @@ def register(reg: Registrar, ws: Workspace) -> None:
             results.add_run(result, ran)
         return result
 
-    @reg.tool(kind="write")
+    @reg.tool(kind="write", example=False)
     async def edit_cell(
         path: NbPath,
         cell: Ref,
-        source: Annotated[str | None, Field(description="New whole source.")] = None,
+        source: str | None = None,
         find: Annotated[
             str | None, Field(description="Exact text to replace; must occur once.")
         ] = None,
@@ -174,12 +184,12 @@ def register(reg: Registrar, ws: Workspace) -> None:
         ] = None,
         tags: list[str] | None = None,
         expected_version: Version = None,
-        execute: Annotated[bool, Field(description="Then run the cell.")] = False,
+        execute: bool = False,
         ctx: Context | None = None,
     ) -> EditResult:
-        """Change one cell: whole source, a literal find/replace (prefer it for small changes; returns a diff), type, metadata or tags.
+        """Change one cell: whole `source` or literal `find`/`replace` (best for small edits; returns a diff), type, metadata, tags; keeps outputs.
 
-        Outputs are kept. Example: edit_cell(path="eda.ipynb", cell=3, find="head()", replace="head(10)").
+        Example: edit_cell(path="eda.ipynb", cell=3, find="head()", replace="head(10)").
         """
         if execute:
             ws.require_execution()
@@ -232,10 +242,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
     async def merge_cells(
         path: NbPath,
         cells: Refs,
-        separator: Annotated[str, Field(description="Text put between sources.")] = "\n",
+        separator: str = "\n",
         expected_version: Version = None,
     ) -> EditResult:
-        """Merge adjacent cells into the first (which keeps its id and type); outputs are cleared.
+        """Merge adjacent cells into the first (keeps its id and type); clears outputs.
 
         Example: merge_cells(path="eda.ipynb", cells=["2:4"]).
         """
@@ -251,7 +261,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         lines: list[int],
         expected_version: Version = None,
     ) -> EditResult:
-        """Split a cell before each given 0-based line; the first part keeps the id; outputs are cleared.
+        """Split a cell before each 0-based line in `lines`; the first part keeps the id; clears outputs.
 
         Example (lines 0-3 and 4-9): split_cell(path="eda.ipynb", cell=2, lines=[4]).
         """
@@ -262,10 +272,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
     @reg.tool(kind="destructive", example=False)
     async def clear_outputs(
         path: NbPath,
-        cells: list[int | str] | None = None,
+        cells: Refs | None = None,
         expected_version: Version = None,
     ) -> EditResult:
-        """Clear outputs and execution counts (all cells by default).
+        """Clear outputs and execution counts (default: all cells).
 
         Example: clear_outputs(path="eda.ipynb", cells=["3:6"]).
         """
@@ -282,7 +292,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         outputs: Annotated[bool, Field(description="Also search outputs.")] = False,
         limit: Annotated[int, Field(ge=1, le=1000)] = 100,
     ) -> SearchResult:
-        """Find lines matching text or a regex: each match's cell index, id and 0-based line.
+        """Find lines matching text or a regex: cell index, id and 0-based line of each.
 
         Example: search_notebook(path="eda.ipynb", pattern="read_csv").
         """
@@ -291,17 +301,17 @@ def register(reg: Registrar, ws: Workspace) -> None:
         )
         return results.search_result(snap, matches, limit)
 
-    @reg.tool(kind="write")
+    @reg.tool(kind="write", example=False)
     async def replace_in_notebook(
         path: NbPath,
         find: Annotated[str, Field(description="Text, or a regex with regex=true.")],
         replace: Annotated[str, Field(description="Regex: \\1, \\g<name>.")],
-        cells: Annotated[list[int | str] | None, Field(description="Default: all.")] = None,
+        cells: Refs | None = None,
         regex: bool = False,
         case_sensitive: bool = True,
         expected_version: Version = None,
     ) -> EditResult:
-        """Find and replace across cell sources in one edit (one undo step); returns diffs, keeps outputs.
+        """Find and replace in cell sources (default: all cells) as one edit; returns diffs, keeps outputs.
 
         Example: rename a variable: replace_in_notebook(path="eda.ipynb", find="\\bdf\\b", replace="sales", regex=true).
         """
@@ -328,7 +338,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         steps: Annotated[int, Field(ge=1, le=1000)] = 1,
         expected_version: Version = None,
     ) -> EditResult:
-        """Revert your last `steps` edits (not outputs or runs); refuses if a cell involved changed since.
+        """Undo your last `steps` edits (not runs); refuses if a cell involved changed since.
 
         Example: undo(path="eda.ipynb", steps=2).
         """
@@ -340,3 +350,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
     execution.register(reg, ws)
     services.register(reg, ws)
     live.register(reg, ws)
+    for tool in reg.tools:  # what tools/list sends (call arguments are checked separately)
+        tool.parameters = compact_listing(tool.parameters)
+        if tool.annotations is not None and tool.annotations.open_world_hint is False:
+            # Hosts judge approval by readOnly/destructive; "no external world" is implied by
+            # a notebook tool and costs every agent 22 bytes a tool.
+            hints = tool.annotations.model_copy(update={"open_world_hint": None})
+            tool.annotations = hints if hints.model_dump(exclude_none=True) else None

@@ -23,8 +23,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     async def save_notebook(
         path: NbPath,
     ) -> SaveResult:
-        """Wait until the file on disk holds every edit so far (live mode saves ~0.5 s after
-        the last edit; file mode before each returns). Use before git or other programs read it.
-        """
+        """Wait until the file on disk holds every edit so far (live mode saves ~0.5 s after an
+        edit); use before git or other programs read it."""
         snap = await ws.save(path)
         return SaveResult(path=snap.path, version=snap.version)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from nbrelay.errors import InvalidArgument
 from nbrelay.tools import results
 from nbrelay.tools._boundary import Registrar
-from nbrelay.tools.arguments import NbPath
+from nbrelay.tools.arguments import NbPath, Ref
 from nbrelay.tools.resources import export_uri, output_uri
 from nbrelay.tools.results import VisualData
 from nbrelay.workspace import ExportOutcome, Workspace
@@ -88,15 +88,14 @@ def register(reg: Registrar, ws: Workspace) -> None:
     async def export_notebook(
         path: NbPath,
         format: ExportFormat = "ipynb",
-        outputs: Annotated[bool, Field(description="Include outputs.")] = True,
+        outputs: bool = True,
         save: Annotated[bool, Field(description="Write it next to the notebook.")] = False,
         to: Annotated[str | None, Field(description="Or write it to this path.")] = None,
         overwrite: bool = False,
         max_chars: Annotated[int, Field(ge=1000, le=5_000_000)] = 100_000,
     ) -> Any:
-        """Export a notebook; text returns in `content`, a PDF as an embedded resource.
+        """Export a notebook: text in `content`, PDF as an embedded resource; save/to write a file (overwrite=true replaces one).
 
-        save/to write a file instead (never over one unless overwrite=true).
         Example: export_notebook(path="eda.ipynb", format="pdf", save=true).
         """
         done = await ws.export_notebook(
@@ -113,9 +112,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
 
     @reg.tool(kind="write", example=False)
     async def import_notebook(
-        path: Annotated[str, Field(description="The new notebook.")],
+        path: NbPath,
         content: Annotated[
-            str | dict[str, Any] | None, Field(description="Text (or notebook JSON) to import.")
+            str | dict[str, Any] | None, Field(description="Text or notebook JSON.")
         ] = None,
         source: Annotated[str | None, Field(description="Or a file under the root.")] = None,
         format: ImportFormat = "auto",
@@ -132,10 +131,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
         changed = [results.CellLoc(index=i, id=c) for i, c in enumerate(snap.notebook.ids)]
         return results.EditResult(path=snap.path, version=snap.version, changed=changed)
 
-    @reg.tool(kind="execute")
+    @reg.tool(kind="execute", example=False)
     async def visualize_cell(
         path: NbPath,
-        cell: Annotated[int | str, Field(description="Cell index or id.")],
+        cell: Ref,
         type: Literal["auto", "chart", "table", "graph"] = "auto",
         options: Annotated[
             dict[str, Any] | None,
