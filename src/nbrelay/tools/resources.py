@@ -54,7 +54,7 @@ from nbrelay.notebook.address import resolve_one
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.base import Snapshot
 from nbrelay.timestamps import utc_iso
-from nbrelay.tools import results
+from nbrelay.tools import results, sdk
 from nbrelay.workspace import Workspace
 
 logger = logging.getLogger("nbrelay")
@@ -330,7 +330,7 @@ class ChangeFeed:
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> object:
     """The client connection a request came on (its session object is made per request)."""
-    return getattr(ctx.session, "_connection", None) or ctx.session
+    return sdk.connection_of(ctx.session) or ctx.session
 
 
 def _affected(rest: str, found: changes.CellChanges) -> bool:
@@ -400,9 +400,10 @@ def _output(snap: Snapshot, cell: str, output: int) -> tuple[int, str, dict[str,
 
 def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
     """Register the notebook resources on ``server`` and the legacy subscribe handlers."""
-    low = server._lowlevel_server
-    low.add_request_handler("resources/subscribe", SubscribeRequestParams, feed.subscribe)
-    low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, feed.unsubscribe)
+    sdk.add_request_handler(server, "resources/subscribe", SubscribeRequestParams, feed.subscribe)
+    sdk.add_request_handler(
+        server, "resources/unsubscribe", UnsubscribeRequestParams, feed.unsubscribe
+    )
 
     def image(ext: str, mime: str) -> None:
         @server.resource(
