@@ -24,7 +24,7 @@ from nbrelay.notebook import render
 from nbrelay.notebook.model import Notebook, new_notebook
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools.execution import follow
-from nbrelay.tools.notebook_lr_views import NotebookInfo
+from nbrelay.tools.notebook_lr.views import NotebookInfo
 from nbrelay.workspace import Workspace
 
 T = TypeVar("T")

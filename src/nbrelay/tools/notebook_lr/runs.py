@@ -11,8 +11,8 @@ from pydantic import Field
 
 from nbrelay.errors import InvalidArgument, NotebookExists
 from nbrelay.notebook.model import new_notebook
-from nbrelay.tools.notebook_lr_context import Current, ran_cells
-from nbrelay.tools.notebook_lr_views import (
+from nbrelay.tools.notebook_lr.context import Current, ran_cells
+from nbrelay.tools.notebook_lr.views import (
     CellList,
     CellOutput,
     Index,

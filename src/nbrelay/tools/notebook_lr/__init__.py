@@ -11,7 +11,7 @@ Outputs keep notebook-lr's shape (``{"type": "stream", "name", "text"}``,
 ``execute_cell`` also send a cell's images as image content.
 
 The tools are module-level functions taking the current notebook (``Current``) first:
-``notebook_lr_cells`` (cells) and ``notebook_lr_runs`` (the notebook, runs, variables);
+``cells`` (cells) and ``runs`` (the notebook, runs, variables);
 ``TOOLS`` lists them in the order tools/list shows them.
 """
 
@@ -20,10 +20,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nbrelay.tools import notebook_lr_cells as cells
-from nbrelay.tools import notebook_lr_runs as runs
 from nbrelay.tools._boundary import Kind, Registrar, bind
-from nbrelay.tools.notebook_lr_context import WORDS, Current
+from nbrelay.tools.notebook_lr import cells, runs
+from nbrelay.tools.notebook_lr.context import WORDS, Current
 from nbrelay.workspace import Workspace
 
 TOOLS: list[tuple[Callable[..., Awaitable[Any]], Kind]] = [

@@ -12,8 +12,8 @@ from nbrelay.errors import CellNotFound, NotebookExists, NotebookNotFound
 from nbrelay.notebook import address, moves
 from nbrelay.notebook.edits import CellSpec, Plan
 from nbrelay.notebook.model import Notebook
-from nbrelay.tools.notebook_lr_context import Current
-from nbrelay.tools.notebook_lr_views import (
+from nbrelay.tools.notebook_lr.context import Current
+from nbrelay.tools.notebook_lr.views import (
     CellList,
     CellOutput,
     FindResult,
