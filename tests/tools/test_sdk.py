@@ -58,7 +58,7 @@ def _structured(result: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_arguments_reach_the_tool_as_sent(mode: str) -> None:
     """hand_over_arguments: the SDK would json-decode "[1]" sent to a ``str | None``."""
-    async with Client(_server(), mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(_server(), mode=mode) as client:
         got = _structured(await client.call_tool("_echo", {"text": "[1]"}))
     assert got["text"] == "[1]"
     assert got["reader"].startswith("bound:")
