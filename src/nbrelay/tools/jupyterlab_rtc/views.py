@@ -13,8 +13,8 @@ from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import address
 from nbrelay.stores.base import Document, Snapshot
 from nbrelay.tools._boundary import compact_json
-from nbrelay.tools.execution import execution_view, follow, saved_then_run
 from nbrelay.tools.results import ExecutionResult, iso
+from nbrelay.tools.runs import execution_view, follow, saved_then_run
 from nbrelay.workspace import NotebookSession, Workspace
 
 NbPath = Annotated[str, Field(description="Path to the notebook file")]

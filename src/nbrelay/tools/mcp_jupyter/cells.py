@@ -14,7 +14,6 @@ from nbrelay import jupyter_api
 from nbrelay.config import safe_url
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
 from nbrelay.notebook.edits import CellSpec
-from nbrelay.tools.execution import saved_then_run
 from nbrelay.tools.mcp_jupyter.context import Served
 from nbrelay.tools.mcp_jupyter.views import (
     OPERATIONS,
@@ -30,6 +29,7 @@ from nbrelay.tools.mcp_jupyter.views import (
     server_of,
 )
 from nbrelay.tools.results import iso
+from nbrelay.tools.runs import saved_then_run
 
 
 async def modify_notebook_cells(

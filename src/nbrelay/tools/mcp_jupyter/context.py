@@ -13,8 +13,8 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import render
 from nbrelay.notebook.address import describe_bounds
-from nbrelay.tools.execution import follow
 from nbrelay.tools.mcp_jupyter.views import shown_output
+from nbrelay.tools.runs import follow
 from nbrelay.workspace import Workspace
 
 

@@ -19,6 +19,7 @@ from nbrelay.notebook.address import describe_bounds
 from nbrelay.notebook.edits import CellSpec
 from nbrelay.notebook.model import Cell, Notebook
 from nbrelay.tools._boundary import compact_json
+from nbrelay.tools.runs import joined_text
 
 QUERY_TYPES = ("view_source", "check_server", "list_sessions", "get_position_index")
 OPERATIONS = ("add_code", "edit_code", "add_markdown", "edit_markdown", "delete")
@@ -170,10 +171,6 @@ def index_of(
     )
 
 
-def _text(value: Any) -> str:
-    return "".join(str(v) for v in value) if isinstance(value, list) else str(value)
-
-
 def shown_output(output: dict[str, Any], budget: render.Budget, hint: str) -> dict[str, Any]:
     """An output as the original returns it: images become a text indicator and HTML its text;
     long text is cut in the middle, within the call's shared ``budget``."""
@@ -191,16 +188,16 @@ def shown_output(output: dict[str, Any], budget: render.Budget, hint: str) -> di
         images = [m.split("/")[1].upper() for m in IMAGE_TYPES if data.pop(m, None) is not None]
         html = data.pop("text/html", None)
         if html is not None and "text/plain" not in data:
-            data["text/plain"] = render.html_to_text(_text(html))
+            data["text/plain"] = render.html_to_text(joined_text(html))
         if images:
             indicator = f"Image generated ({', '.join(images)} format)"
-            plain = _text(data.get("text/plain", ""))
+            plain = joined_text(data.get("text/plain", ""))
             data["text/plain"] = f"{plain} - {indicator}" if plain else indicator
         if "text/plain" in data:
-            data["text/plain"] = fit(_text(data["text/plain"]))
+            data["text/plain"] = fit(joined_text(data["text/plain"]))
         out["data"] = data
     elif kind == "stream":
-        out["text"] = fit(_text(out.get("text", "")))
+        out["text"] = fit(joined_text(out.get("text", "")))
     elif kind == "error":
         out["traceback"] = [
             fit(render.strip_ansi(str(line))) for line in out.get("traceback") or []

@@ -23,8 +23,8 @@ from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import render
 from nbrelay.notebook.model import Notebook, new_notebook
 from nbrelay.stores.base import Snapshot
-from nbrelay.tools.execution import follow
 from nbrelay.tools.notebook_lr.views import NotebookInfo
+from nbrelay.tools.runs import follow
 from nbrelay.workspace import Workspace
 
 T = TypeVar("T")

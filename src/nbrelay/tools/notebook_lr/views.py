@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import render
 from nbrelay.notebook.model import Cell
-from nbrelay.tools.execution import images_or_skip
+from nbrelay.tools.runs import images_or_skip
 
 INDEX_HINT = "Indexes are zero-based; call list_cells to see the cells."
 CUT_HINT = "raise --output-budget to see more"
