@@ -25,7 +25,7 @@ import inspect
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, cast
 
@@ -50,6 +50,10 @@ logger = logging.getLogger("nbrelay")
 # it talks to a kernel that runs code.
 Kind = Literal["read", "inspect", "write", "destructive", "execute"]
 P = ParamSpec("P")
+# A profile's tools: module-level functions ``fn(state, ...)`` and their kinds, in the order
+# tools/list shows them. ``"runs"``: a tool that runs code by default (exec=true), registered with
+# the kind the profile gives for it (it only edits on a server that runs no code).
+ToolTable = Sequence[tuple[Callable[..., Awaitable[Any]], Kind | Literal["runs"]]]
 
 # Only hints that differ from the spec's defaults (readOnly false, destructive true,
 # idempotent false, openWorld true) are spelled out; openWorld only where it qualifies a change
@@ -109,6 +113,11 @@ class Registrar:
     def explain(self, exc: NbrelayError) -> str:
         """An error's text in this profile's words (for profiles that return errors as fields)."""
         return exc.render(self.words)
+
+    def add(self, tools: ToolTable, state: Any, *, runs: Kind = "execute") -> None:
+        """Register a profile's ``tools`` with ``state`` (its workspace or context) bound."""
+        for fn, kind in tools:
+            self.tool(kind=runs if kind == "runs" else kind)(bind(fn, state))
 
     def tool(
         self,

@@ -11,27 +11,20 @@ tools/list shows them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
-
-from nbrelay.tools._boundary import Kind, Registrar, bind
+from nbrelay.tools._boundary import Registrar, ToolTable
 from nbrelay.tools.jupyterlab_rtc import documents, notebooks
 from nbrelay.tools.jupyterlab_rtc.views import WORDS
 from nbrelay.workspace import Workspace
 
-# modify/insert run code by default (exec=true), so they are announced as tools that run code,
-# unless this server runs none (then exec is ignored and they only edit).
-RUNS: Literal["runs"] = "runs"
-
-TOOLS: list[tuple[Callable[..., Awaitable[Any]], Kind | Literal["runs"]]] = [
+TOOLS: ToolTable = [
     (notebooks.begin_nb_session, "write"),
     (notebooks.end_nb_session, "write"),
     (notebooks.query_nb_sessions, "read"),
     (notebooks.list_nbs, "read"),
     (notebooks.get_nb_stat, "read"),
     (notebooks.read_nb_cells, "read"),
-    (notebooks.modify_nb_cells, RUNS),
-    (notebooks.insert_nb_cells, RUNS),
+    (notebooks.modify_nb_cells, "runs"),
+    (notebooks.insert_nb_cells, "runs"),
     (notebooks.delete_nb_cells, "destructive"),
     (notebooks.restart_nb_kernel, "execute"),
     (documents.list_documents, "read"),
@@ -47,6 +40,6 @@ TOOLS: list[tuple[Callable[..., Awaitable[Any]], Kind | Literal["runs"]]] = [
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the jupyterlab-rtc tools."""
     reg.words = WORDS
-    runs: Kind = "write" if ws.settings.no_execute else "execute"
-    for fn, kind in TOOLS:
-        reg.tool(kind=runs if kind == RUNS else kind)(bind(fn, ws))
+    # modify/insert run code by default (exec=true), so they are announced as tools that run code,
+    # unless this server runs none (then exec is ignored and they only edit).
+    reg.add(TOOLS, ws, runs="write" if ws.settings.no_execute else "execute")

@@ -14,22 +14,15 @@ were set up with) first: ``query`` (query_notebook, execute_notebook_code) and `
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
-
-from nbrelay.tools._boundary import Kind, Registrar, bind
+from nbrelay.tools._boundary import Registrar, ToolTable
 from nbrelay.tools.mcp_jupyter import cells, query
 from nbrelay.tools.mcp_jupyter.context import Served
 from nbrelay.tools.mcp_jupyter.views import WORDS
 from nbrelay.workspace import Workspace
 
-# modify_notebook_cells runs code by default (execute=true), so it is announced as a tool that
-# runs code, unless this server runs none (then execute is ignored).
-RUNS: Literal["runs"] = "runs"
-
-TOOLS: list[tuple[Callable[..., Awaitable[Any]], Kind | Literal["runs"]]] = [
+TOOLS: ToolTable = [
     (query.query_notebook, "read"),
-    (cells.modify_notebook_cells, RUNS),
+    (cells.modify_notebook_cells, "runs"),
     (query.execute_notebook_code, "execute"),
     (cells.setup_notebook, "write"),
 ]
@@ -39,7 +32,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     """Register the mcp-jupyter tools."""
     reg.exact = True
     reg.words = WORDS
-    runs: Kind = "destructive" if ws.settings.no_execute else "execute"
     served = Served(ws)
-    for fn, kind in TOOLS:
-        reg.tool(kind=runs if kind == RUNS else kind)(bind(fn, served))
+    # modify_notebook_cells runs code by default (execute=true), so it is announced as a tool that
+    # runs code, unless this server runs none (then execute is ignored).
+    reg.add(TOOLS, served, runs="destructive" if ws.settings.no_execute else "execute")

@@ -17,15 +17,12 @@ The tools are module-level functions taking the current notebook (``Current``) f
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-from nbrelay.tools._boundary import Kind, Registrar, bind
+from nbrelay.tools._boundary import Registrar, ToolTable
 from nbrelay.tools.notebook_lr import cells, runs
 from nbrelay.tools.notebook_lr.context import WORDS, Current
 from nbrelay.workspace import Workspace
 
-TOOLS: list[tuple[Callable[..., Awaitable[Any]], Kind]] = [
+TOOLS: ToolTable = [
     (cells.get_cell_source, "read"),
     (cells.update_cell_source, "write"),
     (cells.add_cell, "write"),
@@ -51,5 +48,4 @@ def register(reg: Registrar, ws: Workspace) -> None:
     reg.exact = True
     reg.words = WORDS
     current = Current(ws)
-    for fn, kind in TOOLS:
-        reg.tool(kind=kind)(bind(fn, current))
+    reg.add(TOOLS, current)
