@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nbrelay.config import Settings
 from nbrelay.server import build_server
-from nbrelay.tools.resources import POLL_INTERVAL
+from nbrelay.tools.feed import POLL_INTERVAL
 from tests.fault_kernels.install import install
 from tests.helpers import call, notebook, write_notebook
 from tests.http.harness import http_client, http_server

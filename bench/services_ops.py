@@ -27,7 +27,7 @@ from mcp import Client
 
 from nbrelay.config import Settings
 from nbrelay.server import build_server
-from nbrelay.tools.resources import POLL_INTERVAL
+from nbrelay.tools.feed import POLL_INTERVAL
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.helpers import write_notebook

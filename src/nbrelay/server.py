@@ -19,7 +19,7 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.sandbox import launch_policy
 from nbrelay.notebook.text import scrub
 from nbrelay.stores.files import FileStore
-from nbrelay.tools import apps, canonical, resources
+from nbrelay.tools import apps, canonical, resources, sdk
 from nbrelay.tools._boundary import Registrar
 from nbrelay.workspace import Workspace
 
@@ -73,22 +73,6 @@ PROFILES: dict[str, ProfileRegister] = {
 
 # Profiles with resources of their own (beside the nbrelay:// ones every profile has).
 PROFILE_RESOURCES: dict[str, ProfileResources] = {"srcbook": _lazy("srcbook", "register_resources")}
-
-
-def _plain_sdk_logging() -> None:
-    """Keep the SDK from importing ``rich`` for its log handler (a tenth of start-up, and
-    memory): nbrelay logs plain lines to stderr, and once logging is configured the SDK's own
-    ``basicConfig`` call does nothing anyway."""
-    import logging
-
-    import mcp.server.mcpserver.server as sdk
-
-    def configure(level: str = "INFO") -> None:
-        if not logging.getLogger().handlers:
-            logging.basicConfig(level=level, format="%(message)s")
-
-    if hasattr(sdk, "configure_logging"):
-        sdk.configure_logging = configure
 
 
 async def sendable(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -196,7 +180,7 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
                 f"--tools names unknown tool(s): {', '.join(unknown)}.",
                 hint=f"Tools of profile {settings.profile!r}: {', '.join(every.registered)}.",
             )
-    _plain_sdk_logging()
+    sdk.plain_logging()
     server: MCPServer[Any] = MCPServer(
         "nbrelay",
         version=__version__,

@@ -489,7 +489,7 @@ async def test_messages_name_the_parameter_what_it_takes_and_an_example(tmp_path
 async def test_the_sdk_alone_still_decodes_json_looking_strings() -> None:
     """Why nbrelay takes argument handling over: a bare MCPServer tool with a ``str | None``
     parameter gets "[1]" as a list and refuses it. When an SDK release stops doing this, this
-    test fails: the takeover in tools/_boundary.py may then shrink."""
+    test fails: the takeover in tools/sdk.py (hand_over_arguments) may then go."""
     server: MCPServer[Any] = MCPServer("bare")
 
     @server.tool()

@@ -7,32 +7,22 @@ Cancelling the MCP request interrupts the kernel.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import io
-from collections.abc import Iterator
 from typing import Annotated, Any
 
-import anyio
 from mcp.server.mcpserver import Context
-from mcp_types import ImageContent
 from pydantic import BaseModel, Field
 
-from nbrelay.errors import InvalidArgument, KernelError, NbrelayError, NotebookInvalid
+from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.base import KernelInfo
-from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
-from nbrelay.notebook.text import clean_text
 from nbrelay.tools import apps
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.arguments import NbPath, Ref, Wait
-from nbrelay.tools.results import ExecutionResult, RunCell, RunOutput, image_pointer, iso
+from nbrelay.tools.results import ExecutionResult, iso
+from nbrelay.tools.runs import execution_view, follow, image_content, joined_text
+from nbrelay.tools.runs import run_after_edit as run_after_edit
 from nbrelay.workspace import Workspace
-
-MAX_IMAGE_SIDE = 1568  # pixels; larger images are downscaled before they are sent
-MAX_IMAGE_BYTES = 1_000_000
-PROGRESS_EVERY = 10.0
 
 
 class KernelView(BaseModel):
@@ -114,166 +104,6 @@ def kernel_view(info: KernelInfo) -> KernelView:
         last_activity=iso(info.last_activity),
         restarts=info.restarts or None,
     )
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, list):
-        return "".join(str(v) for v in value)
-    return value if isinstance(value, str) else str(value)
-
-
-def image_content(mime: str, data: str) -> ImageContent:
-    """An MCP image, downscaled (as PNG, or JPEG for photos) when over the size limits."""
-    from PIL import Image
-
-    try:
-        raw = base64.b64decode(data)
-        with Image.open(io.BytesIO(raw)) as img:
-            if len(raw) > MAX_IMAGE_BYTES or max(img.size) > MAX_IMAGE_SIDE:
-                img.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE))
-                out = io.BytesIO()
-                if mime == "image/jpeg":
-                    img.convert("RGB").save(out, "JPEG", quality=85)
-                else:
-                    img.save(out, "PNG", optimize=True)
-                    mime = "image/png"
-                raw = out.getvalue()
-    except (ValueError, OSError, MemoryError, Image.DecompressionBombError) as exc:
-        # Bad base64 (binascii.Error is a ValueError), not an image, truncated, or a bomb.
-        raise NotebookInvalid(
-            f"the output's {mime} image is damaged and cannot be shown ({type(exc).__name__}: "
-            f"{str(exc)[:120]}).",
-            hint="Its other representations (text/plain) are still readable; run the cell "
-            "again to make the image anew.",
-        ) from exc
-    return ImageContent(mime_type=mime, data=base64.b64encode(raw).decode("ascii"))
-
-
-def images_or_skip(mime: str, data: str, into: list[ImageContent]) -> None:
-    """Add the image to ``into`` unless it is damaged (a list of pictures shows what it can)."""
-    with contextlib.suppress(NotebookInvalid):
-        into.append(image_content(mime, data))
-
-
-_Pending = list[tuple[int, dict[str, Any], render.OutputText, int]]
-
-
-def _pending(job: Job, cell: CellRun) -> _Pending:
-    """The outputs of a cell with text not returned before: (index, output, text, offset)."""
-    pending: _Pending = []
-    for k, out in enumerate(job.cell_outputs(cell)):
-        shown = render.output_text(out)
-        start = cell.delivered.get(k, 0)
-        if start > len(shown.text):
-            start = 0
-        if start == len(shown.text) and k in cell.delivered:
-            continue
-        pending.append((k, out, shown, start))
-    return pending
-
-
-def _cell_view(
-    job: Job,
-    cell: CellRun,
-    pending: _Pending,
-    budget: render.Budget,
-    images: list[ImageContent] | None,
-) -> RunCell:
-    views: list[RunOutput] = []
-    for k, out, shown, start in pending:
-        text, cut, any_shown = budget.take(shown.text[start:], "read_output for all of it")
-        if shown.image and cell.id is not None and images is None:
-            text = f"{text} ({image_pointer(job.path, cell.id, k)})"
-        view = RunOutput(
-            output=k,
-            type=shown.kind,
-            text=text,
-            name=out.get("name") if out.get("output_type") == "stream" else None,
-            image=shown.image,
-            offset=start or None,
-            cut=cut or None,
-        )
-        if not any_shown and shown.text:
-            view.omitted = f"{len(shown.text) - start:,} characters not shown (output budget 0)"
-        cell.delivered[k] = len(shown.text)
-        if images is not None and shown.image and shown.image != "image/svg+xml":
-            images_or_skip(shown.image, _text(out["data"][shown.image]), images)
-        views.append(view)
-    status = cell.status
-    return RunCell(
-        index=cell.index if cell.id is not None else None,
-        id=cell.id,
-        status=status,
-        execution_count=cell.execution_count if cell.id is not None else None,
-        seconds=round(cell.seconds, 2) if cell.seconds else None,
-        outputs=views or None,
-        note=cell.message or None,
-    )
-
-
-def execution_view(
-    ws: Workspace, job: Job, *, budget: int | None = None, images: bool = False
-) -> ExecutionResult | tuple[ExecutionResult, *tuple[ImageContent, ...]]:
-    limit = ws.settings.output_budget
-    shared = render.Budget(budget if budget is not None else limit, limit)
-    pictures: list[ImageContent] | None = [] if images else None
-    # The budget is shared by every output of every cell: a flood in one cell leaves the
-    # others their heads (a cell's short result is never crowded out by an earlier one).
-    pending = [_pending(job, c) for c in job.cells]
-    shared.plan([s.text[start:] for p in pending for _, _, s, start in p])
-    cells = [
-        _cell_view(job, c, p, shared, pictures) for c, p in zip(job.cells, pending, strict=True)
-    ]
-    notes = list(job.notes)
-    if job.error and job.state == "done" and any(c.status == "skipped" for c in job.cells):
-        notes.insert(0, f"stopped early: {job.error}")
-    if job.state != "done":
-        notes.append(f'still {job.state}: poll get_execution(handle="{job.handle}")')
-    if job.state_lost:
-        notes.append("the kernel restarted, so its variables were lost")
-    unencodable = sum(c.unencodable for c in job.outputs.cells.values())
-    if unencodable:
-        notes.append(
-            f"the kernel sent {unencodable} unpaired surrogate code point(s), which are not valid "
-            "Unicode; they are shown and saved as U+FFFD"
-        )
-    result = ExecutionResult(
-        path=job.path,
-        status=job.state,
-        handle=job.handle if job.state != "done" else None,
-        kernel=job.kernel,
-        cells=cells,
-        version=job.version,
-        seconds=round(job.elapsed, 2),
-        state_lost=job.state_lost or None,
-        note="; ".join(notes) or None,
-    )
-    if pictures:
-        return (result, *pictures)
-    return result
-
-
-async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | None) -> None:
-    """Wait for a job with progress notifications; a cancelled request stops the job."""
-    seconds = ws.settings.execution_wait if wait is None else wait
-    sent = 0
-
-    async def progress(j: Job) -> None:
-        nonlocal sent
-        if ctx is None:
-            return
-        sent += 1
-        current = j.current()
-        where = f"cell {current.index} ({current.id}) " if current and current.id else ""
-        tail = j.tail_text(300)
-        message = f"{where}running {j.elapsed:.0f} s" + (f": …{tail}" if tail else "")
-        await ctx.report_progress(sent, None, clean_text(message))
-
-    try:
-        await ws.wait_job(job, seconds, progress, interval=PROGRESS_EVERY)
-    except anyio.get_cancelled_exc_class():
-        job.stop.set()
-        raise
 
 
 def register(reg: Registrar, ws: Workspace) -> None:
@@ -365,7 +195,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if mime.startswith("image/") and mime != "image/svg+xml":
             base.total = render.image_bytes_len(str(value))
             return (base, image_content(mime, str(value)))
-        text = _text(value)
+        text = joined_text(value)
         end = len(text) if length is None else min(offset + length, len(text))
         base.total, base.text = len(text), text[offset:end]
         base.next_offset = end if end < len(text) else None
@@ -464,31 +294,3 @@ def register(reg: Registrar, ws: Workspace) -> None:
             skipped=found.get("failed") or None,
             note=f"restored {len(names)} names",
         )
-
-
-async def run_after_edit(
-    ws: Workspace, path: str, ids: list[str], ctx: Context | None
-) -> ExecutionResult | None:
-    """Run the given cells after an edit (insert-and-run, edit-and-run); None if none is code."""
-    snap = await ws.read(path)
-    code = [c["id"] for c in snap.notebook.cells if c["id"] in ids and c["cell_type"] == "code"]
-    if not code:
-        return None
-    with saved_then_run():
-        job = await ws.execute(path, code)
-    await follow(ws, job, None, ctx)
-    view = execution_view(ws, job)
-    return view if isinstance(view, ExecutionResult) else view[0]
-
-
-@contextlib.contextmanager
-def saved_then_run() -> Iterator[None]:
-    """Around starting the run that follows an edit: a failure to start (no such kernel, a
-    limit) must say that the edit itself was saved, or the agent would make it twice."""
-    try:
-        yield
-    except NbrelayError as exc:
-        raise KernelError(
-            f"the change was saved, but its cells could not be run: {exc.message}",
-            hint=exc.hint,
-        ) from exc

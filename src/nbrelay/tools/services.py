@@ -17,8 +17,8 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.tools import results
 from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.arguments import NbPath, Ref
-from nbrelay.tools.resources import export_uri, output_uri
 from nbrelay.tools.results import VisualData
+from nbrelay.tools.uris import export_uri, output_uri
 from nbrelay.workspace import ExportOutcome, Workspace
 
 ExportFormat = Literal["ipynb", "json", "markdown", "html", "pdf", "script", "percent", "myst"]

@@ -1,0 +1,277 @@
+"""jupyterlab-rtc's session and notebook tools: sessions, notebooks, range-based cells, the
+kernel."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from nbrelay.errors import InvalidArgument
+from nbrelay.notebook import address, render
+from nbrelay.notebook.edits import CellSpec
+from nbrelay.tools.jupyterlab_rtc.views import (
+    CellInsertion,
+    CellItem,
+    CellItems,
+    CellModification,
+    CellRange,
+    Done,
+    Exec,
+    NbPath,
+    NotebookItem,
+    NotebookItems,
+    NotebookStat,
+    SessionResult,
+    SessionsResult,
+    as_given,
+    kernel_view,
+    lab_path,
+    ran,
+    range_ref,
+    run_cells,
+    session_view,
+)
+from nbrelay.tools.results import iso
+from nbrelay.workspace import Workspace
+
+
+async def begin_nb_session(ws: Workspace, path: NbPath) -> SessionResult:
+    """Begin a real-time collaboration session for a notebook.
+
+    Live mode joins the notebook's collaboration room (a person in JupyterLab sees the
+    agent's edits as they happen); file mode opens the notebook and starts its kernel.
+    """
+    if ws.settings.no_execute:
+        snap = await ws.read(lab_path(path))
+        return SessionResult(
+            path=as_given(path, snap.path),
+            status="connected",
+            message="Notebook opened (this server runs no code, so no kernel was started)",
+        )
+    session = await ws.begin_session(lab_path(path))
+    snap = await ws.read(session.path)
+    message = (
+        "RTC session started successfully"
+        if session.live
+        else "Session started successfully (file mode: the notebook is open and its kernel "
+        "runs; there is no live collaboration)"
+    )
+    return SessionResult(
+        path=as_given(path, session.path),
+        session_id=session.session_id,
+        file_id=session.file_id,
+        status="connected",
+        message=message,
+        kernel=kernel_view(ws, snap),
+    )
+
+
+async def end_nb_session(ws: Workspace, path: NbPath) -> SessionResult:
+    """End a real-time collaboration session for a notebook.
+
+    Live mode leaves the room (the kernel keeps running); file mode shuts the kernel down.
+    """
+    session = await ws.end_session(lab_path(path))
+    rel = as_given(path, ws.relative(lab_path(path)))
+    if session is None:
+        return SessionResult(
+            path=rel, status="not_found", message="No active session for this notebook"
+        )
+    message = "RTC session ended successfully" if session.live else "Session ended successfully"
+    return SessionResult(path=rel, status="disconnected", message=message)
+
+
+async def query_nb_sessions(
+    ws: Workspace,
+    root_path: Annotated[
+        str | None,
+        Field(
+            description="Directory path to search for notebook sessions (default: lab root directory)"
+        ),
+    ] = None,
+) -> SessionsResult:
+    """Query the status of real-time collaboration sessions for notebooks in a directory."""
+    folder = lab_path(root_path)
+    if folder:
+        await ws.list_notebooks(folder, recursive=False)  # the folder must exist
+    views = [await session_view(ws, s, root_path) for s in ws.sessions(folder)]
+    return SessionsResult(
+        root_path=root_path if root_path is not None else "",
+        sessions=views,
+        total_sessions=len(views),
+        active_sessions=sum(v.status == "connected" for v in views),
+    )
+
+
+async def list_nbs(
+    ws: Workspace,
+    path: Annotated[
+        str | None,
+        Field(description="Directory path to search for notebooks (default: root directory)"),
+    ] = None,
+) -> NotebookItems:
+    """List all notebook files under a specified directory, recursively."""
+    found = await ws.list_notebooks(lab_path(path), recursive=True)
+    return NotebookItems(
+        notebooks=[
+            NotebookItem(
+                path=as_given(path, e.path),
+                name=posixpath.basename(e.path),
+                last_modified=iso(e.modified),
+            )
+            for e in found
+        ]
+    )
+
+
+async def get_nb_stat(ws: Workspace, path: NbPath) -> NotebookStat:
+    """Get status information about a notebook, including cell count and kernel information."""
+    snap = await ws.read(lab_path(path))
+    return NotebookStat(
+        path=as_given(path, snap.path),
+        cell_count=len(snap.notebook.cells),
+        last_modified=iso(await ws.last_modified(snap)),
+        kernel=kernel_view(ws, snap),
+    )
+
+
+async def read_nb_cells(
+    ws: Workspace,
+    path: NbPath,
+    ranges: Annotated[
+        list[CellRange] | None,
+        Field(description="Array of cell ranges to read (default: all cells)"),
+    ] = None,
+) -> CellItems:
+    """Read multiple cells by specifying ranges.
+
+    Indexes are 0-based and `end` is excluded; a range without `end` reads to the
+    notebook's end. Code cells also give their outputs as text. Example: ranges=[{"start": 0, "end": 3}].
+    """
+    snap = await ws.read(lab_path(path))
+    nb = snap.notebook
+    indexes: list[int] = []
+    for r in ranges if ranges is not None else [CellRange(start=0)]:
+        end = len(nb.cells) if r.end is None else min(r.end, len(nb.cells))
+        if end == r.start == len(nb.cells):
+            continue  # reading "to the end" from the end (of an empty notebook, say)
+        ref = range_ref(CellRange(start=r.start, end=end))
+        indexes += [i for i in address.resolve(nb.ids, ref) if i not in indexes]
+    budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
+    rendered = render.render_many([nb.cells[i] for i in indexes], budget)
+    cells = []
+    for i, outputs in zip(indexes, rendered, strict=True):
+        cell = nb.cells[i]
+        item = CellItem(
+            index=i, id=cell["id"], content=str(cell.get("source", "")), type=cell["cell_type"]
+        )
+        if cell["cell_type"] == "code":
+            item.execution_count = cell.get("execution_count")
+            item.outputs = outputs or None
+        cells.append(item)
+    return CellItems(cells=cells)
+
+
+async def modify_nb_cells(
+    ws: Workspace,
+    path: NbPath,
+    modifications: Annotated[
+        list[CellModification], Field(description="Array of cell modifications")
+    ],
+    ctx: Context,
+    exec: Exec = True,
+) -> Done:
+    """Modify multiple cells by specifying ranges, with optional execution.
+
+    Every cell in a range gets the content. Indexes are 0-based, `end` excluded; a range
+    without `end` runs to the notebook's end. All ranges are checked first: out of range,
+    nothing changes. Example: modifications=[{"range": {"start": 2, "end": 3}, "content": "x = 1"}].
+    """
+    rel = lab_path(path)
+    outcome = await ws.set_sources(rel, [(range_ref(m.range), m.content) for m in modifications])
+    execution = await run_cells(ws, rel, list(outcome.plan.touched), ctx) if exec else None
+    n = len(modifications)
+    return Done(
+        message=f"Successfully modified {n} cell range{'s' if n != 1 else ''}" + ran(execution, ws),
+        modified_ranges=n,
+        executed=execution is not None,
+        execution=execution,
+    )
+
+
+async def insert_nb_cells(
+    ws: Workspace,
+    path: NbPath,
+    position: Annotated[int, Field(description="Position to insert the cells")],
+    cells: Annotated[list[CellInsertion], Field(description="Array of cells to insert")],
+    ctx: Context,
+    exec: Exec = True,
+) -> Done:
+    """Insert multiple cells at a specified location, with optional execution.
+
+    `position` is the 0-based index the first new cell gets (the cell count appends).
+    Example: position=0, cells=[{"type": "markdown", "content": "# Title"}].
+    """
+    rel = lab_path(path)
+    outcome = await ws.insert_cells(
+        rel, [CellSpec(c.type, c.content) for c in cells], index=position
+    )
+    ids = list(outcome.plan.touched)
+    execution = await run_cells(ws, rel, ids, ctx) if exec else None
+    return Done(
+        message=f"Successfully inserted {len(ids)} cell{'s' if len(ids) != 1 else ''}"
+        + ran(execution, ws),
+        cell_ids=ids,
+        executed=execution is not None,
+        execution=execution,
+    )
+
+
+async def delete_nb_cells(
+    ws: Workspace,
+    path: NbPath,
+    ranges: Annotated[list[CellRange], Field(description="Array of cell ranges to delete")],
+) -> Done:
+    """Delete multiple cells by specifying ranges.
+
+    Indexes are 0-based, `end` excluded; a range without `end` runs to the notebook's end.
+    Example: ranges=[{"start": 3, "end": 5}] deletes cells 3 and 4.
+    """
+    if not ranges:
+        raise InvalidArgument("ranges is empty.", hint='Give ranges like [{"start": 3}].')
+    outcome = await ws.delete_cells(lab_path(path), [range_ref(r) for r in ranges])
+    n = len(outcome.plan.touched)
+    return Done(message=f"Successfully deleted {n} cell{'s' if n != 1 else ''}", deleted=n)
+
+
+async def restart_nb_kernel(
+    ws: Workspace,
+    path: NbPath,
+    ctx: Context,
+    clear_contents: Annotated[
+        bool, Field(description="Whether to clear cell contents after restart")
+    ] = False,
+    exec: Annotated[bool, Field(description="Whether to execute cells after restart")] = True,
+) -> Done:
+    """Restart the kernel of a specified notebook, with options to clear contents and execute cells.
+
+    clear_contents clears the cells' outputs (their source is kept); exec then runs every
+    code cell from the top.
+    """
+    rel = lab_path(path)
+    await ws.restart_kernel(rel)
+    if clear_contents:
+        await ws.clear_outputs(rel)
+    execution = await run_cells(ws, rel, None, ctx) if exec else None
+    message = "Kernel restarted successfully"
+    if clear_contents:
+        message += ", outputs cleared"
+    return Done(
+        message=message + ran(execution, ws),
+        cleared=clear_contents,
+        executed=execution is not None,
+        execution=execution,
+    )

@@ -1,0 +1,228 @@
+"""jupyterlab-rtc's parameters, results and error words, and the helpers its tools share."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+
+from nbrelay.errors import NbrelayError, Vocabulary
+from nbrelay.kernels.jobs import Job
+from nbrelay.notebook import address
+from nbrelay.stores.base import Document, Snapshot
+from nbrelay.tools._boundary import compact_json
+from nbrelay.tools.results import ExecutionResult, iso
+from nbrelay.tools.runs import execution_view, follow, saved_then_run
+from nbrelay.workspace import NotebookSession, Workspace
+
+NbPath = Annotated[str, Field(description="Path to the notebook file")]
+DocPath = Annotated[str, Field(description="Path to the document")]
+Exec = Annotated[bool, Field(description="Whether to execute the cells")]
+MAX_CONTENT = 65536  # bytes of a document's content that get_document_info returns
+
+
+class CellRange(BaseModel):
+    start: Annotated[int, Field(description="Starting cell index")]
+    end: Annotated[int | None, Field(description="Ending cell index (exclusive)")] = None
+
+
+class CellModification(BaseModel):
+    range: Annotated[CellRange, Field(description="Cell range to modify")]
+    content: Annotated[str, Field(description="New content for the cells")]
+
+
+class CellInsertion(BaseModel):
+    type: Annotated[Literal["code", "markdown"], Field(description="Cell type")] = "code"
+    content: Annotated[str, Field(description="Cell content")]
+
+
+class SessionResult(BaseModel):
+    path: str
+    session_id: str | None = None
+    file_id: str | None = None
+    status: str
+    message: str
+    kernel: dict[str, Any] | None = None
+
+
+class SessionView(BaseModel):
+    path: str
+    session_id: str
+    file_id: str
+    status: str
+    cell_count: int | None = None
+    last_activity: str | None = None
+    message: str
+
+
+class SessionsResult(BaseModel):
+    root_path: str
+    sessions: list[SessionView]
+    total_sessions: int
+    active_sessions: int
+
+
+class NotebookItem(BaseModel):
+    path: str
+    name: str
+    last_modified: str
+
+
+class NotebookItems(BaseModel):
+    notebooks: list[NotebookItem]
+
+
+class NotebookStat(BaseModel):
+    path: str
+    cell_count: int
+    last_modified: str
+    kernel: dict[str, Any]
+
+
+class CellItem(BaseModel):
+    index: int
+    id: str
+    content: str
+    type: str
+    execution_count: int | None = None
+    outputs: list[dict[str, Any]] | None = None
+
+
+class CellItems(BaseModel):
+    cells: list[CellItem]
+
+
+class Done(BaseModel):
+    """A success message with the counts the original reports."""
+
+    message: str
+    path: str | None = None
+    modified_ranges: int | None = None
+    deleted: int | None = None
+    cell_ids: list[str] | None = None
+    executed: bool | None = None
+    cleared: bool | None = None
+    execution: ExecutionResult | None = None
+
+
+class Exists(BaseModel):
+    exists: bool
+
+
+def lab_path(path: str | None) -> str:
+    """A JupyterLab path: relative to the root, where a leading ``/`` also means the root."""
+    return (path or "").lstrip("/")
+
+
+def as_given(given: str | None, rel: str) -> str:
+    """A path in the caller's style: ``/example/nb.ipynb`` for a caller who wrote a leading
+    ``/``, ``example/nb.ipynb`` otherwise (a folder of ``""`` is the root, ``/``)."""
+    if (given or "").startswith("/"):
+        return "/" + rel
+    return rel
+
+
+def range_ref(r: CellRange) -> address.CellRef:
+    """A seed range as an address: ``end`` excluded; without ``end``, to the notebook's end."""
+    return f"{r.start}:" if r.end is None else f"{r.start}:{r.end}"
+
+
+def doc_view(doc: Document, given: str | None = None) -> dict[str, Any]:
+    return {
+        "name": doc.name,
+        "path": as_given(given, doc.path),
+        "type": doc.type,
+        "created": iso(doc.created),
+        "last_modified": iso(doc.modified),
+        "size": doc.size,
+        "writable": doc.writable,
+    }
+
+
+def json_reply(value: Any) -> CallToolResult:
+    """A plain JSON result: the JSON as text; structured content is the object itself, or
+    ``{"result": ...}`` for anything else (a list), as structured content must be an object."""
+    structured = value if isinstance(value, dict) else {"result": value}
+    return CallToolResult(
+        content=[TextContent(text=compact_json(value))], structured_content=structured
+    )
+
+
+def kernel_view(ws: Workspace, snap: Snapshot) -> dict[str, Any]:
+    info = ws.kernel_info(snap.path)
+    if info is None:
+        return {"name": snap.notebook.kernel_name or "python3", "state": "not started"}
+    return {"name": info.name, "id": info.kernel_id, "state": info.state}
+
+
+async def run_cells(
+    ws: Workspace, path: str, ids: list[str] | None, ctx: Context | None
+) -> ExecutionResult | None:
+    """Run the code cells among ``ids`` (None: all) to the end; None if there is none to run."""
+    snap = await ws.read(path)
+    code = [
+        c["id"]
+        for c in snap.notebook.cells
+        if c.get("cell_type") == "code" and (ids is None or c["id"] in ids)
+    ]
+    if not code or ws.settings.no_execute:
+        return None
+    with saved_then_run():
+        job: Job = await ws.execute(path, code)
+    patience = (ws.timeout_for(None) + ws.settings.interrupt_grace + 10) * len(code)
+    await follow(ws, job, patience, ctx)
+    view = execution_view(ws, job)
+    return view if isinstance(view, ExecutionResult) else view[0]
+
+
+def ran(execution: ExecutionResult | None, ws: Workspace) -> str:
+    if execution is not None:
+        return f" and executed the code cells ({execution.status})"
+    return " (not executed: this server runs no code)" if ws.settings.no_execute else ""
+
+
+_AGAIN = "Call read_nb_cells to see the notebook as it is now, then retry."
+# How errors say things here (see nbrelay.errors): this profile's tools.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Indexes are 0-based; a range's end is excluded.",
+        "see_cells": "Call read_nb_cells to see the cells.",
+        "read_again": _AGAIN,
+        "stale": _AGAIN,
+        "positions": _AGAIN,
+        "reread_cell": "Read the cell again (read_nb_cells) and redo your edit on its current "
+        "source.",
+        "missing": "Call list_nbs to see the notebooks, or create_document to make one.",
+        "list_all": "list_nbs with no path lists all.",
+        "see_paths": "Give a path relative to the root; list_nbs shows what is there.",
+        "exists": "Pick another path, or delete_document the old one first.",
+        "read_it": "Read it with read_nb_cells.",
+        "read_later": "Read it with read_nb_cells in a minute, or create it under another name.",
+        "restart": "call restart_nb_kernel",
+        "interrupt": "restart it (restart_nb_kernel)",
+        "start_kernel": "Run a cell (insert_nb_cells or modify_nb_cells with exec=true) to "
+        "start one.",
+    }
+)
+
+
+async def session_view(ws: Workspace, s: NotebookSession, given: str | None) -> SessionView:
+    count, activity = None, s.last_activity
+    try:
+        snap = await ws.read(s.path)
+        count = len(snap.notebook.cells)
+        activity = max(activity, await ws.last_modified(snap) or 0.0)
+    except NbrelayError:
+        pass
+    prefix = "RTC session" if s.live else "Session"
+    return SessionView(
+        path=as_given(given, s.path),
+        session_id=s.session_id,
+        file_id=s.file_id,
+        status="connected" if s.active else "disconnected",
+        cell_count=count,
+        last_activity=iso(activity) if activity else None,
+        message=f"{prefix} is active" if s.active else f"{prefix} ended",
+    )

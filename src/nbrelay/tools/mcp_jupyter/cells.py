@@ -1,0 +1,201 @@
+"""mcp-jupyter's modify_notebook_cells (add, edit, delete cells; run what it adds) and
+setup_notebook."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult
+from pydantic import Field
+
+from nbrelay import jupyter_api
+from nbrelay.config import safe_url
+from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
+from nbrelay.notebook.edits import CellSpec
+from nbrelay.tools.mcp_jupyter.context import Served
+from nbrelay.tools.mcp_jupyter.views import (
+    OPERATIONS,
+    VIEW_HINT,
+    WORDS,
+    NotebookPath,
+    initial_cells,
+    ipynb,
+    need_content,
+    need_position,
+    position,
+    reply,
+    server_of,
+)
+from nbrelay.tools.results import iso
+from nbrelay.tools.runs import saved_then_run
+
+
+async def modify_notebook_cells(
+    state: Served,
+    notebook_path: NotebookPath,
+    operation: Annotated[
+        str,
+        Field(
+            description="One of: 'add_code' (add and optionally execute a code cell at end or specific position), 'edit_code' (edit a code cell at specific position), 'add_markdown' (add a markdown cell at end or specific position), 'edit_markdown' (edit an existing markdown cell at specific position), 'delete' (delete a cell at specific position)."
+        ),
+    ],
+    ctx: Context,
+    cell_content: Annotated[
+        str | None,
+        Field(
+            description="Content for the cell (required for add_code, edit_code, add_markdown, edit_markdown)"
+        ),
+    ] = None,
+    position_index: Annotated[
+        int | float | None,
+        Field(
+            description="Position index for all operations (0-indexed). Optional for add_code/add_markdown (if not provided, cells are added at the end). Required for edit_code, edit_markdown, and delete."
+        ),
+    ] = None,
+    execute: Annotated[
+        bool, Field(description="Whether to execute code cells after adding/editing")
+    ] = True,
+) -> CallToolResult:
+    """Modify notebook cells (add, edit, delete) on the user-provided server.
+
+    This consolidates all cell modification operations into a single tool following MCP best practices.
+    Default to execute=True unless the user requests otherwise or you have good reason not to
+    execute immediately. Refused if the notebook changed since you last viewed it: view it again
+    with query_notebook first.
+
+    Returns: add_code/edit_code with execute=True: execution_count, outputs, status; with execute=False: empty dict; add_markdown/edit_markdown/delete: message and error fields.
+    """
+    if operation not in OPERATIONS:
+        raise InvalidArgument(
+            f"Invalid operation: {operation}. Must be one of: {', '.join(OPERATIONS)}"
+        )
+    path = ipynb(notebook_path)
+    index = position(position_index)
+    if operation in ("add_code", "edit_code", "add_markdown", "edit_markdown"):
+        need_content(cell_content, operation)
+    if operation in ("edit_code", "edit_markdown", "delete"):
+        need_position(index, operation)
+    snap = await state.ws.unchanged_since_viewed(path, hint=VIEW_HINT)
+    run = execute and not state.ws.settings.no_execute
+    content = cell_content or ""
+    if operation == "add_code":
+        at = None if index is None else min(index, len(snap.notebook.cells))
+        outcome = await state.ws.insert_cells(
+            path, [CellSpec("code", content)], index=at, expected_version=snap.version
+        )
+        if not run:
+            return reply({})
+        new = outcome.after.notebook.ids.index(outcome.plan.touched[0])
+        try:
+            return reply(await state.run_cell(path, new, ctx))
+        except NbrelayError as exc:
+            return reply(
+                {"error": exc.render(WORDS), "message": "Cell was added but execution failed"}
+            )
+    if operation == "edit_code":
+        await state.ws.edit_cell(
+            path,
+            need_position(index, operation),
+            source=content,
+            cell_type="code",
+            clear_outputs=True,
+            expected_version=snap.version,
+        )
+        if not run:
+            return reply({})
+        with saved_then_run():
+            return reply(await state.run_cell(path, need_position(index, operation), ctx))
+    result = {"message": "", "error": ""}
+    try:
+        if operation == "add_markdown":
+            at = None if index is None else min(index, len(snap.notebook.cells))
+            await state.ws.insert_cells(
+                path, [CellSpec("markdown", content)], index=at, expected_version=snap.version
+            )
+            result["message"] = (
+                "Markdown cell added" if at is None else f"Markdown cell inserted at position {at}"
+            )
+        elif operation == "edit_markdown":
+            await state.ws.edit_cell(
+                path,
+                need_position(index, operation),
+                source=content,
+                cell_type="markdown",
+                expected_version=snap.version,
+            )
+            result["message"] = "Markdown cell edited"
+        else:
+            await state.ws.delete_cells(
+                path, [need_position(index, operation)], expected_version=snap.version
+            )
+            result["message"] = "Cell deleted"
+    except NbrelayError as exc:
+        result["error"] = exc.render(WORDS)
+    return reply(result)
+
+
+async def setup_notebook(
+    state: Served,
+    notebook_path: Annotated[
+        str,
+        Field(
+            description="Path to the notebook, relative to the Jupyter server root (.ipynb is added if missing)."
+        ),
+    ],
+    cells: Annotated[
+        list[Any] | None,
+        Field(description="Optional list of initial cell contents for a new notebook."),
+    ] = None,
+    server_url: Annotated[
+        str | None,
+        Field(
+            description="Optional Jupyter server URL, remembered for this notebook (check_server probes it). In live mode it must be the server nbrelay serves."
+        ),
+    ] = None,
+) -> CallToolResult:
+    """Prepare notebook for use and connect to the kernel on the user-provided server.
+    Will create a new Jupyter notebook if needed on the server.
+
+    Call it first for every notebook. Note that notebook_path must be relative to the Jupyter
+    server root, not an absolute filesystem path.
+
+    Returns: dict with information about the notebook and a status message.
+    """
+    path = ipynb(notebook_path)
+    url = server_of(server_url) if server_url else None
+    if url is not None and state.configured is not None and not state.served_here(url):
+        raise InvalidArgument(
+            f"server_url {safe_url(url)!r} is not the Jupyter Server this nbrelay serves "
+            f"({jupyter_api.base_url(state.configured)}).",
+            hint="Leave server_url out, or start nbrelay with --jupyter-url set to that server.",
+        )
+    try:
+        await state.ws.read(path)
+        message = f"Notebook {path} already exists"
+    except NotebookNotFound:
+        await state.ws.create_notebook(path, initial_cells(cells or []))
+        message = f"Notebook {path} created"
+    if not state.ws.settings.no_execute:
+        await state.ws.begin_session(path)
+    snap = await state.ws.view(path)
+    if url is not None:
+        state.servers[snap.path] = url
+    info: dict[str, Any] = {
+        "message": message,
+        "name": posixpath.basename(snap.path),
+        "path": snap.path,
+        "type": "notebook",
+        "last_modified": iso(await state.ws.last_modified(snap)) or None,
+        "cell_count": len(snap.notebook.cells),
+        "kernel": None,
+    }
+    kernel = state.ws.kernel_info(snap.path)
+    if kernel is not None:
+        info["kernel"] = {
+            "id": kernel.kernel_id,
+            "name": kernel.name,
+            "execution_state": kernel.state,
+        }
+    return reply(info)

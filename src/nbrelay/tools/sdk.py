@@ -1,0 +1,139 @@
+"""Every use of the MCP SDK's internals, in one place.
+
+nbrelay builds on ``mcp`` 2.x's public API (``MCPServer``, ``Tool.from_function``,
+``Context``, ``ToolError``). Where it needs more than that API gives, it reaches into the SDK
+here and nowhere else, so an SDK upgrade that moves these parts breaks this module alone:
+
+* argument hand-over: ``FuncMetadata.validate_arguments`` (``mcp.server.mcpserver.utilities``)
+  is replaced so the SDK passes a call's arguments on untouched and nbrelay validates them
+  (``nbrelay.tools.validation``); pinned by tests/tools/test_arguments.py;
+* the context parameter: a tool that declares no ``Context`` still receives one
+  (``Tool.context_kwarg``), to learn which client calls;
+* the output schema a tool declares (``Tool.fn_metadata.output_schema``);
+* the client connection behind a request (``ServerSession._connection``: the session object is
+  made per request) and the HTTP session id (``request_context.request.headers``);
+* request handlers the high-level server does not register (``MCPServer._lowlevel_server``:
+  the legacy ``resources/subscribe``);
+* the SDK's log set-up (``mcp.server.mcpserver.server.configure_logging``), kept from importing
+  ``rich``.
+
+tests/tools/test_sdk.py checks each of these against the installed SDK, and
+tests/tools/golden/ holds every profile's ``tools/list`` as a client receives it.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from pydantic import BaseModel
+
+# The keyword arguments the SDK passes to a tool's wrapper in place of the call's own.
+RAW_ARGUMENTS = "_nbrelay_arguments"
+CONTEXT_KWARG = "_nbrelay_context"
+
+
+class _HandOver(FuncMetadata):
+    """The SDK's argument metadata, validating nothing: the arguments go to the wrapper as sent."""
+
+    def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        return {RAW_ARGUMENTS: dict(arguments_to_validate)}
+
+
+def hand_over_arguments(tool: Tool) -> type[BaseModel]:
+    """Make the SDK hand ``tool``'s arguments over unvalidated, as one keyword argument named
+    ``RAW_ARGUMENTS``; returns the argument model the SDK built from the function's signature
+    (its fields are the tool's parameters).
+
+    MCPServer validates a call's arguments with ``FuncMetadata.validate_arguments`` before the
+    tool runs. It json-decodes any string sent to a parameter not annotated exactly ``str``
+    ("[1, 2]" sent to a ``str | None`` parameter arrives as a list, "null" as None) and reports
+    failures in pydantic's words; nbrelay validates them itself instead."""
+    meta = tool.fn_metadata
+    tool.fn_metadata = _HandOver(
+        arg_model=meta.arg_model,
+        output_schema=meta.output_schema,
+        output_model=meta.output_model,
+        wrap_output=meta.wrap_output,
+    )
+    return meta.arg_model
+
+
+def pass_context(tool: Tool) -> None:
+    """Have the SDK pass the request's ``Context`` as ``CONTEXT_KWARG`` to a tool whose function
+    declares none (one that declares its own gets it under its own name)."""
+    if tool.context_kwarg is None:
+        tool.context_kwarg = CONTEXT_KWARG
+
+
+def output_schema(tool: Tool) -> dict[str, Any] | None:
+    """The output schema the SDK built for ``tool`` (None without structured output)."""
+    return tool.fn_metadata.output_schema
+
+
+def set_output_schema(tool: Tool, schema: dict[str, Any] | None) -> None:
+    """Declare ``schema`` as ``tool``'s output schema in tools/list (None: declare none)."""
+    tool.fn_metadata.output_schema = schema
+
+
+def connection_of(session: Any) -> object | None:
+    """The client connection a request came on: the SDK makes a session object per request,
+    the connection under it lives as long as the client stays connected."""
+    return getattr(session, "_connection", None)
+
+
+_READERS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def client_key(ctx: Any) -> str:
+    """A stable key for the client (MCP session) a tool call comes from ("" when unknown), so
+    that "changed since you last read it" is judged per client when several share one server.
+    Sessionless requests (protocol 2026-07-28 over HTTP) get a new key each time."""
+    try:
+        context = ctx.request_context
+    except (AttributeError, ValueError):
+        return ""
+    headers = getattr(getattr(context, "request", None), "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    if session_id:
+        return f"http-{session_id}"
+    connection = connection_of(context.session)
+    if connection is None:
+        return ""
+    try:
+        reader = _READERS.get(connection)
+        if reader is None:
+            reader = _READERS[connection] = secrets.token_hex(8)
+    except TypeError:  # not weak-referenceable
+        return f"connection-{id(connection)}"
+    return reader
+
+
+def add_request_handler(
+    server: MCPServer[Any],
+    method: str,
+    params: type[BaseModel],
+    handler: Callable[[Any, Any], Awaitable[Any]],
+) -> None:
+    """Answer ``method`` with ``handler`` on a request the high-level server does not handle."""
+    server._lowlevel_server.add_request_handler(method, params, handler)
+
+
+def plain_logging() -> None:
+    """Keep the SDK from importing ``rich`` for its log handler (a tenth of start-up, and
+    memory): nbrelay logs plain lines to stderr, and once logging is configured the SDK's own
+    ``basicConfig`` call does nothing anyway."""
+    import mcp.server.mcpserver.server as sdk
+
+    def configure(level: str = "INFO") -> None:
+        if not logging.getLogger().handlers:
+            logging.basicConfig(level=level, format="%(message)s")
+
+    if hasattr(sdk, "configure_logging"):
+        sdk.configure_logging = configure

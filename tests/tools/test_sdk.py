@@ -1,0 +1,135 @@
+"""The MCP SDK internals nbrelay relies on (``nbrelay.tools.sdk``), each checked against the
+installed SDK: an upgrade that moves one of them fails here, by name. The ``tools/list`` each
+profile sends is pinned in tests/tools/golden/ (and, with ``--output-schemas``, the output
+schemas in tests/tools/golden_output_schemas/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import mcp.server.mcpserver.server as sdk_server
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import TextContent
+from pydantic import BaseModel
+
+from nbrelay.config import Settings
+from nbrelay.server import PROFILES, build_server
+from nbrelay.stores.base import current_reader
+from nbrelay.tools import sdk
+from nbrelay.tools._boundary import Registrar, bind
+
+pytestmark = pytest.mark.anyio
+
+GOLDEN = Path(__file__).parent / "golden_output_schemas"
+REGEN = os.environ.get("NBRELAY_REGEN_GOLDEN") == "1"
+
+
+class Echoed(BaseModel):
+    text: str | None
+    reader: str
+
+
+async def _echo(state: str, text: str | None = None) -> Echoed:
+    """Echo the text as the tool received it, and the key of the client that called."""
+    return Echoed(text=text, reader=f"{state}:{current_reader.get()}")
+
+
+def _server(**options: Any) -> MCPServer[Any]:
+    reg = Registrar(**options)
+    reg.tool(kind="read")(bind(_echo, "bound"))
+    return MCPServer("probe", tools=reg.tools)
+
+
+def _structured(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    data: dict[str, Any] = json.loads(block.text)
+    return data
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_arguments_reach_the_tool_as_sent(mode: str) -> None:
+    """hand_over_arguments: the SDK would json-decode "[1]" sent to a ``str | None``."""
+    async with Client(_server(), mode=mode) as client:
+        got = _structured(await client.call_tool("_echo", {"text": "[1]"}))
+    assert got["text"] == "[1]"
+    assert got["reader"].startswith("bound:")
+
+
+async def test_each_client_connection_gets_its_own_stable_key() -> None:
+    """pass_context + client_key: a tool that declares no Context still learns which client
+    calls; one connection keeps its key, another connection gets another."""
+    server = _server()
+    async with Client(server, mode="legacy") as first, Client(server, mode="legacy") as second:
+        a1 = _structured(await first.call_tool("_echo", {}))["reader"]
+        a2 = _structured(await first.call_tool("_echo", {}))["reader"]
+        b = _structured(await second.call_tool("_echo", {}))["reader"]
+    assert a1 == a2
+    assert a1 != b
+    assert a1 != "bound:"
+
+
+def test_bound_tools_list_their_own_parameters_only() -> None:
+    """bind: the state parameter is not a tool parameter; the name and docstring stay."""
+    reg = Registrar()
+    reg.tool(kind="read")(bind(_echo, "bound"))
+    (tool,) = reg.tools
+    assert tool.name == "_echo"
+    assert list(tool.parameters["properties"]) == ["text"]
+    assert tool.description.startswith("Echo the text")
+
+
+async def test_output_schemas_are_declared_only_when_asked() -> None:
+    async with Client(_server()) as client:
+        (plain,) = (await client.list_tools()).tools
+    async with Client(_server(output_schemas=True)) as client:
+        (declared,) = (await client.list_tools()).tools
+    assert plain.output_schema is None
+    assert declared.output_schema is not None
+    assert set(declared.output_schema["properties"]) == {"text", "reader"}
+
+
+def test_the_sdk_log_setup_is_replaced() -> None:
+    """plain_logging: the SDK still has the hook nbrelay replaces (else it would import rich)."""
+    assert hasattr(sdk_server, "configure_logging")
+    sdk.plain_logging()
+    assert sdk_server.configure_logging.__module__ == "nbrelay.tools.sdk"
+
+
+async def test_legacy_resource_subscriptions_are_answered(tmp_path: Path) -> None:
+    """add_request_handler: resources/subscribe, which MCPServer itself does not register."""
+    settings = Settings(root=tmp_path, lock_dir=tmp_path / "locks")
+    async with Client(build_server(settings), mode="legacy") as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.subscribe_resource("nbrelay://notebook/a.ipynb")
+            await client.unsubscribe_resource("nbrelay://notebook/a.ipynb")
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+async def test_output_schemas_match_the_golden_file(profile: str, tmp_path: Path) -> None:
+    """With --output-schemas every tool declares the schema the SDK builds from its return type
+    (slimmed as nbrelay sends it): an SDK upgrade that changes one shows as a diff here."""
+    settings = Settings(
+        root=tmp_path, profile=profile, lock_dir=tmp_path / "locks", output_schemas=True
+    )
+    async with Client(build_server(settings)) as client:
+        tools = (await client.list_tools()).tools
+    got = {t.name: t.output_schema for t in tools}
+    path = GOLDEN / f"{profile}.json"
+    if REGEN:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(got, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
+    want = json.loads(path.read_text(encoding="utf-8"))
+    assert got == want, (
+        f"output schemas of {profile} changed; if intended, regenerate with "
+        "NBRELAY_REGEN_GOLDEN=1 and review the diff of tests/tools/golden_output_schemas/"
+    )
