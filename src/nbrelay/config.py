@@ -313,7 +313,10 @@ def load(
     return Settings(**values)
 
 
-_READ_TOOLS = ("list_notebooks", "read_notebook", "read_cell", "search_notebook", "read_output")
+_READ_TOOLS = (
+    "list_notebooks", "read_notebook", "read_cell", "search_notebook", "read_output",
+    "notebook_view",  # the MCP Apps view's own tool (listed only for the view)
+)  # fmt: skip
 _EDIT_TOOLS = (
     *_READ_TOOLS,
     "create_notebook", "insert_cells", "edit_cell", "delete_cells", "move_cells", "merge_cells",

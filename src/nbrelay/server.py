@@ -62,13 +62,25 @@ def _lazy(module: str, name: str = "register") -> Any:
     return call
 
 
+def _compat(module: str) -> ProfileRegister:
+    """A compatibility profile's tools, then the MCP Apps view's own tool for it (canonical
+    lists that one among its tools)."""
+    register = _lazy(module)
+
+    def call(reg: Registrar, ws: Workspace) -> None:
+        register(reg, ws)
+        apps.add_view_tool(reg, ws, module.replace("_", "-"))
+
+    return call
+
+
 PROFILES: dict[str, ProfileRegister] = {
     "canonical": canonical.register,
-    "ipynb-mcp": _lazy("ipynb_mcp"),
-    "jupyterlab-rtc": _lazy("jupyterlab_rtc"),
-    "mcp-jupyter": _lazy("mcp_jupyter"),
-    "notebook-lr": _lazy("notebook_lr"),
-    "srcbook": _lazy("srcbook"),
+    "ipynb-mcp": _compat("ipynb_mcp"),
+    "jupyterlab-rtc": _compat("jupyterlab_rtc"),
+    "mcp-jupyter": _compat("mcp_jupyter"),
+    "notebook-lr": _compat("notebook_lr"),
+    "srcbook": _compat("srcbook"),
 }
 
 # Profiles with resources of their own (beside the nbrelay:// ones every profile has).
@@ -189,7 +201,8 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
         tools=reg.tools,
         subscriptions=feed.bus,
         middleware=[sendable, feed.middleware],
-        extensions=[apps.extension()],  # MCP Apps: the notebook view (nbrelay.tools.apps)
+        # MCP Apps: the notebook view (nbrelay.tools.apps)
+        extensions=[apps.extension(settings.profile, reg.tools, current=reg.current_notebook)],
     )
     resources.register(server, ws, feed)
     extra = PROFILE_RESOURCES.get(settings.profile)

@@ -102,6 +102,8 @@ class Registrar:
     # true, "type" next to an enum of strings), in fewer bytes of every agent's context.
     brief: bool = False
     words: Vocabulary = CANONICAL_WORDS  # how errors name actions and number cells
+    # The notebook a profile's path-less tools act on (notebook-lr's current one), for the view.
+    current_notebook: Callable[[], str] | None = None
     tools: list[Tool] = field(default_factory=list)
     kinds: dict[str, Kind] = field(default_factory=dict)
     arguments: dict[str, Arguments] = field(default_factory=dict)

@@ -21,9 +21,9 @@ shows them as they come.
 Profiles: ``VIEW_TOOLS`` says which of a profile's tools show the view and where their
 arguments name the notebook. ``extension(profile, tools)`` stamps ``_meta.ui`` on those tools,
 adds their results' view data when the client shows views, and lists ``notebook_view`` for the
-profile. A profile tool whose notebook is not in its arguments (notebook-lr's current notebook)
-calls ``attach(ctx, ws, result, path)`` itself; ``with_view(ctx, result, snapshot)`` remains for a
-tool that holds the snapshot already.
+profile. A profile whose tools take no notebook path (notebook-lr acts on its current notebook)
+says which notebook that is (``Registrar.current_notebook``); ``with_view(ctx, result, snapshot)``
+serves a tool that holds the snapshot already.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any, cast
 from mcp.server.apps import Apps, ResourceCsp, client_supports_apps
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolRequestParams, CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolRequestParams, CallToolResult, TextContent
 
 from nbrelay.errors import InvalidArgument, NbrelayError
 from nbrelay.notebook.text import clean_text
 from nbrelay.stores.base import Snapshot
-from nbrelay.tools._boundary import compact_json, to_result
+from nbrelay.tools._boundary import Registrar, compact_json, to_result
+from nbrelay.tools.arguments import NbPath
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver.tools import Tool
@@ -57,7 +57,6 @@ VIEW_META: dict[str, Any] = {"ui": {"resourceUri": VIEW_URI}}
 VIEW_KEY = "io.github.nbrelay/notebook"
 POLL_TOOL = "notebook_view"
 POLL_META: dict[str, Any] = {"ui": {"resourceUri": VIEW_URI, "visibility": ["app"]}}
-POLL_DESCRIPTION = "For the MCP Apps view only."
 
 # Where a tool's arguments name its notebook: (argument, suffix), e.g. srcbook's session ids are
 # the notebook's path without ".ipynb".
@@ -88,9 +87,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _IMAGES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
 
 
-_READ_ONLY = ToolAnnotations(read_only_hint=True)
-
-
 def _path_args() -> list[PathArg]:
     found = {("path", "")}
     for tools in VIEW_TOOLS.values():
@@ -109,10 +105,17 @@ class NotebookApps(Apps):
     """The Apps extension for a compatibility profile: its view tools get ``_meta.ui`` and, for
     clients that show views, their results get the view's data."""
 
-    def __init__(self, views: Mapping[str, PathArg | None], *, slash_is_root: bool = False) -> None:
+    def __init__(
+        self,
+        views: Mapping[str, PathArg | None],
+        *,
+        slash_is_root: bool = False,
+        current: Callable[[], str] | None = None,
+    ) -> None:
         super().__init__()
         self.views = dict(views)
         self.slash_is_root = slash_is_root  # jupyterlab-rtc: "/a.ipynb" is a.ipynb in the root
+        self.current = current  # the notebook path-less tools act on (notebook-lr)
 
     async def intercept_tool_call(
         self,
@@ -121,17 +124,23 @@ class NotebookApps(Apps):
         call_next: CallNext,
     ) -> HandlerResult:
         result = await call_next(ctx)
-        where = self.views.get(params.name)
         if (
-            where is None
+            params.name not in self.views
             or not isinstance(result, CallToolResult)
             or result.is_error
             or VIEW_KEY in (result.meta or {})
             or not _supports_apps(ctx)
         ):
             return result
-        name, suffix = where
-        given = (params.arguments or {}).get(name)
+        where = self.views[params.name]
+        given: object
+        if where is None:  # a path-less tool: the profile's current notebook
+            if self.current is None:
+                return result
+            given, suffix = self.current(), ""
+        else:
+            name, suffix = where
+            given = (params.arguments or {}).get(name)
         if not isinstance(given, str) or not given:
             return result
         ws = _workspace(ctx)
@@ -149,29 +158,25 @@ class NotebookApps(Apps):
         return result
 
 
-def extension(profile: str = "canonical", tools: Sequence[Tool] = ()) -> Apps:
+def extension(
+    profile: str = "canonical",
+    tools: Sequence[Tool] = (),
+    *,
+    current: Callable[[], str] | None = None,
+) -> Apps:
     """The Apps extension serving the view. The canonical tools bind it through ``VIEW_META``
-    and ``POLL_META`` themselves; for another profile, pass its registered ``tools`` and the
-    ones ``VIEW_TOOLS`` names get the view (and ``notebook_view`` is listed with them)."""
+    themselves; for another profile, pass its registered ``tools`` and the ones ``VIEW_TOOLS``
+    names get the view; its path-less tools show ``current()``, the notebook they act on. The
+    view's own tool is registered with the profile's (``add_view_tool``)."""
     views = VIEW_TOOLS.get(profile, {})
-    apps = NotebookApps(views, slash_is_root=profile == "jupyterlab-rtc") if views else Apps()
-    bound = [t for t in tools if t.name in views]
-    for tool in bound:
-        tool.meta = {**(tool.meta or {}), **VIEW_META}
-    if bound:
-
-        @apps.tool(
-            resource_uri=VIEW_URI,
-            visibility=["app"],
-            name=POLL_TOOL,
-            description=POLL_DESCRIPTION,
-            annotations=_READ_ONLY,
-        )
-        async def notebook_view(path: str, ctx: Context[Any]) -> CallToolResult:
-            try:
-                return await poll(ctx, _workspace(ctx.request_context), path)
-            except NbrelayError as exc:
-                raise ToolError(exc.render()) from exc
+    apps = (
+        NotebookApps(views, slash_is_root=profile == "jupyterlab-rtc", current=current)
+        if views
+        else Apps()
+    )
+    for tool in tools:
+        if tool.name in views:
+            tool.meta = {**(tool.meta or {}), **VIEW_META}
 
     apps.add_html_resource(
         VIEW_URI,
@@ -183,6 +188,21 @@ def extension(profile: str = "canonical", tools: Sequence[Tool] = ()) -> Apps:
         prefers_border=True,
     )
     return apps
+
+
+def add_view_tool(reg: Registrar, ws: Workspace, profile: str = "canonical") -> None:
+    """Register ``notebook_view``, the view's own tool, for a profile that shows the view
+    (listed with visibility ["app"]: hosts that show views keep it from the model); the view
+    polls it while a run goes on. Registered like the profile's tools, so ``--tools`` and the
+    argument checks apply to it too."""
+    if profile != "canonical" and profile not in VIEW_TOOLS:
+        return
+    slash_is_root = profile == "jupyterlab-rtc"
+
+    @reg.tool(kind="read", name=POLL_TOOL, meta=POLL_META)
+    async def notebook_view(path: NbPath, ctx: Context[Any]) -> Any:
+        """For the MCP Apps view only."""
+        return await poll(ctx, ws, path.lstrip("/") if slash_is_root else path)
 
 
 def wants_view(ctx: Context[Any] | None) -> bool:
@@ -205,17 +225,6 @@ def _supports_apps(ctx: ServerRequestContext[Any, Any]) -> bool:
 def _workspace(ctx: ServerRequestContext[Any, Any]) -> Workspace:
     """The server's workspace (what its lifespan yields)."""
     return cast("Workspace", ctx.lifespan_context)
-
-
-async def attach(
-    ctx: Context[Any] | None, ws: Workspace, value: Any, path: str, **extra: Any
-) -> Any:
-    """``value`` with the view of the notebook at ``path`` as it is now, if the client shows
-    views (the one call a profile tool needs: ``return await apps.attach(ctx, ws, result,
-    path)``); unchanged otherwise. Reading for the view never counts as the agent's read."""
-    if not wants_view(ctx):
-        return value
-    return with_view(ctx, value, await ws.peek(path), **extra)
 
 
 async def poll(ctx: Context[Any] | None, ws: Workspace, path: str) -> CallToolResult:

@@ -112,12 +112,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         # A client that shows MCP Apps views gets the same result with the view's data in _meta.
         return cast(NotebookView, apps.with_view(ctx, view, snap))
 
-    # The view's own tool (listed with visibility ["app"]: hosts that show views keep it from
-    # the model); it polls this while a run goes on.
-    @reg.tool(kind="read", name=apps.POLL_TOOL, meta=apps.POLL_META)
-    async def notebook_view(path: NbPath, ctx: Context) -> Any:
-        """For the MCP Apps view only."""
-        return await apps.poll(ctx, ws, path)
+    apps.add_view_tool(reg, ws)
 
     @reg.tool(kind="read", example=False)
     async def read_cell(

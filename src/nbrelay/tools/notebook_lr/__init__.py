@@ -48,4 +48,5 @@ def register(reg: Registrar, ws: Workspace) -> None:
     reg.exact = True
     reg.words = WORDS
     current = Current(ws)
+    reg.current_notebook = lambda: current.path
     reg.add(TOOLS, current)
