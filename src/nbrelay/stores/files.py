@@ -59,6 +59,7 @@ from nbrelay.stores.base import (
     EditOutcome,
     Entry,
     LastSeen,
+    NotebookStore,
     Planner,
     Snapshot,
     check_edit,
@@ -89,7 +90,7 @@ def _is_inside(child: str, root: str) -> bool:
     return child == root or os.path.commonpath([child, root]) == root
 
 
-class FileStore:
+class FileStore(NotebookStore):
     """Notebooks as files under ``root`` (see the module docstring for the guarantees)."""
 
     mode = "files"
