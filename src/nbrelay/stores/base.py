@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_c
 
 from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Plan, apply, changed_cells, merge_with_read
+from nbrelay.notebook.edits import Plan, apply, changed_cells
+from nbrelay.notebook.merge_read import merge_with_read
 from nbrelay.notebook.model import Cell, Notebook
 
 if TYPE_CHECKING:
@@ -362,7 +363,7 @@ def plan_edit(
 
     ``read`` is what the caller last read of each cell (``Notebook.sources``): a whole new
     source it wrote for a cell that changed since is merged three-way with that change
-    (``edits.merge_with_read``).
+    (``merge_read.merge_with_read``).
 
     Raises:
         NotebookInvalid: ``before`` failed validation when read (nbrelay never writes an
