@@ -51,5 +51,6 @@ def test_live_mode_and_a_kernel_gateway_are_exclusive(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="cannot be used together"):
         build_workspace(settings)
     gateway = build_workspace(load({"kernel_gateway_url": "http://b/", "root": str(tmp_path)}))
-    assert isinstance(gateway._kernels, RemoteKernels)
-    assert gateway._kernels.api.base == "http://b/"
+    kernels = gateway.kernels.current
+    assert isinstance(kernels, RemoteKernels)
+    assert kernels.api.base == "http://b/"
