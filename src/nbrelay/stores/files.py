@@ -1,17 +1,10 @@
 """The embedded default store: ``.ipynb`` files under a root folder.
 
-Every file operation goes through ``RootDir`` (``rootdir.py``): path confinement, reads and
-atomic writes by descriptors from the root, cross-process locks, temp-file sweeping. This module
-is what a notebook store adds: the stat-validated cache, the edit path, documents, state files.
+Every file operation goes through ``RootDir`` (``rootdir.py``: confinement to the root, reads
+and atomic, durable writes by descriptors, cross-process locks, temp-file sweeping); files of
+other kinds, kernels' folders and state files are ``FileDocuments`` (``file_documents.py``).
+What this module adds:
 
-Guarantees:
-
-* **Confinement.** Every path is checked before it is used: no ``..``, no hidden component, no
-  backslash or NUL, and the resolved real path (symlinks followed) must stay inside the real root
-  (compared by path components, so ``/r-evil`` is not inside ``/r``). Files are opened with
-  ``O_NOFOLLOW`` and must be regular files.
-* **Atomic, durable writes.** A unique hidden temp file in the same folder, fsync, ``os.replace``,
-  fsync of the folder; the file's mode is kept. A crash leaves the old or the new notebook.
 * **No lost edits.** An in-process lock plus ``fcntl.flock`` on a per-notebook lock file
   serialise writers across processes; the file's bytes are re-hashed just before the replace, so
   a change made by someone else is reported as a conflict, never overwritten.
@@ -22,25 +15,17 @@ Guarantees:
 from __future__ import annotations
 
 import builtins
-import contextlib
-import errno
-import functools
-import mimetypes
 import os
-import posixpath
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import cast
 
 import anyio
 import anyio.to_thread
 
 from nbrelay.errors import (
-    InvalidArgument,
     NotebookExists,
-    NotebookNotFound,
     PathError,
     StoreError,
     act,
@@ -51,7 +36,6 @@ from nbrelay.notebook.serialize import CellBytes, splice
 from nbrelay.process import map_big_buffers, release_memory
 from nbrelay.stores.base import (
     Capabilities,
-    Document,
     EditOutcome,
     Entry,
     LastSeen,
@@ -61,9 +45,9 @@ from nbrelay.stores.base import (
     check_edit,
     plan_edit,
 )
-from nbrelay.stores.rootdir import RootDir, is_inside
+from nbrelay.stores.file_documents import STATE_FOLDER, FileDocuments
+from nbrelay.stores.rootdir import RootDir
 
-STATE_FOLDER = ".nbrelay-state"  # kernel states saved next to notebooks (hidden, never served)
 _TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
 
 StatKey = tuple[int, int, int, int, int]
@@ -89,6 +73,8 @@ class FileStore(NotebookStore):
     ) -> None:
         self.fs = RootDir(root, lock_dir=lock_dir, lock_timeout=lock_timeout)
         self.root = self.fs.root
+        self.documents = FileDocuments(self.fs, self)
+        self.open_kernel_folder = self.documents.open_kernel_folder  # the local kernels' binding
         self._locks: dict[str, anyio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
         self._known: LastSeen[str] = LastSeen()
@@ -100,7 +86,7 @@ class FileStore(NotebookStore):
     @property
     def capabilities(self) -> Capabilities:
         """Files on this machine, any document under the root; no live sessions."""
-        return Capabilities(files=self, documents=self)
+        return Capabilities(files=self.documents, documents=self.documents)
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -110,7 +96,7 @@ class FileStore(NotebookStore):
 
     # -- locking --------------------------------------------------------------------------
 
-    def _lock(self, real: str) -> anyio.Lock:
+    def lock(self, real: str) -> anyio.Lock:
         lock = self._locks.get(real)
         if lock is None:
             lock = self._locks[real] = anyio.Lock()
@@ -159,7 +145,7 @@ class FileStore(NotebookStore):
     async def load(self, path: str) -> Snapshot:
         rel, real = self.fs.resolve(path)
         self.fs.sweep_soon(real)
-        async with self._lock(real):
+        async with self.lock(real):
             snap = self._unchanged(real)  # the common case needs one stat, not a thread
             if snap is None:
                 snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
@@ -228,14 +214,14 @@ class FileStore(NotebookStore):
         rel, real = self.fs.resolve(path)
         validate.check_notebook(notebook)
         data = nblr.dump(notebook) if nblr.is_nblr(rel) else serialize(notebook)
-        async with self._lock(real):
+        async with self.lock(real):
             snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
         return self._observe(real, snap)
 
     def _create_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> Snapshot:
-        return self._remember(rel, real, data, self._put_sync(rel, real, data, overwrite))
+        return self._remember(rel, real, data, self.put_sync(rel, real, data, overwrite))
 
-    def _put_sync(
+    def put_sync(
         self, rel: str, real: str, data: bytes, overwrite: bool, *, suffix: str = ".ipynb"
     ) -> os.stat_result:
         """Write a whole file, making its folders; an existing file is replaced only when
@@ -280,7 +266,7 @@ class FileStore(NotebookStore):
     ) -> EditOutcome:
         rel, real = self.fs.resolve(path)
         self.fs.sweep_soon(real)
-        async with self._lock(real):
+        async with self.lock(real):
             outcome = await anyio.to_thread.run_sync(
                 self._edit_sync, rel, real, planner, expected_version, guard_positions
             )
@@ -333,16 +319,14 @@ class FileStore(NotebookStore):
 
     async def remove(self, path: str) -> None:
         rel, real = self.fs.resolve(path)
-        async with self._lock(real):
+        async with self.lock(real):
             await anyio.to_thread.run_sync(self._remove_sync, rel, real)
 
     def _remove_sync(self, rel: str, real: str) -> None:
         with self.fs.flock(real):
             self.fs.read_bytes(real, rel)  # exists, regular, not a symlink swap
             self.fs.unlink(real)
-            self._cache.pop(real, None)
-            self._known.pop(real, None)
-            self._read.pop(real, None)
+            self.forget(real)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, src_real = self.fs.resolve(src)
@@ -350,13 +334,13 @@ class FileStore(NotebookStore):
         if src_real == dst_real:
             raise PathError(f"{src!r} and {dst!r} are the same file.")
         first, second = sorted([src_real, dst_real])
-        async with self._lock(first), self._lock(second):
+        async with self.lock(first), self.lock(second):
             snap = await anyio.to_thread.run_sync(
-                self._rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
+                self.rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
             )
         return self._observe(dst_real, cast(Snapshot, snap))
 
-    def _rename_sync(
+    def rename_sync(
         self,
         src_rel: str,
         src_real: str,
@@ -386,234 +370,21 @@ class FileStore(NotebookStore):
             st = self.fs.write_atomic(dst_real, raw, expect=expect)
             if not keep_source:
                 self.fs.unlink(src_real)
-                self._cache.pop(src_real, None)
-                self._known.pop(src_real, None)
-                self._read.pop(src_real, None)
+                self.forget(src_real)
             if not notebook:
                 self._cache.pop(dst_real, None)
                 return None
             return self._remember(dst_rel, dst_real, raw, st)
 
-    # -- other files under the root (exports, imports) -----------------------------------
-
-    async def read_file(self, path: str) -> tuple[str, bytes]:
-        """Read any regular file under the root, with the notebook path rules (no suffix rule)."""
-        rel, real = self.fs.resolve(path, suffix="")
-        raw, _ = await anyio.to_thread.run_sync(self.fs.read_bytes, real, rel)
-        return rel, raw
-
-    def file_path(self, path: str) -> str:
-        """Validate a non-notebook file path under the root; return its relative form."""
-        rel, _ = self.fs.resolve(path, suffix="")
-        return rel
-
-    async def write_files(self, files: Mapping[str, bytes], *, overwrite: bool) -> None:
-        """Write files under the root, each atomically; if one exists and not ``overwrite``,
-        nothing is written."""
-        targets = [(*self.fs.resolve(p, suffix=""), data) for p, data in files.items()]
-        if not overwrite:
-            for rel, real, _ in targets:
-                if await anyio.to_thread.run_sync(self.fs.lexists, real):
-                    raise NotebookExists(
-                        f"{rel!r} already exists.",
-                        hint=act("exists"),
-                    )
-        for rel, real, data in targets:
-            async with self._lock(real):
-                await anyio.to_thread.run_sync(self._write_file_sync, rel, real, data, overwrite)
-
-    def _write_file_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> None:
-        self._put_sync(rel, real, data, overwrite, suffix="")
+    def forget(self, real: str) -> None:
+        """A file is gone: drop its cached snapshot and what readers last saw of it."""
         self._cache.pop(real, None)
+        self._known.pop(real, None)
+        self._read.pop(real, None)
 
-    # -- documents: any file or folder under the root ------------------------------------
-
-    def _document(self, rel: str, st: os.stat_result, writable: bool) -> Document:
-        name = PurePosixPath(rel).name
-        created = getattr(st, "st_birthtime", st.st_ctime)
-        if stat.S_ISDIR(st.st_mode):
-            return Document(rel, name, "directory", None, created, st.st_mtime, writable)
-        if name.endswith(".ipynb"):
-            return Document(rel, name, "notebook", st.st_size, created, st.st_mtime, writable)
-        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        return Document(rel, name, "file", st.st_size, created, st.st_mtime, writable, mime)
-
-    def _stat_document(self, rel: str, real: str) -> Document:
-        try:
-            dfd = self.fs.open_folder(os.path.dirname(real))
-        except NotebookNotFound as exc:
-            raise NotebookNotFound(f"{rel!r} does not exist.", hint=act("missing")) from exc
-        try:
-            return self._document_at(dfd, os.path.basename(real), rel)
-        finally:
-            os.close(dfd)
-
-    def _document_at(self, dfd: int, name: str, rel: str) -> Document:
-        """The document ``name`` in an open folder (its final name never followed)."""
-        try:
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            raise NotebookNotFound(f"{rel!r} does not exist.", hint=act("missing")) from exc
-        if stat.S_ISLNK(st.st_mode):
-            raise PathError(f"{rel!r} changed into a symlink while being opened.")
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            raise PathError(f"{rel!r} is not a regular file or folder.")
-        writable = os.access(name, os.W_OK, dir_fd=dfd, follow_symlinks=False)
-        return self._document(rel, st, writable)
-
-    async def list_documents(self, folder: str) -> builtins.list[Document]:
-        rel, real = self.fs.folder(folder)
-        return await anyio.to_thread.run_sync(self._list_documents_sync, rel, real)
-
-    def _list_documents_sync(self, rel: str, real: str) -> builtins.list[Document]:
-        found: builtins.list[Document] = []
-        try:
-            dfd = self.fs.open_folder(real)
-        except NotebookNotFound as exc:
-            raise NotebookNotFound(f"folder {rel!r} does not exist.", hint=act("missing")) from exc
-        try:
-            for name in sorted(os.listdir(dfd)):
-                if name.startswith("."):
-                    continue
-                child = f"{rel}/{name}" if rel else name
-                try:
-                    if not stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
-                        found.append(self._document_at(dfd, name, child))
-                        continue
-                    child_rel, child_real = self.fs.resolve(child, suffix="")  # a link: its target
-                    found.append(self._stat_document(child_rel, child_real))
-                except (PathError, StoreError, OSError):
-                    continue
-        finally:
-            os.close(dfd)
-        return found
-
-    async def stat_document(self, path: str) -> Document:
-        rel, real = self.fs.resolve(path, suffix="")
-        return await anyio.to_thread.run_sync(self._stat_document, rel, real)
-
-    async def read_document(self, path: str, *, limit: int | None = None) -> tuple[bytes, int]:
-        rel, real = self.fs.resolve(path, suffix="")
-        if limit is None:
-            raw, st = await anyio.to_thread.run_sync(self.fs.read_bytes, real, rel)
-            return raw, st.st_size
-        return await anyio.to_thread.run_sync(self._read_head, real, rel, limit)
-
-    def _read_head(self, real: str, rel: str, limit: int) -> tuple[bytes, int]:
-        fd = self.fs.open_file(real, rel)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise PathError(f"{rel!r} is not a regular file.")
-            chunks: builtins.list[bytes] = []
-            left = limit
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks), st.st_size
-        finally:
-            os.close(fd)
-
-    async def write_document(self, path: str, data: bytes, *, overwrite: bool) -> Document:
-        await self.write_files({path: data}, overwrite=overwrite)
-        return await self.stat_document(path)
-
-    async def remove_document(self, path: str) -> None:
-        rel, real = self.fs.resolve(path, suffix="")
-        async with self._lock(real):
-            await anyio.to_thread.run_sync(self._remove_document_sync, rel, real)
-
-    def _remove_document_sync(self, rel: str, real: str) -> None:
-        """Delete a file or an empty folder through its folder's descriptor: a name swapped for
-        a symlink is removed itself (or refused), never what it points to."""
-        try:
-            dfd = self.fs.open_folder(os.path.dirname(real))
-        except NotebookNotFound as exc:
-            raise NotebookNotFound(f"{rel!r} does not exist.", hint=act("missing")) from exc
-        name = os.path.basename(real)
-        try:
-            if self._document_at(dfd, name, rel).type == "directory":
-                try:
-                    os.rmdir(name, dir_fd=dfd)
-                except OSError as exc:
-                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise InvalidArgument(
-                            f"folder {rel!r} is not empty.",
-                            hint="Delete the files in it first; only empty folders are deleted.",
-                        ) from exc
-                    raise StoreError(f"cannot delete folder {rel!r}: {exc.strerror}.") from exc
-                return
-            with self.fs.flock(real):
-                if self._document_at(dfd, name, rel).type == "directory":
-                    raise PathError(f"{rel!r} changed into a folder while being deleted.")
-                os.unlink(name, dir_fd=dfd)
-                self._cache.pop(real, None)
-                self._known.pop(real, None)
-                self._read.pop(real, None)
-        finally:
-            os.close(dfd)
-
-    async def move_document(self, src: str, dst: str, *, keep_source: bool) -> Document:
-        src_rel, src_real = self.fs.resolve(src, suffix="")
-        dst_rel, dst_real = self.fs.resolve(dst, suffix="")
-        if src_real == dst_real:
-            raise PathError(f"{src!r} and {dst!r} are the same file.")
-        first, second = sorted([src_real, dst_real])
-        async with self._lock(first), self._lock(second):
-            await anyio.to_thread.run_sync(
-                functools.partial(
-                    self._rename_sync,
-                    src_rel,
-                    src_real,
-                    dst_rel,
-                    dst_real,
-                    False,
-                    keep_source,
-                    notebook=False,
-                )
-            )
-        return await self.stat_document(dst_rel)
-
-    def open_kernel_folder(self, cwd: str) -> int:
-        """A descriptor of a kernel's folder (a folder under the root, given as a path),
-        opened by descriptors from the root like every file operation: what a sandbox binds is
-        the folder that was checked, even if a symlink takes its name a moment later."""
-        rel = os.path.relpath(os.path.normpath(cwd), self.fs.root_s)
-        _, real = self.fs.folder("" if rel == "." else rel)
-        return self.fs.open_folder(real)
-
-    # -- kernel state files: .nbrelay-state/ next to a notebook (hidden, never served) ------
-
-    def state_file(self, path: str, name: str) -> str:
-        """Where the kernel state file ``name`` of notebook ``path`` is kept: the hidden folder
-        ``.nbrelay-state`` in the notebook's folder, as a real path (checked like every path).
-        Kernels write and read it through ``kernels.introspect``, by descriptors from ``/``."""
-        rel = self.relative(path)
-        _, folder = self.fs.folder(posixpath.dirname(rel))
-        return os.path.join(folder, STATE_FOLDER, name)
-
-    def _state_parts(self, real: str) -> str:
-        if os.path.basename(os.path.dirname(real)) != STATE_FOLDER or not is_inside(
-            real, self.fs.root_s
-        ):
-            raise PathError(f"{real!r} is not a kernel state file of this root.")
-        return real
-
-    async def state_exists(self, real: str) -> bool:
-        return await anyio.to_thread.run_sync(self.fs.lexists, self._state_parts(real))
-
-    async def remove_state(self, real: str) -> None:
-        """Delete a state file through its folder's descriptor (if it exists)."""
-        self._state_parts(real)
-
-        def remove() -> None:
-            with contextlib.suppress(FileNotFoundError, NotebookNotFound):
-                self.fs.unlink(real)
-
-        await anyio.to_thread.run_sync(remove)
+    def drop_cached(self, real: str) -> None:
+        """A file was written by other means than an edit: its cached snapshot is stale."""
+        self._cache.pop(real, None)
 
     async def aclose(self) -> None:
         self._cache.clear()
