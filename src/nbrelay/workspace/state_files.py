@@ -19,7 +19,7 @@ import anyio.to_thread
 
 from nbrelay.config import Settings
 from nbrelay.stores.base import Capabilities, LocalFiles
-from nbrelay.stores.files import STATE_FOLDER
+from nbrelay.stores.file_documents import STATE_FOLDER
 
 
 class StateFiles:
