@@ -157,7 +157,7 @@ async def test_the_warm_pool_serves_the_first_run_of_a_new_notebook(
     ws = Workspace(settings, FileStore(root, lock_dir=settings.lock_dir))
     async with Client(build_server(settings, ws)) as client:
         await call(client, "execute", path="a.ipynb", cells=[0])
-        kernels = ws._provider()
+        kernels = ws.kernels.provider()
         assert isinstance(kernels, LocalKernels)
         await eventually(lambda: len(kernels._pool) == 1, 60)  # refilled in the background
         warm = kernels._pool[0].pid

@@ -20,7 +20,7 @@ def test_jupyter_url_selects_live_mode_with_the_servers_kernels() -> None:
     assert isinstance(ws.store, RTCStore)
     assert ws.store.api.base == "http://127.0.0.1:8888/"
     assert ws.store.user["name"] == "Ada"
-    assert isinstance(ws._kernels, RemoteKernels)
+    assert isinstance(ws.kernels.current, RemoteKernels)
 
 
 def test_the_token_comes_from_the_environment_or_a_file_never_a_flag(tmp_path: Path) -> None:
@@ -51,5 +51,6 @@ def test_live_mode_and_a_kernel_gateway_are_exclusive(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="cannot be used together"):
         build_workspace(settings)
     gateway = build_workspace(load({"kernel_gateway_url": "http://b/", "root": str(tmp_path)}))
-    assert isinstance(gateway._kernels, RemoteKernels)
-    assert gateway._kernels.api.base == "http://b/"
+    kernels = gateway.kernels.current
+    assert isinstance(kernels, RemoteKernels)
+    assert kernels.api.base == "http://b/"

@@ -147,7 +147,8 @@ def test_a_whole_source_is_merged_with_the_change_since_the_read_also_with_a_typ
     """edit_cell(cell_type=..., source=...) plans the type change first; the source is still
     merged with what someone changed since the caller read the cell."""
     from nbrelay.errors import ConflictError
-    from nbrelay.notebook.edits import Plan, UpdateCell, merge_with_read
+    from nbrelay.notebook.edits import Plan, UpdateCell
+    from nbrelay.notebook.merge_read import merge_with_read
 
     read = {"c0": "a\nb\nc\nd"}
     nb = notebook("A\nb\nc\nd")  # someone changed line 1 since

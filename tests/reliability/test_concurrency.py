@@ -212,7 +212,7 @@ async def test_index_edits_after_someone_inserts_above_are_refused_not_misapplie
 def test_only_indexes_and_ranges_count_as_positions() -> None:
     """An id never reads as a position (which would refuse edits after someone else's change)."""
     from nbrelay.notebook.model import random_id
-    from nbrelay.workspace.core import _positional
+    from nbrelay.workspace.notebooks import positional as _positional
 
     assert not any(random_id().isdigit() for _ in range(20_000))
     assert [_positional(r) for r in (3, "3", "-1", "2:5", ":3", " 4 ")] == [True] * 6

@@ -34,8 +34,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI, api_path
+from nbrelay.kernels import remote_api
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, Msg, msg_type
-from nbrelay.timestamps import utc_iso
 
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
@@ -182,22 +182,8 @@ class RemoteSession:
 
     async def send(self, msg_type: str, content: Mapping[str, Any]) -> str:
         ws = await self._ensure_connected()
-        msg_id = uuid.uuid4().hex
-        msg = {
-            "header": {
-                "msg_id": msg_id,
-                "msg_type": msg_type,
-                "username": "nbrelay",
-                "session": self.client_session,
-                "date": utc_iso(time.time(), timespec="microseconds"),
-                "version": "5.3",
-            },
-            "parent_header": {},
-            "metadata": {},
-            "content": dict(content),
-            "buffers": [],
-            "channel": "shell",
-        }
+        msg = remote_api.shell_request(msg_type, content, self.client_session)
+        msg_id = str(msg["header"]["msg_id"])
         self.last_activity = time.time()
         from websockets.exceptions import ConnectionClosed
 
@@ -241,24 +227,12 @@ class RemoteSession:
 
     async def interrupt(self) -> None:
         self.last_activity = time.time()
-        try:
-            await self.api.request(
-                "POST", api_path("api/kernels", self.kernel_id, "interrupt"), what="the kernel"
-            )
-        except NbrelayError as exc:
-            raise KernelError(
-                f"could not interrupt the {self.name} kernel: {exc.raw_message}", hint=exc.raw_hint
-            ) from exc
+        await remote_api.interrupt(self.api, self.kernel_id, self.name)
 
     async def restart(self) -> None:
         self._state = "starting"
         try:
-            await self.api.request(
-                "POST",
-                api_path("api/kernels", self.kernel_id, "restart"),
-                ok=(200,),
-                what="the kernel",
-            )
+            await remote_api.restart(self.api, self.kernel_id)
         except NotebookNotFound:
             # The kernel is gone (culled, or the server restarted): start a new one.
             await self.provider.replace(self)
@@ -319,14 +293,7 @@ class RemoteSession:
             return  # someone else's kernel (the person's): leave it running
         with anyio.CancelScope(shield=True), anyio.move_on_after(10):
             try:
-                if self.session_id:
-                    await self.api.request(
-                        "DELETE", api_path("api/sessions", self.session_id), what="the session"
-                    )
-                else:
-                    await self.api.request(
-                        "DELETE", api_path("api/kernels", self.kernel_id), what="the kernel"
-                    )
+                await remote_api.delete(self.api, self.session_id, self.kernel_id)
             except NbrelayError as exc:
                 logger.info("kernel %s: shutdown failed: %s", self.kernel_id, exc)
         self._state = "dead"
@@ -365,28 +332,12 @@ class RemoteKernels:
 
     async def _kernelspecs(self) -> dict[str, KernelSpecInfo]:
         if self._specs is None:
-            resp = await self.api.request("GET", "api/kernelspecs", ok=(200,), what="kernelspecs")
-            body = resp.body if isinstance(resp.body, dict) else {}
-            specs: dict[str, KernelSpecInfo] = {}
-            for name, entry in (body.get("kernelspecs") or {}).items():
-                spec = (entry or {}).get("spec") or {}
-                specs[str(name)] = KernelSpecInfo(
-                    name=str(name),
-                    display_name=str(spec.get("display_name") or name),
-                    language=str(spec.get("language") or ""),
-                )
-            self._specs = specs
+            self._specs = await remote_api.kernelspecs(self.api)
         return self._specs
 
     async def kernel_model(self, kernel_id: str) -> dict[str, Any] | None:
         """The server's model of a kernel, or None when it has no such kernel."""
-        try:
-            resp = await self.api.request(
-                "GET", api_path("api/kernels", kernel_id), ok=(200,), what="the kernel"
-            )
-        except NotebookNotFound:
-            return None
-        return resp.body if isinstance(resp.body, dict) else {}
+        return await remote_api.kernel_model(self.api, kernel_id)
 
     async def session(self, key: str, *, kernel_name: str, cwd: str) -> RemoteSession:
         async with self._lock:
@@ -416,49 +367,17 @@ class RemoteKernels:
         path = self._server_path(key)
         if self._has_sessions is not False:
             try:
-                existing = await self._find_session(path)
+                existing = await remote_api.find_session(self.api, path)
                 self._has_sessions = True
             except NotebookNotFound:
                 self._has_sessions = False
             else:
                 if existing is not None:
                     return self._make(key, existing, owned=False, language=language)
-                body = {
-                    "path": path,
-                    "name": posixpath.basename(path),
-                    "type": "notebook",
-                    "kernel": {"name": kernel_name},
-                }
-                try:
-                    resp = await self.api.request(
-                        "POST", "api/sessions", body=body, ok=(200, 201), what="a session"
-                    )
-                except NbrelayError as exc:
-                    raise KernelError(
-                        f"the Jupyter Server could not start a {kernel_name} kernel for "
-                        f"{key!r}: {exc.message}",
-                        hint=exc.raw_hint,
-                    ) from exc
-                model = resp.body if isinstance(resp.body, dict) else {}
+                model = await remote_api.start_session(self.api, key, path, kernel_name)
                 return self._make(key, model, owned=True, language=language)
-        try:
-            resp = await self.api.request(
-                "POST", "api/kernels", body={"name": kernel_name}, ok=(200, 201), what="a kernel"
-            )
-        except NbrelayError as exc:
-            raise KernelError(
-                f"the kernel server could not start a {kernel_name} kernel: {exc.message}",
-                hint=exc.raw_hint,
-            ) from exc
-        model = resp.body if isinstance(resp.body, dict) else {}
+        model = await remote_api.start_kernel(self.api, kernel_name)
         return self._make(key, {"kernel": model}, owned=True, language=language)
-
-    async def _find_session(self, path: str) -> dict[str, Any] | None:
-        resp = await self.api.request("GET", "api/sessions", ok=(200,), what="the sessions API")
-        for model in resp.body if isinstance(resp.body, list) else []:
-            if isinstance(model, dict) and model.get("path") == path and model.get("kernel"):
-                return model
-        return None
 
     def _make(
         self, key: str, model: Mapping[str, Any], *, owned: bool, language: str

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_c
 
 from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Plan, apply, changed_cells, merge_with_read
+from nbrelay.notebook.edits import Plan, apply, changed_cells
+from nbrelay.notebook.merge_read import merge_with_read
 from nbrelay.notebook.model import Cell, Notebook
 
 if TYPE_CHECKING:
@@ -171,6 +172,9 @@ class NotebookStore(Protocol):
         """Release connections and locks. Called once when the server stops."""
         ...
 
+    # ``capabilities: Capabilities`` (a property) belongs here as soon as the live store
+    # declares it; until then ``capabilities(store)`` below reads it.
+
 
 @runtime_checkable
 class DocumentStore(Protocol):
@@ -264,8 +268,8 @@ class LocalFiles(Protocol):
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a store can do beyond the ``NotebookStore`` interface: the workspace asks this, never
-    the store's type or attributes. A store declares it as its ``capabilities`` property."""
+    """What a store can do beyond the rest of the ``NotebookStore`` interface: its
+    ``capabilities`` property (the workspace asks this, never the store's type or attributes)."""
 
     files: LocalFiles | None = None
     """Set when notebooks are files on this machine (file mode)."""
@@ -281,9 +285,13 @@ class Capabilities:
     """Starts the store's background tasks in the task group the server runs."""
 
 
-def capabilities(store: object) -> Capabilities:
-    """The store's declared capabilities. A store that declares none yet is described from the
-    attributes it has (the live store's ``attach``, ``live_outputs``, ``output_interval``)."""
+def capabilities(store: NotebookStore) -> Capabilities:
+    """The store's declared ``capabilities`` property (the file and contents stores).
+
+    Transitional: a store that declares none (only the live store, until it does) is described
+    from what it has (its ``attach``, ``live_outputs`` and ``output_interval``). Delete this
+    fallback, and call ``store.capabilities`` directly, once every store declares its own.
+    """
     declared = getattr(store, "capabilities", None)
     if isinstance(declared, Capabilities):
         return declared
@@ -355,7 +363,7 @@ def plan_edit(
 
     ``read`` is what the caller last read of each cell (``Notebook.sources``): a whole new
     source it wrote for a cell that changed since is merged three-way with that change
-    (``edits.merge_with_read``).
+    (``merge_read.merge_with_read``).
 
     Raises:
         NotebookInvalid: ``before`` failed validation when read (nbrelay never writes an

@@ -38,6 +38,7 @@ from nbrelay.stores.base import (
     EditOutcome,
     Entry,
     LastSeen,
+    NotebookStore,
     Planner,
     Snapshot,
     check_edit,
@@ -101,7 +102,7 @@ class Paths:
         return server_path
 
 
-class ContentsStore:
+class ContentsStore(NotebookStore):
     """Notebooks of a Jupyter Server through REST (see the module docstring)."""
 
     mode = "contents"

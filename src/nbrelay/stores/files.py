@@ -1,13 +1,10 @@
 """The embedded default store: ``.ipynb`` files under a root folder.
 
-Guarantees:
+Every file operation goes through ``RootDir`` (``rootdir.py``: confinement to the root, reads
+and atomic, durable writes by descriptors, cross-process locks, temp-file sweeping); files of
+other kinds, kernels' folders and state files are ``FileDocuments`` (``file_documents.py``).
+What this module adds:
 
-* **Confinement.** Every path is checked before it is used: no ``..``, no hidden component, no
-  backslash or NUL, and the resolved real path (symlinks followed) must stay inside the real root
-  (compared by path components, so ``/r-evil`` is not inside ``/r``). Files are opened with
-  ``O_NOFOLLOW`` and must be regular files.
-* **Atomic, durable writes.** A unique hidden temp file in the same folder, fsync, ``os.replace``,
-  fsync of the folder; the file's mode is kept. A crash leaves the old or the new notebook.
 * **No lost edits.** An in-process lock plus ``fcntl.flock`` on a per-notebook lock file
   serialise writers across processes; the file's bytes are re-hashed just before the replace, so
   a change made by someone else is reported as a conflict, never overwritten.
@@ -18,32 +15,17 @@ Guarantees:
 from __future__ import annotations
 
 import builtins
-import contextlib
-import errno
-import fcntl
-import functools
-import hashlib
-import mimetypes
 import os
-import posixpath
-import secrets
 import stat
-import time
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import cast
 
 import anyio
 import anyio.to_thread
 
-from nbrelay import process, runtime
 from nbrelay.errors import (
-    ConflictError,
-    InvalidArgument,
     NotebookExists,
-    NotebookInvalid,
-    NotebookNotFound,
     PathError,
     StoreError,
     act,
@@ -52,24 +34,20 @@ from nbrelay.notebook import nblr, validate
 from nbrelay.notebook.model import Notebook, parse, serialize, version_of
 from nbrelay.notebook.serialize import CellBytes, splice
 from nbrelay.process import map_big_buffers, release_memory
-from nbrelay.stores import paths
 from nbrelay.stores.base import (
     Capabilities,
-    Document,
     EditOutcome,
     Entry,
     LastSeen,
+    NotebookStore,
     Planner,
     Snapshot,
     check_edit,
     plan_edit,
 )
+from nbrelay.stores.file_documents import STATE_FOLDER, FileDocuments
+from nbrelay.stores.rootdir import RootDir
 
-STATE_FOLDER = ".nbrelay-state"  # kernel states saved next to notebooks (hidden, never served)
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-_TMP_MARK = ".nbrelay-"
-_TMP_SUFFIX = ".tmp"
-_MAX_BYTES = 512 * 1024 * 1024
 _TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
 
 StatKey = tuple[int, int, int, int, int]
@@ -85,11 +63,7 @@ def _stat_key(st: os.stat_result) -> StatKey:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def _is_inside(child: str, root: str) -> bool:
-    return child == root or os.path.commonpath([child, root]) == root
-
-
-class FileStore:
+class FileStore(NotebookStore):
     """Notebooks as files under ``root`` (see the module docstring for the guarantees)."""
 
     mode = "files"
@@ -97,26 +71,14 @@ class FileStore:
     def __init__(
         self, root: Path, *, lock_dir: Path | None = None, lock_timeout: float = 10.0
     ) -> None:
-        real = os.path.realpath(root)
-        if not os.path.isdir(real):
-            raise PathError(
-                f"root folder {root} does not exist or is not a folder.",
-                hint="Pass --root with an existing folder.",
-            )
-        self.root = Path(real)
-        self._root_s = real
-        # The lock folder is private (checked here, so start-up refuses one another user holds,
-        # and again at each lock): --lock-dir, else "locks" in nbrelay's runtime folder.
-        self._lock_at: tuple[Path | None, tuple[str, ...]] = (
-            (lock_dir, ()) if lock_dir is not None else (None, ("locks",))
-        )
-        self._lock_dir = runtime.folder_path(self._lock_at[0], *self._lock_at[1])
-        self._lock_timeout = lock_timeout
+        self.fs = RootDir(root, lock_dir=lock_dir, lock_timeout=lock_timeout)
+        self.root = self.fs.root
+        self.documents = FileDocuments(self.fs, self)
+        self.open_kernel_folder = self.documents.open_kernel_folder  # the local kernels' binding
         self._locks: dict[str, anyio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
         self._known: LastSeen[str] = LastSeen()
         self._read: LastSeen[dict[str, str]] = LastSeen()  # each cell's source as last read
-        self._swept: set[str] = set()
         # The last written notebook's cells as serialised (by cell identity), so that an edit
         # re-encodes only the cells it made; see _serialize.
         self._cell_bytes: dict[str, CellBytes] = {}
@@ -124,143 +86,23 @@ class FileStore:
     @property
     def capabilities(self) -> Capabilities:
         """Files on this machine, any document under the root; no live sessions."""
-        return Capabilities(files=self, documents=self)
+        return Capabilities(files=self.documents, documents=self.documents)
 
     # -- paths ----------------------------------------------------------------------------
 
     def relative(self, path: str) -> str:
-        rel, _ = self._resolve(path)
+        rel, _ = self.fs.resolve(path)
         return rel
-
-    def _resolve(self, path: str, *, suffix: str = ".ipynb") -> tuple[str, str]:
-        """Return (relative posix path, real absolute path) or raise PathError."""
-        paths.check_text(path)
-        if suffix == ".ipynb" and nblr.is_nblr(path):  # notebook-lr's format, read as a notebook
-            suffix = nblr.SUFFIX
-        raw = PurePosixPath(path)
-        if raw.is_absolute():
-            if not _is_inside(os.path.normpath(path), self._root_s):
-                raise PathError(
-                    f"the path {path!r} is outside the root folder.",
-                    hint=act("see_paths"),
-                )
-            raw = PurePosixPath(os.path.relpath(os.path.normpath(path), self._root_s))
-        rel = paths.relative(path, raw.parts, suffix)
-        try:
-            real = os.path.realpath(os.path.join(self._root_s, rel))
-        except OSError as exc:  # a link on the path was replaced while it was being followed
-            raise PathError(
-                f"the path {path!r} changed while it was being checked ({exc.strerror}).",
-                hint="Retry; if this keeps happening, something keeps replacing files there.",
-            ) from exc
-        if not _is_inside(real, self._root_s):
-            raise PathError(
-                f"the path {path!r} leads outside the root folder (through a symlink).",
-                hint="Only files inside the root are served.",
-            )
-        real_rel = os.path.relpath(real, self._root_s)
-        if any(p.startswith(".") for p in Path(real_rel).parts if p != "."):
-            raise PathError(
-                f"the path {path!r} leads to a hidden file.", hint="Hidden files are not served."
-            )
-        return rel, real
-
-    def _folder(self, folder: str) -> tuple[str, str]:
-        if folder in ("", ".", "/"):
-            return "", self._root_s
-        rel, real = self._resolve(folder, suffix="")
-        if not os.path.isdir(real):
-            raise NotebookNotFound(
-                f"folder {folder!r} does not exist.",
-                hint=act("list_all"),
-            )
-        return rel, real
 
     # -- locking --------------------------------------------------------------------------
 
-    def _lock(self, real: str) -> anyio.Lock:
+    def lock(self, real: str) -> anyio.Lock:
         lock = self._locks.get(real)
         if lock is None:
             lock = self._locks[real] = anyio.Lock()
         return lock
 
-    @contextlib.contextmanager
-    def _flock(self, real: str) -> Iterator[None]:
-        name = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".lock"
-        with runtime.folder_fd(self._lock_at[0], *self._lock_at[1]) as dfd:
-            fd = runtime.open_file(
-                dfd, name, os.O_RDWR | os.O_CREAT, os.path.join(self._lock_dir, name)
-            )
-        try:
-            deadline = time.monotonic() + self._lock_timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError as exc:
-                    if time.monotonic() > deadline:
-                        raise StoreError(
-                            f"another process has held the lock on this notebook for over "
-                            f"{self._lock_timeout:g} s.",
-                            hint="Retry in a moment; if it persists, check for a stuck nbrelay.",
-                        ) from exc
-                    time.sleep(0.002)
-            yield
-        finally:
-            os.close(fd)
-
     # -- reading --------------------------------------------------------------------------
-
-    def _open_file(self, real: str, rel: str) -> int:
-        """Open the regular file ``real`` for reading through its folder's descriptor (see
-        ``_walk``), without following a symlink or blocking on a FIFO."""
-        try:
-            dfd = self._open_folder(os.path.dirname(real))
-        except NotebookNotFound as exc:
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            ) from exc
-        try:
-            return os.open(
-                os.path.basename(real),
-                os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                dir_fd=dfd,
-            )
-        except FileNotFoundError as exc:
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            ) from exc
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise PathError(f"{rel!r} changed into a symlink while being opened.") from exc
-            raise StoreError(f"cannot open {rel!r}: {exc.strerror}.") from exc
-        finally:
-            os.close(dfd)
-
-    def _read_bytes(self, real: str, rel: str) -> tuple[bytes, os.stat_result]:
-        fd = self._open_file(real, rel)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise PathError(
-                    f"{rel!r} is not a regular file.",
-                    hint="Only regular notebook files are served.",
-                )
-            if st.st_size > _MAX_BYTES:
-                raise NotebookInvalid(
-                    f"{rel!r} is {st.st_size:,} bytes, over the {_MAX_BYTES:,}-byte limit."
-                )
-            chunks = []
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            return b"".join(chunks), st
-        finally:
-            os.close(fd)
 
     def _snapshot(self, rel: str, real: str, *, fresh: bool = False) -> Snapshot:
         """The current snapshot; with ``fresh`` the bytes are always re-read and re-hashed."""
@@ -272,7 +114,7 @@ class FileStore:
                 st = None
             if st is not None and _stat_key(st) == cached.key:
                 return cached.snapshot
-        raw, st = self._read_bytes(real, rel)
+        raw, st = self.fs.read_bytes(real, rel)
         version = version_of(raw)
         if cached is not None and cached.snapshot.version == version:
             snap = replace(cached.snapshot, size=st.st_size, modified=st.st_mtime)
@@ -301,16 +143,16 @@ class FileStore:
         return replace(snap, changed_outside=changed) if changed else snap
 
     async def load(self, path: str) -> Snapshot:
-        rel, real = self._resolve(path)
-        self._sweep_soon(real)
-        async with self._lock(real):
+        rel, real = self.fs.resolve(path)
+        self.fs.sweep_soon(real)
+        async with self.lock(real):
             snap = self._unchanged(real)  # the common case needs one stat, not a thread
             if snap is None:
                 snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
         return self._observe(real, snap)
 
     async def peek(self, path: str) -> Snapshot:
-        rel, real = self._resolve(path)
+        rel, real = self.fs.resolve(path)
         snap = self._unchanged(real)
         if snap is None:
             snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
@@ -328,7 +170,7 @@ class FileStore:
         return cached.snapshot if _stat_key(st) == cached.key else None
 
     async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
-        rel, real = self._folder(folder)
+        rel, real = self.fs.folder(folder)
         return await anyio.to_thread.run_sync(self._list_sync, rel, real, recursive)
 
     def _list_sync(self, rel: str, real: str, recursive: bool) -> builtins.list[Entry]:
@@ -336,7 +178,7 @@ class FileStore:
         a symlink), so a folder swapped for a symlink is neither listed nor swept."""
         found: builtins.list[Entry] = []
         try:
-            top = self._open_folder(real)
+            top = self.fs.open_folder(real)
         except (PathError, StoreError):
             return found
         try:
@@ -345,17 +187,17 @@ class FileStore:
                 if not recursive:
                     dirnames[:] = []
                 folder = os.path.normpath(os.path.join(real, dirpath))
-                self._sweep_fd(dfd, folder)
+                self.fs.sweep_fd(dfd, folder)
                 for name in sorted(filenames):
                     if name.startswith(".") or not name.endswith(".ipynb"):
                         continue
                     full = os.path.join(folder, name)
-                    rel_path = os.path.relpath(full, self._root_s).replace(os.sep, "/")
+                    rel_path = os.path.relpath(full, self.fs.root_s).replace(os.sep, "/")
                     try:
                         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
                         if stat.S_ISLNK(st.st_mode):  # a link inside the root: its target's
-                            _, target = self._resolve(rel_path)
-                            st = self._lstat(target)
+                            _, target = self.fs.resolve(rel_path)
+                            st = self.fs.lstat(target)
                     except (PathError, StoreError, OSError):
                         continue
                     if stat.S_ISREG(st.st_mode):
@@ -364,237 +206,41 @@ class FileStore:
             os.close(top)
         return found
 
-    def _lstat(self, real: str) -> os.stat_result:
-        """``lstat`` of a real path inside the root, through its folder's descriptor."""
-        dfd = self._open_folder(os.path.dirname(real))
-        try:
-            return os.stat(os.path.basename(real), dir_fd=dfd, follow_symlinks=False)
-        finally:
-            os.close(dfd)
-
-    def _lexists(self, real: str) -> bool:
-        try:
-            self._lstat(real)
-        except (FileNotFoundError, NotebookNotFound):
-            return False
-        return True
-
     # -- temp files -----------------------------------------------------------------------
-
-    def _sweep_soon(self, real: str) -> None:
-        folder = os.path.dirname(real)
-        if folder not in self._swept:
-            self._sweep_dir(folder)
-
-    def _sweep_dir(self, folder: str) -> None:
-        """Remove temp files left by nbrelay processes that no longer run."""
-        self._swept.add(folder)
-        try:
-            dfd = self._open_folder(folder)
-        except (PathError, StoreError):
-            return
-        try:
-            self._sweep_fd(dfd, folder)
-        finally:
-            os.close(dfd)
-
-    def _sweep_fd(self, dfd: int, folder: str) -> None:
-        self._swept.add(folder)
-        try:
-            names = os.listdir(dfd)
-        except OSError:
-            return
-        for name in names:
-            if not (name.startswith(".") and _TMP_MARK in name and name.endswith(_TMP_SUFFIX)):
-                continue
-            try:
-                pid = int(name.split(_TMP_MARK, 1)[1].split("-", 1)[0])
-            except ValueError:
-                continue
-            if pid != os.getpid() and process.pid_alive(pid):
-                continue
-            with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=dfd)
 
     # -- writing --------------------------------------------------------------------------
 
-    def _check_inside(self, fd: int, rel: str) -> None:
-        """Refuse (and close) an open folder that lies outside the root."""
-        try:
-            where = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            return  # no /proc here: the walk by descriptors is all there is
-        if not _is_inside(where.removesuffix(" (deleted)"), self._root_s):
-            os.close(fd)
-            raise PathError(
-                f"{rel!r} leads outside the root folder: a folder on its path was just replaced "
-                "by a symlink. Nothing was read or changed.",
-                hint="Only files inside the root are served.",
-            )
-
-    def _walk(self, folder: str, *, create: bool) -> int:
-        """Open ``folder`` (a real path inside the root) from the root one name at a time,
-        never following a symlink; with ``create``, missing folders are made on the way."""
-        rel = os.path.relpath(folder, self._root_s)
-        parts = [] if rel == "." else rel.split(os.sep)
-        if parts[:1] == [".."] or os.path.isabs(rel):
-            raise PathError(f"{rel!r} is outside the root folder.")
-        fd = os.open(self._root_s, _DIR_FLAGS)
-        try:
-            for part in parts:
-                if create:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
-    def _open_folder(self, folder: str, *, create: bool = False) -> int:
-        """Open a folder inside the root (making it and its parents with ``create``) by
-        descriptors from the root (``_walk``). Every operation on a file or folder under the root
-        goes through such a descriptor, so a folder on the path swapped for a symlink after the
-        path checks is refused, never followed: nothing outside the root is read, listed,
-        written, made or deleted."""
-        rel = os.path.relpath(folder, self._root_s)
-        try:
-            dfd = self._walk(folder, create=create)
-        except FileNotFoundError as exc:
-            raise NotebookNotFound(f"folder {rel!r} does not exist.", hint=act("missing")) from exc
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # Linux says ENOTDIR for a symlink
-                raise PathError(
-                    f"folder {rel!r} changed into a symlink (or a file) while being opened. "
-                    "Nothing was read or changed.",
-                    hint="Only files inside the root are served.",
-                ) from exc
-            raise StoreError(
-                f"cannot {'write' if create else 'open'} in {rel!r}: {exc.strerror}.",
-                hint="Nothing was changed. Check the folder's permissions and free space.",
-            ) from exc
-        self._check_inside(dfd, rel)  # the root itself may have moved: belt and braces
-        return dfd
-
-    def _write_atomic(self, real: str, data: bytes, *, expect: str | None) -> os.stat_result:
-        """Write ``data`` to ``real`` atomically; ``expect`` is the version the file must still
-        have just before the replace (None: the file must not exist)."""
-        folder, name = os.path.split(real)
-        tmp = f".{name}{_TMP_MARK}{os.getpid()}-{secrets.token_hex(6)}{_TMP_SUFFIX}"
-        dfd = self._open_folder(folder)
-        try:
-            try:
-                old_mode: int | None = stat.S_IMODE(
-                    os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
-                )
-            except FileNotFoundError:
-                old_mode = None
-            try:
-                fd = os.open(
-                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=dfd
-                )
-            except OSError as exc:
-                raise StoreError(
-                    f"cannot write in {os.path.relpath(folder, self._root_s)!r}: {exc.strerror}.",
-                    hint="Nothing was changed. Check the folder's permissions and free space.",
-                ) from exc
-            try:
-                try:
-                    view = memoryview(data)
-                    while view:
-                        n = os.write(fd, view)
-                        view = view[n:]
-                    os.fchmod(fd, old_mode if old_mode is not None else 0o666 & ~process.umask())
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                self._check_unchanged(real, expect, dfd=dfd)
-                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            except BaseException as exc:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=dfd)
-                if isinstance(exc, OSError):
-                    raise StoreError(
-                        f"writing {os.path.relpath(real, self._root_s)!r} failed: {exc.strerror} "
-                        f"(errno {exc.errno}).",
-                        hint="Nothing was changed; the notebook on disk is as it was.",
-                    ) from exc
-                raise
-            os.fsync(dfd)
-            return os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        finally:
-            os.close(dfd)
-
-    def _check_unchanged(self, real: str, expect: str | None, *, dfd: int | None = None) -> None:
-        rel = os.path.relpath(real, self._root_s)
-        target, where = (os.path.basename(real), dfd) if dfd is not None else (real, None)
-        try:
-            fd = os.open(
-                target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=where
-            )
-        except FileNotFoundError:
-            current: str | None = None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise PathError(f"{rel!r} changed into a symlink while being written.") from exc
-            raise
-        else:
-            with os.fdopen(fd, "rb") as fh:
-                current = version_of(fh.read())
-        if current != expect:
-            if expect is None:
-                raise NotebookExists(
-                    f"{rel!r} was created by someone else a moment ago.",
-                    hint=act("read_it"),
-                )
-            raise ConflictError(
-                f"{rel!r} was changed by someone else while nbrelay was writing it; "
-                "your change was not applied.",
-                current=current or "",
-                hint="Read the notebook again and retry.",
-            )
-
-    def _unlink(self, real: str) -> None:
-        """Remove a file through its folder's descriptor (checked inside the root)."""
-        dfd = self._open_folder(os.path.dirname(real))
-        try:
-            os.unlink(os.path.basename(real), dir_fd=dfd)
-        finally:
-            os.close(dfd)
-
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
-        rel, real = self._resolve(path)
+        rel, real = self.fs.resolve(path)
         validate.check_notebook(notebook)
         data = nblr.dump(notebook) if nblr.is_nblr(rel) else serialize(notebook)
-        async with self._lock(real):
+        async with self.lock(real):
             snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
         return self._observe(real, snap)
 
     def _create_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> Snapshot:
-        return self._remember(rel, real, data, self._put_sync(rel, real, data, overwrite))
+        return self._remember(rel, real, data, self.put_sync(rel, real, data, overwrite))
 
-    def _put_sync(
+    def put_sync(
         self, rel: str, real: str, data: bytes, overwrite: bool, *, suffix: str = ".ipynb"
     ) -> os.stat_result:
         """Write a whole file, making its folders; an existing file is replaced only when
         ``overwrite`` is given, and only if it did not change while being replaced."""
-        os.close(self._open_folder(os.path.dirname(real), create=True))
-        self._resolve(rel, suffix=suffix)  # the folders just made must not change where it leads
-        with self._flock(real):
+        os.close(self.fs.open_folder(os.path.dirname(real), create=True))
+        self.fs.resolve(rel, suffix=suffix)  # the folders just made must not change where it leads
+        with self.fs.flock(real):
             expect: str | None = None
-            if self._lexists(real):
+            if self.fs.lexists(real):
                 if not overwrite:
                     raise NotebookExists(
                         f"{rel!r} already exists.",
                         hint=act("exists"),
                     )
                 expect = self._snapshot_version(real, rel)
-            return self._write_atomic(real, data, expect=expect)
+            return self.fs.write_atomic(real, data, expect=expect)
 
     def _snapshot_version(self, real: str, rel: str) -> str:
-        raw, _ = self._read_bytes(real, rel)
+        raw, _ = self.fs.read_bytes(real, rel)
         return version_of(raw)
 
     def _remember(self, rel: str, real: str, data: bytes, st: os.stat_result) -> Snapshot:
@@ -618,9 +264,9 @@ class FileStore:
         expected_version: str | None,
         guard_positions: bool,
     ) -> EditOutcome:
-        rel, real = self._resolve(path)
-        self._sweep_soon(real)
-        async with self._lock(real):
+        rel, real = self.fs.resolve(path)
+        self.fs.sweep_soon(real)
+        async with self.lock(real):
             outcome = await anyio.to_thread.run_sync(
                 self._edit_sync, rel, real, planner, expected_version, guard_positions
             )
@@ -636,7 +282,7 @@ class FileStore:
         expected_version: str | None,
         guard_positions: bool,
     ) -> EditOutcome:
-        with self._flock(real):
+        with self.fs.flock(real):
             before = self._snapshot(rel, real, fresh=True)
             outside = check_edit(
                 rel,
@@ -654,7 +300,7 @@ class FileStore:
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
             data = self._serialize(real, after_nb)
-            st = self._write_atomic(real, data, expect=before.version)
+            st = self.fs.write_atomic(real, data, expect=before.version)
             after = Snapshot(rel, after_nb, version_of(data), size=st.st_size, modified=st.st_mtime)
             self._cache[real] = _Cached(_stat_key(st), after)
             return EditOutcome(before, after, plan, changed_outside=outside)
@@ -672,31 +318,29 @@ class FileStore:
     # -- whole-file operations ------------------------------------------------------------
 
     async def remove(self, path: str) -> None:
-        rel, real = self._resolve(path)
-        async with self._lock(real):
+        rel, real = self.fs.resolve(path)
+        async with self.lock(real):
             await anyio.to_thread.run_sync(self._remove_sync, rel, real)
 
     def _remove_sync(self, rel: str, real: str) -> None:
-        with self._flock(real):
-            self._read_bytes(real, rel)  # exists, regular, not a symlink swap
-            self._unlink(real)
-            self._cache.pop(real, None)
-            self._known.pop(real, None)
-            self._read.pop(real, None)
+        with self.fs.flock(real):
+            self.fs.read_bytes(real, rel)  # exists, regular, not a symlink swap
+            self.fs.unlink(real)
+            self.forget(real)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
-        src_rel, src_real = self._resolve(src)
-        dst_rel, dst_real = self._resolve(dst)
+        src_rel, src_real = self.fs.resolve(src)
+        dst_rel, dst_real = self.fs.resolve(dst)
         if src_real == dst_real:
             raise PathError(f"{src!r} and {dst!r} are the same file.")
         first, second = sorted([src_real, dst_real])
-        async with self._lock(first), self._lock(second):
+        async with self.lock(first), self.lock(second):
             snap = await anyio.to_thread.run_sync(
-                self._rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
+                self.rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
             )
         return self._observe(dst_real, cast(Snapshot, snap))
 
-    def _rename_sync(
+    def rename_sync(
         self,
         src_rel: str,
         src_real: str,
@@ -708,252 +352,39 @@ class FileStore:
     ) -> Snapshot | None:
         """Move or copy a file; a notebook (checked to parse) is cached and returned."""
         first, second = sorted([src_real, dst_real])
-        with self._flock(first), self._flock(second):
-            raw, _ = self._read_bytes(src_real, src_rel)
+        with self.fs.flock(first), self.fs.flock(second):
+            raw, _ = self.fs.read_bytes(src_real, src_rel)
             if notebook:
                 nb = parse(nblr.decode(src_rel, raw), name=src_rel)
                 if nblr.is_nblr(src_rel) != nblr.is_nblr(dst_rel):  # .ipynb <-> .nblr
                     raw = nblr.dump(nb) if nblr.is_nblr(dst_rel) else serialize(nb)
             expect: str | None = None
-            if self._lexists(dst_real):
+            if self.fs.lexists(dst_real):
                 if not overwrite:
                     raise NotebookExists(
                         f"{dst_rel!r} already exists.",
                         hint=act("exists"),
                     )
                 expect = self._snapshot_version(dst_real, dst_rel)
-            os.close(self._open_folder(os.path.dirname(dst_real), create=True))
-            st = self._write_atomic(dst_real, raw, expect=expect)
+            os.close(self.fs.open_folder(os.path.dirname(dst_real), create=True))
+            st = self.fs.write_atomic(dst_real, raw, expect=expect)
             if not keep_source:
-                self._unlink(src_real)
-                self._cache.pop(src_real, None)
-                self._known.pop(src_real, None)
-                self._read.pop(src_real, None)
+                self.fs.unlink(src_real)
+                self.forget(src_real)
             if not notebook:
                 self._cache.pop(dst_real, None)
                 return None
             return self._remember(dst_rel, dst_real, raw, st)
 
-    # -- other files under the root (exports, imports) -----------------------------------
-
-    async def read_file(self, path: str) -> tuple[str, bytes]:
-        """Read any regular file under the root, with the notebook path rules (no suffix rule)."""
-        rel, real = self._resolve(path, suffix="")
-        raw, _ = await anyio.to_thread.run_sync(self._read_bytes, real, rel)
-        return rel, raw
-
-    def file_path(self, path: str) -> str:
-        """Validate a non-notebook file path under the root; return its relative form."""
-        rel, _ = self._resolve(path, suffix="")
-        return rel
-
-    async def write_files(self, files: Mapping[str, bytes], *, overwrite: bool) -> None:
-        """Write files under the root, each atomically; if one exists and not ``overwrite``,
-        nothing is written."""
-        targets = [(*self._resolve(p, suffix=""), data) for p, data in files.items()]
-        if not overwrite:
-            for rel, real, _ in targets:
-                if await anyio.to_thread.run_sync(self._lexists, real):
-                    raise NotebookExists(
-                        f"{rel!r} already exists.",
-                        hint=act("exists"),
-                    )
-        for rel, real, data in targets:
-            async with self._lock(real):
-                await anyio.to_thread.run_sync(self._write_file_sync, rel, real, data, overwrite)
-
-    def _write_file_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> None:
-        self._put_sync(rel, real, data, overwrite, suffix="")
+    def forget(self, real: str) -> None:
+        """A file is gone: drop its cached snapshot and what readers last saw of it."""
         self._cache.pop(real, None)
+        self._known.pop(real, None)
+        self._read.pop(real, None)
 
-    # -- documents: any file or folder under the root ------------------------------------
-
-    def _document(self, rel: str, st: os.stat_result, writable: bool) -> Document:
-        name = PurePosixPath(rel).name
-        created = getattr(st, "st_birthtime", st.st_ctime)
-        if stat.S_ISDIR(st.st_mode):
-            return Document(rel, name, "directory", None, created, st.st_mtime, writable)
-        if name.endswith(".ipynb"):
-            return Document(rel, name, "notebook", st.st_size, created, st.st_mtime, writable)
-        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        return Document(rel, name, "file", st.st_size, created, st.st_mtime, writable, mime)
-
-    def _stat_document(self, rel: str, real: str) -> Document:
-        try:
-            dfd = self._open_folder(os.path.dirname(real))
-        except NotebookNotFound as exc:
-            raise NotebookNotFound(f"{rel!r} does not exist.", hint=act("missing")) from exc
-        try:
-            return self._document_at(dfd, os.path.basename(real), rel)
-        finally:
-            os.close(dfd)
-
-    def _document_at(self, dfd: int, name: str, rel: str) -> Document:
-        """The document ``name`` in an open folder (its final name never followed)."""
-        try:
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            raise NotebookNotFound(f"{rel!r} does not exist.", hint=act("missing")) from exc
-        if stat.S_ISLNK(st.st_mode):
-            raise PathError(f"{rel!r} changed into a symlink while being opened.")
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            raise PathError(f"{rel!r} is not a regular file or folder.")
-        writable = os.access(name, os.W_OK, dir_fd=dfd, follow_symlinks=False)
-        return self._document(rel, st, writable)
-
-    async def list_documents(self, folder: str) -> builtins.list[Document]:
-        rel, real = self._folder(folder)
-        return await anyio.to_thread.run_sync(self._list_documents_sync, rel, real)
-
-    def _list_documents_sync(self, rel: str, real: str) -> builtins.list[Document]:
-        found: builtins.list[Document] = []
-        try:
-            dfd = self._open_folder(real)
-        except NotebookNotFound as exc:
-            raise NotebookNotFound(f"folder {rel!r} does not exist.", hint=act("missing")) from exc
-        try:
-            for name in sorted(os.listdir(dfd)):
-                if name.startswith("."):
-                    continue
-                child = f"{rel}/{name}" if rel else name
-                try:
-                    if not stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
-                        found.append(self._document_at(dfd, name, child))
-                        continue
-                    child_rel, child_real = self._resolve(child, suffix="")  # a link: its target
-                    found.append(self._stat_document(child_rel, child_real))
-                except (PathError, StoreError, OSError):
-                    continue
-        finally:
-            os.close(dfd)
-        return found
-
-    async def stat_document(self, path: str) -> Document:
-        rel, real = self._resolve(path, suffix="")
-        return await anyio.to_thread.run_sync(self._stat_document, rel, real)
-
-    async def read_document(self, path: str, *, limit: int | None = None) -> tuple[bytes, int]:
-        rel, real = self._resolve(path, suffix="")
-        if limit is None:
-            raw, st = await anyio.to_thread.run_sync(self._read_bytes, real, rel)
-            return raw, st.st_size
-        return await anyio.to_thread.run_sync(self._read_head, real, rel, limit)
-
-    def _read_head(self, real: str, rel: str, limit: int) -> tuple[bytes, int]:
-        fd = self._open_file(real, rel)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise PathError(f"{rel!r} is not a regular file.")
-            chunks: builtins.list[bytes] = []
-            left = limit
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks), st.st_size
-        finally:
-            os.close(fd)
-
-    async def write_document(self, path: str, data: bytes, *, overwrite: bool) -> Document:
-        await self.write_files({path: data}, overwrite=overwrite)
-        return await self.stat_document(path)
-
-    async def remove_document(self, path: str) -> None:
-        rel, real = self._resolve(path, suffix="")
-        async with self._lock(real):
-            await anyio.to_thread.run_sync(self._remove_document_sync, rel, real)
-
-    def _remove_document_sync(self, rel: str, real: str) -> None:
-        """Delete a file or an empty folder through its folder's descriptor: a name swapped for
-        a symlink is removed itself (or refused), never what it points to."""
-        try:
-            dfd = self._open_folder(os.path.dirname(real))
-        except NotebookNotFound as exc:
-            raise NotebookNotFound(f"{rel!r} does not exist.", hint=act("missing")) from exc
-        name = os.path.basename(real)
-        try:
-            if self._document_at(dfd, name, rel).type == "directory":
-                try:
-                    os.rmdir(name, dir_fd=dfd)
-                except OSError as exc:
-                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise InvalidArgument(
-                            f"folder {rel!r} is not empty.",
-                            hint="Delete the files in it first; only empty folders are deleted.",
-                        ) from exc
-                    raise StoreError(f"cannot delete folder {rel!r}: {exc.strerror}.") from exc
-                return
-            with self._flock(real):
-                if self._document_at(dfd, name, rel).type == "directory":
-                    raise PathError(f"{rel!r} changed into a folder while being deleted.")
-                os.unlink(name, dir_fd=dfd)
-                self._cache.pop(real, None)
-                self._known.pop(real, None)
-                self._read.pop(real, None)
-        finally:
-            os.close(dfd)
-
-    async def move_document(self, src: str, dst: str, *, keep_source: bool) -> Document:
-        src_rel, src_real = self._resolve(src, suffix="")
-        dst_rel, dst_real = self._resolve(dst, suffix="")
-        if src_real == dst_real:
-            raise PathError(f"{src!r} and {dst!r} are the same file.")
-        first, second = sorted([src_real, dst_real])
-        async with self._lock(first), self._lock(second):
-            await anyio.to_thread.run_sync(
-                functools.partial(
-                    self._rename_sync,
-                    src_rel,
-                    src_real,
-                    dst_rel,
-                    dst_real,
-                    False,
-                    keep_source,
-                    notebook=False,
-                )
-            )
-        return await self.stat_document(dst_rel)
-
-    def open_kernel_folder(self, cwd: str) -> int:
-        """A descriptor of a kernel's folder (a folder under the root, given as a path),
-        opened by descriptors from the root like every file operation: what a sandbox binds is
-        the folder that was checked, even if a symlink takes its name a moment later."""
-        rel = os.path.relpath(os.path.normpath(cwd), self._root_s)
-        _, real = self._folder("" if rel == "." else rel)
-        return self._open_folder(real)
-
-    # -- kernel state files: .nbrelay-state/ next to a notebook (hidden, never served) ------
-
-    def state_file(self, path: str, name: str) -> str:
-        """Where the kernel state file ``name`` of notebook ``path`` is kept: the hidden folder
-        ``.nbrelay-state`` in the notebook's folder, as a real path (checked like every path).
-        Kernels write and read it through ``kernels.introspect``, by descriptors from ``/``."""
-        rel = self.relative(path)
-        _, folder = self._folder(posixpath.dirname(rel))
-        return os.path.join(folder, STATE_FOLDER, name)
-
-    def _state_parts(self, real: str) -> str:
-        if os.path.basename(os.path.dirname(real)) != STATE_FOLDER or not _is_inside(
-            real, self._root_s
-        ):
-            raise PathError(f"{real!r} is not a kernel state file of this root.")
-        return real
-
-    async def state_exists(self, real: str) -> bool:
-        return await anyio.to_thread.run_sync(self._lexists, self._state_parts(real))
-
-    async def remove_state(self, real: str) -> None:
-        """Delete a state file through its folder's descriptor (if it exists)."""
-        self._state_parts(real)
-
-        def remove() -> None:
-            with contextlib.suppress(FileNotFoundError, NotebookNotFound):
-                self._unlink(real)
-
-        await anyio.to_thread.run_sync(remove)
+    def drop_cached(self, real: str) -> None:
+        """A file was written by other means than an edit: its cached snapshot is stale."""
+        self._cache.pop(real, None)
 
     async def aclose(self) -> None:
         self._cache.clear()

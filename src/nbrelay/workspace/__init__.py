@@ -5,25 +5,20 @@ It owns the store (where notebooks live), the kernels (where code runs) and the 
 freshest notebook under its lock. Cell references are resolved inside the planner, never against
 an older read.
 
-It is built in layers, each a class extending the one before, each in its own module:
-``core`` (state, reading, the edit primitive) → ``editing`` → ``running`` (kernels and
-executions) → ``inspecting`` (variables, state, packages, visualisation) → ``services``
-(export/import, sessions, documents): ``Workspace``.
+``Workspace`` (``facade.py``) is a thin facade over parts that each own their state and are given
+their dependencies: ``Notebooks`` (reads, the edit primitive, undo history, views) ← ``Editing``;
+``Kernels`` (runners, slots, suspension) ← ``Runs`` (jobs) and ``Inspect`` (variables, state,
+packages, visualisation); ``Transfer`` (export/import), ``Sessions`` and ``Documents``.
 """
 
-from nbrelay.workspace.core import (
-    CoreWorkspace,
-    ExportOutcome,
-    NotebookSession,
-    UndoOutcome,
-    file_id,
-)
+from nbrelay.workspace.editing import UndoOutcome
+from nbrelay.workspace.facade import Workspace
 from nbrelay.workspace.inspecting import validate_requirements
-from nbrelay.workspace.running import history_entries
-from nbrelay.workspace.services import Workspace
+from nbrelay.workspace.jobbook import history_entries
+from nbrelay.workspace.sessions import NotebookSession, file_id
+from nbrelay.workspace.transfer import ExportOutcome
 
 __all__ = [
-    "CoreWorkspace",
     "ExportOutcome",
     "NotebookSession",
     "UndoOutcome",

@@ -1,35 +1,41 @@
 """Editing operations: each request becomes a planner that resolves cell references against the
-freshest notebook, then goes through ``CoreWorkspace.edit``.
+freshest notebook, then goes through ``Notebooks.edit``; ``undo`` reverts what it recorded.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from nbrelay.errors import (
-    InvalidArgument,
-    UndoRefused,
-)
+from nbrelay.errors import InvalidArgument, UndoRefused
 from nbrelay.notebook import address, edits, history
 from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import CellSpec, Plan
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.search import compile_pattern, substitute
-from nbrelay.stores.base import (
-    EditOutcome,
-)
-from nbrelay.workspace.core import CoreWorkspace, UndoOutcome, _positional
+from nbrelay.stores.base import EditOutcome
+from nbrelay.workspace.notebooks import Notebooks
+from nbrelay.workspace.notebooks import positional as _positional
 
 logger = logging.getLogger("nbrelay")
 
 
-class EditingWorkspace(CoreWorkspace):
-    """Insert, edit, delete, move, merge, split, clear, replace and undo."""
+@dataclass(frozen=True)
+class UndoOutcome:
+    outcome: EditOutcome
+    labels: tuple[str, ...]
+
+
+class Editing:
+    """Insert, edit, delete, move, merge, split, clear, replace and undo, on ``notebooks``."""
+
+    def __init__(self, notebooks: Notebooks) -> None:
+        self._notebooks = notebooks
 
     async def set_sources(
         self,
@@ -55,7 +61,7 @@ class EditingWorkspace(CoreWorkspace):
                 touched=tuple(dict.fromkeys(t for s in steps for t in s.touched)),
             )
 
-        return await self.edit(
+        return await self._notebooks.edit(
             path,
             "edit cells",
             planner,
@@ -84,10 +90,10 @@ class EditingWorkspace(CoreWorkspace):
                 at = address.resolve_one(nb.ids, after) + 1
             else:
                 at = address.insertion_index(len(nb.cells), index)
-            return edits.plan_insert(nb, at, cells, self._id_factory)
+            return edits.plan_insert(nb, at, cells, self._notebooks.id_factory)
 
         positional = (index is not None and index not in (-1,)) or _positional(after)
-        return await self.edit(
+        return await self._notebooks.edit(
             path, "insert cells", planner, expected_version=expected_version, positional=positional
         )
 
@@ -152,7 +158,7 @@ class EditingWorkspace(CoreWorkspace):
                 detail=detail,
             )
 
-        return await self.edit(
+        return await self._notebooks.edit(
             path,
             "edit cell",
             planner,
@@ -166,7 +172,7 @@ class EditingWorkspace(CoreWorkspace):
         def planner(nb: Notebook) -> Plan:
             return edits.plan_delete(nb, address.resolve_many(nb.ids, cells))
 
-        return await self.edit(
+        return await self._notebooks.edit(
             path,
             "delete cells",
             planner,
@@ -180,7 +186,7 @@ class EditingWorkspace(CoreWorkspace):
         def planner(nb: Notebook) -> Plan:
             return edits.plan_move(nb, address.resolve_many(nb.ids, cells), to)
 
-        return await self.edit(
+        return await self._notebooks.edit(
             path, "move cells", planner, expected_version=expected_version, positional=True
         )
 
@@ -197,7 +203,7 @@ class EditingWorkspace(CoreWorkspace):
             idx = address.resolve_many(nb.ids, cells)
             return edits.plan_merge(nb, idx, separator, cell_type)
 
-        return await self.edit(
+        return await self._notebooks.edit(
             path,
             "merge cells",
             planner,
@@ -215,9 +221,9 @@ class EditingWorkspace(CoreWorkspace):
     ) -> EditOutcome:
         def planner(nb: Notebook) -> Plan:
             i = address.resolve_one(nb.ids, cell)
-            return edits.plan_split(nb, i, lines, self._id_factory)
+            return edits.plan_split(nb, i, lines, self._notebooks.id_factory)
 
-        return await self.edit(
+        return await self._notebooks.edit(
             path,
             "split cell",
             planner,
@@ -238,7 +244,7 @@ class EditingWorkspace(CoreWorkspace):
             )
             return edits.plan_clear_outputs(nb, idx)
 
-        return await self.edit(
+        return await self._notebooks.edit(
             path,
             "clear outputs",
             planner,
@@ -275,7 +281,7 @@ class EditingWorkspace(CoreWorkspace):
         # engine releases the GIL and stops at its time limit); the planner, which may run on
         # the event loop, then only looks the results up (and matches a cell changed meanwhile).
         done = await anyio.to_thread.run_sync(
-            substitute_all, (await self.store.peek(path)).notebook
+            substitute_all, (await self._notebooks.peek(path)).notebook
         )
 
         def planner(nb: Notebook) -> Plan:
@@ -306,7 +312,7 @@ class EditingWorkspace(CoreWorkspace):
                 detail={"replacements": total, "diffs": diffs},
             )
 
-        return await self.edit(
+        return await self._notebooks.edit(
             path,
             "replace in cells",
             planner,
@@ -319,8 +325,8 @@ class EditingWorkspace(CoreWorkspace):
     ) -> UndoOutcome:
         if steps < 1:
             raise InvalidArgument("steps must be at least 1.")
-        key = self.store.relative(path)
-        past = self._history.get(key)
+        key = self._notebooks.relative(path)
+        past = self._notebooks.changes(key)
         if not past:
             raise UndoRefused(
                 f"there is nothing to undo in {key!r}: nbrelay has made no edits to it since it "
@@ -346,7 +352,7 @@ class EditingWorkspace(CoreWorkspace):
             )
             return Plan(edits=tuple(all_edits), touched=touched)
 
-        outcome = await self.edit(
+        outcome = await self._notebooks.edit(
             path, "undo", planner, expected_version=expected_version, positional=False, record=False
         )
         for _ in changes:

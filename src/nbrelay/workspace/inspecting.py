@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import anyio
 import anyio.to_thread
 
+from nbrelay.config import Settings
 from nbrelay.errors import (
     InvalidArgument,
     KernelError,
@@ -23,19 +24,30 @@ from nbrelay.kernels import introspect, visualize
 from nbrelay.kernels.execution import Runner
 from nbrelay.notebook import address
 from nbrelay.notebook.address import CellRef
-from nbrelay.workspace.running import RunningWorkspace
+from nbrelay.workspace.notebooks import Notebooks
+from nbrelay.workspace.runners import Kernels
+from nbrelay.workspace.state_files import StateFiles
 
 logger = logging.getLogger("nbrelay")
 
 
-class InspectingWorkspace(RunningWorkspace):
-    """Variables, visualisation, package installs and kernel state."""
+class Inspect:
+    """Variables, visualisation, package installs and kernel state, asked of the notebook's
+    kernel (``kernels``) with nbrelay's introspection snippets."""
+
+    def __init__(
+        self, settings: Settings, notebooks: Notebooks, kernels: Kernels, state: StateFiles
+    ) -> None:
+        self._settings = settings
+        self._notebooks = notebooks
+        self._kernels = kernels
+        self._state = state
 
     # -- looking inside the kernel --------------------------------------------------------
 
     async def _python_runner(self, path: str, what: str) -> Runner:
-        snap = await self.store.load(path)
-        runner = await self._runner(snap)
+        snap = await self._notebooks.read(path)
+        runner = await self._kernels.runner(snap)
         if runner.session.info.language != "python":
             raise Unsupported(
                 f"{what} needs a Python kernel; {snap.path!r} runs "
@@ -56,7 +68,7 @@ class InspectingWorkspace(RunningWorkspace):
         in ``png``) or give it as table data, in the notebook's Python kernel."""
         opts = dict(options or {})
         _check_visual(kind, opts)
-        snap = await self.store.load(path)
+        snap = await self._notebooks.read(path)
         found = snap.notebook.cells[address.resolve_one(snap.notebook.ids, cell)]
         count = found.get("execution_count")
         if not opts.get("expression") and (found.get("cell_type") != "code" or count is None):
@@ -66,7 +78,7 @@ class InspectingWorkspace(RunningWorkspace):
             )
         runner = await self._python_runner(path, "visualize_cell")
         code = visualize.snippet(count if isinstance(count, int) else None, kind, opts)
-        done = await self._ask(runner, code, "visualising the cell")
+        done = await self._kernels.ask(runner, code, "visualising the cell")
         if done.get("error") is None:
             return {**done, "path": snap.path, "cell": found["id"]}
         _visual_error(done, f"cell {found['id']!r}'s result", count)
@@ -87,7 +99,7 @@ class InspectingWorkspace(RunningWorkspace):
         code = shim + visualize.snippet(None, kind, {**opts, "expression": "_nbrelay_value"})
         from nbrelay.kernels.base import LaunchPolicy
 
-        env = LaunchPolicy(keep_env=self.settings.kernel_env).environment(os.environ)
+        env = LaunchPolicy(keep_env=self._settings.kernel_env).environment(os.environ)
         env["MPLBACKEND"] = "Agg"
         try:
             with anyio.fail_after(120):
@@ -118,8 +130,8 @@ class InspectingWorkspace(RunningWorkspace):
     async def evaluate_json(self, path: str, expression: str) -> Any:
         """The value of a TypeScript/JavaScript expression in the notebook's (Deno) kernel, as
         JSON (``JSON.stringify``); Python kernels use ``inspect_variable``."""
-        snap = await self.store.load(path)
-        runner = await self._runner(snap)
+        snap = await self._notebooks.read(path)
+        runner = await self._kernels.runner(snap)
         language = runner.session.info.language.lower()
         if language not in ("typescript", "javascript"):
             raise Unsupported(
@@ -130,19 +142,21 @@ class InspectingWorkspace(RunningWorkspace):
             f"console.log({json.dumps(introspect.MARKER)} + JSON.stringify("
             f"{{ value: await (\n{expression}\n) }}))"
         )
-        found = await self._ask(runner, code, "evaluating the expression")
+        found = await self._kernels.ask(runner, code, "evaluating the expression")
         return found.get("value")
 
     async def forget_saved_state(self, path: str) -> None:
         """Remove the kernel states saved for a notebook (save_kernel_state, persisted
         sessions), as when its session ends for good."""
-        rel = self.store.relative(path)
-        for name in (self.state_file(rel), self.session_state_file(rel)):
-            await self._remove_state(name)
+        rel = self._notebooks.relative(path)
+        for name in (self._state.state_file(rel), self._state.session_state_file(rel)):
+            await self._state.remove(name)
 
     async def list_variables(self, path: str, *, limit: int = 100) -> dict[str, Any]:
         runner = await self._python_runner(path, "list_variables")
-        return await self._ask(runner, introspect.list_variables(limit), "listing variables")
+        return await self._kernels.ask(
+            runner, introspect.list_variables(limit), "listing variables"
+        )
 
     async def inspect_variable(self, path: str, name: str, *, limit: int) -> dict[str, Any]:
         if not name.isidentifier():
@@ -150,7 +164,9 @@ class InspectingWorkspace(RunningWorkspace):
                 f"{name!r} is not a variable name.", hint="Give a plain name such as df."
             )
         runner = await self._python_runner(path, "inspect_variable")
-        found = await self._ask(runner, introspect.inspect_variable(name, limit), "inspecting")
+        found = await self._kernels.ask(
+            runner, introspect.inspect_variable(name, limit), "inspecting"
+        )
         if found.get("missing"):
             names = ", ".join(found.get("names") or []) or "none"
             raise InvalidArgument(
@@ -172,11 +188,13 @@ class InspectingWorkspace(RunningWorkspace):
         checked = validate_requirements(requirements)
         runner = await self._python_runner(path, "install_packages")
         python = str(
-            (await self._ask(runner, introspect.python_executable(), "finding Python"))["python"]
+            (await self._kernels.ask(runner, introspect.python_executable(), "finding Python"))[
+                "python"
+            ]
         )
         from nbrelay.kernels.base import LaunchPolicy
 
-        env = LaunchPolicy(keep_env=self.settings.kernel_env).environment(os.environ)
+        env = LaunchPolicy(keep_env=self._settings.kernel_env).environment(os.environ)
         env["PIP_NO_INPUT"] = "1"
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--", *checked]
         uv = shutil.which("uv", path=env.get("PATH")) if prefer_uv else None
@@ -191,15 +209,15 @@ class InspectingWorkspace(RunningWorkspace):
             raise KernelError(f"could not run pip with {python}: {exc}.") from exc
         text = (done.stdout + done.stderr).decode("utf-8", "replace")
         if done.returncode == 0:
-            await self._ask(runner, introspect.refresh_imports(), "refreshing imports")
+            await self._kernels.ask(runner, introspect.refresh_imports(), "refreshing imports")
         return python, done.returncode, text[-3000:]
 
     async def save_kernel_state(self, path: str, *, to: str | None = None) -> dict[str, Any]:
         """Save ``path``'s kernel variables into the state file of ``to`` (default: ``path``)."""
         runner = await self._python_runner(path, "save_kernel_state")
-        target = self.state_file(self.store.relative(to or path))
-        await self._state_folder(target)
-        found = await self._ask(runner, introspect.save_state(target), "saving the state")
+        target = self._state.state_file(self._notebooks.relative(to or path))
+        await self._state.make_folder(target)
+        found = await self._kernels.ask(runner, introspect.save_state(target), "saving the state")
         if found.get("no_dill"):
             raise Unsupported(
                 "the kernel cannot import dill, which saves its state.",
@@ -209,13 +227,15 @@ class InspectingWorkspace(RunningWorkspace):
 
     async def restore_kernel_state(self, path: str) -> dict[str, Any]:
         runner = await self._python_runner(path, "restore_kernel_state")
-        source = self.state_file(self.store.relative(path))
-        if not await self._state_exists(source):
+        source = self._state.state_file(self._notebooks.relative(path))
+        if not await self._state.exists(source):
             raise InvalidArgument(
-                f"{self.store.relative(path)!r} has no saved kernel state.",
+                f"{self._notebooks.relative(path)!r} has no saved kernel state.",
                 hint=act("save_state"),
             )
-        found = await self._ask(runner, introspect.restore_state(source), "restoring the state")
+        found = await self._kernels.ask(
+            runner, introspect.restore_state(source), "restoring the state"
+        )
         if found.get("no_dill"):
             raise Unsupported(
                 "the kernel cannot import dill, which restores its state.",

@@ -1,35 +1,28 @@
-"""The workspace's core: its state, reading and creating notebooks, and the one edit primitive.
+"""Notebooks as the workspace holds them: reading, creating, the one edit primitive, undo history
+and what the agent has viewed.
 
-``edit`` runs a planner against the freshest notebook under the store's lock and records the
-change for ``undo``; every editing operation (``editing.py``) goes through it.
+``Notebooks.edit`` runs a planner against the freshest notebook under the store's lock and
+records the change for ``undo``; every editing operation (``editing.py``) and every saved output
+(``runs.py``) goes through it.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
-import itertools
-import logging
 import re
-import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 import anyio
 import anyio.to_thread
 
-from nbrelay import formats
 from nbrelay.config import Settings
-from nbrelay.errors import RemoteError
-from nbrelay.kernels.base import KernelInfo, KernelProvider
-from nbrelay.kernels.execution import Runner
-from nbrelay.kernels.jobs import Job
+from nbrelay.errors import ConflictError, RemoteError
 from nbrelay.notebook import edits, history
 from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import CellSpec
-from nbrelay.notebook.model import IdFactory, Notebook, new_notebook, random_id
+from nbrelay.notebook.model import IdFactory, Notebook, new_notebook
 from nbrelay.notebook.search import Match, compile_pattern, search
 from nbrelay.stores.base import (
     Capabilities,
@@ -42,13 +35,8 @@ from nbrelay.stores.base import (
     capabilities,
 )
 
-if TYPE_CHECKING:
-    from anyio.abc import TaskGroup
 
-logger = logging.getLogger("nbrelay")
-
-
-def _positional(ref: CellRef | None, ids: Sequence[str] | None = None) -> bool:
+def positional(ref: CellRef | None, ids: Sequence[str] | None = None) -> bool:
     """Whether a reference depends on cell positions (an index or range, not an id)."""
     if ref is None:
         return False
@@ -64,83 +52,22 @@ def _positional(ref: CellRef | None, ids: Sequence[str] | None = None) -> bool:
 _INDEX_OR_RANGE = re.compile(r"\s*-?\d*\s*(?::\s*-?\d*\s*)?")
 
 
-@dataclass(frozen=True)
-class ExportOutcome:
-    snapshot: Snapshot
-    exported: formats.Exported
-    saved: tuple[str, ...] = ()  # files written, relative to the root (the export first)
+class Notebooks:
+    """The notebooks of one store: reads, creation, edits with their undo history, and the
+    version of each notebook the agent last viewed."""
 
-
-@dataclass
-class NotebookSession:
-    """A notebook held open for an agent: its kernel and, in live mode, its room (epoch times)."""
-
-    path: str
-    session_id: str
-    file_id: str
-    live: bool
-    started: float
-    last_activity: float
-    active: bool = True
-
-
-def file_id(rel: str) -> str:
-    """A stable id for a notebook path (file mode has no file id service)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "nbrelay:" + rel))
-
-
-@dataclass(frozen=True)
-class UndoOutcome:
-    outcome: EditOutcome
-    labels: tuple[str, ...]
-
-
-class CoreWorkspace:
-    """State shared by every part of the workspace; reading, creating, editing."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        store: NotebookStore,
-        *,
-        id_factory: IdFactory = random_id,
-        kernels: KernelProvider | None = None,
-        kernel_factory: Callable[[], KernelProvider] | None = None,
-    ) -> None:
-        """``kernels`` is where code runs; ``kernel_factory`` makes it when code first runs
-        (the server passes one or the other). Without either, local kernels in the notebooks'
-        folders."""
+    def __init__(self, settings: Settings, store: NotebookStore, id_factory: IdFactory) -> None:
         self.settings = settings
         self.store = store
-        self._kernel_factory = kernel_factory or self._local_kernels
-        self._id_factory = id_factory
+        self.id_factory = id_factory
         self._history: dict[str, deque[history.Change]] = {}
-        self._kernels = kernels
-        self._runners: dict[str, Runner] = {}
-        self._jobs: dict[str, Job] = {}
-        self._job_numbers = itertools.count(1)
-        self._tg: TaskGroup | None = None
-        self._ran: dict[str, deque[dict[str, Any]]] = {}  # execution history of pruned jobs
-        self._suspended: dict[str, KernelInfo] = {}  # idle sessions whose kernel was stopped
-        self._resumed: dict[str, str] = {}  # notes for the next run of a resumed session
         self._viewed: dict[str, str] = {}  # notebook -> the version the agent last viewed
-        self._sessions: dict[str, NotebookSession] = {}
 
     @property
     def capabilities(self) -> Capabilities:
         """What the store can do (asked each time: the live store learns late whether the
         server has real-time collaboration)."""
         return capabilities(self.store)
-
-    def _local_kernels(self) -> KernelProvider:
-        from nbrelay.kernels.local import local_kernels
-
-        files = self.capabilities.files
-        return local_kernels(
-            self.settings,
-            root=str(files.root) if files is not None else None,
-            open_folder=files.open_kernel_folder if files is not None else None,
-        )
 
     # -- reading --------------------------------------------------------------------------
 
@@ -183,6 +110,37 @@ class CoreWorkspace:
         )
         return snap, found
 
+    # -- what the agent has seen ----------------------------------------------------------
+
+    async def view(self, path: str) -> Snapshot:
+        """Read a notebook and remember its version as the one the agent has now seen."""
+        snap = await self.store.load(path)
+        self._viewed[snap.path] = snap.version
+        return snap
+
+    async def unchanged_since_viewed(
+        self, path: str, *, hint: str = "Read the notebook again, then retry."
+    ) -> Snapshot:
+        """The current notebook, if it is the version the agent last viewed (nbrelay's own edits
+        and saved outputs keep a view current); otherwise ``ConflictError``, nothing done."""
+        snap = await self.store.load(path)
+        seen = self._viewed.get(snap.path)
+        if seen is None:
+            raise ConflictError(
+                f"you have not viewed {snap.path!r} yet, so nbrelay cannot tell whether your "
+                "idea of its cells is current. Nothing was changed.",
+                current=snap.version,
+                hint=hint,
+            )
+        if seen != snap.version:
+            raise ConflictError(
+                f"{snap.path!r} has changed since you last viewed it (someone edited or ran "
+                "it). Nothing was changed.",
+                current=snap.version,
+                hint=hint,
+            )
+        return snap
+
     # -- creating -------------------------------------------------------------------------
 
     async def create_notebook(
@@ -196,11 +154,9 @@ class CoreWorkspace:
     ) -> Snapshot:
         nb = new_notebook(kernel_name=kernel_name, language=language or _language_of(kernel_name))
         if cells:
-            plan = edits.plan_insert(nb, 0, cells, self._id_factory)
+            plan = edits.plan_insert(nb, 0, cells, self.id_factory)
             nb = nb.with_cells(edits.apply([], plan.edits))
-        snap = await self.store.create(path, nb, overwrite=overwrite)
-        self._history.pop(self.store.relative(path), None)
-        return snap
+        return await self.create_from(path, nb, overwrite=overwrite)
 
     async def create_from(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         """Create a notebook from a parsed notebook (used by import)."""
@@ -219,6 +175,11 @@ class CoreWorkspace:
             f"the Jupyter Server did not confirm saving {rel!r} ({why}).",
             hint="The edits are live in JupyterLab; retry save_notebook in a moment.",
         )
+
+    def forget(self, rel: str) -> None:
+        """A notebook went away (deleted or moved): drop its undo history and viewed version."""
+        self._history.pop(rel, None)
+        self._viewed.pop(rel, None)
 
     # -- editing --------------------------------------------------------------------------
 
@@ -251,6 +212,10 @@ class CoreWorkspace:
         if self._viewed.get(outcome.after.path) == outcome.before.version:
             self._viewed[outcome.after.path] = outcome.after.version
         return outcome
+
+    def changes(self, rel: str) -> deque[history.Change] | None:
+        """The recorded changes of a notebook that ``undo`` may revert (newest last)."""
+        return self._history.get(rel)
 
 
 def _language_of(kernel_name: str) -> str:

@@ -1,4 +1,5 @@
-"""Notebook conversions: export to ipynb, Markdown, HTML, PDF and scripts; import from text formats.
+"""Notebook conversions: export to ipynb, Markdown, HTML, PDF and scripts; import from text formats
+(``imports.py``); PDF printing with headless Chromium (``pdf.py``).
 
 Exports go through nbconvert (Markdown, HTML, and PDF as nbconvert's HTML printed by headless
 Chromium) and jupytext (scripts and MyST, the formats that round-trip); ipynb comes from the
@@ -14,16 +15,8 @@ whose Content-Security-Policy and host-resolver rules keep it off the network an
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import json
 import logging
-import os
-import re
-import shutil
-import signal
-import subprocess
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +29,26 @@ from nbrelay.errors import (
     InvalidArgument,
     NbrelayError,
     NotebookInvalid,
-    StoreError,
-    Unsupported,
 )
-from nbrelay.notebook.model import Notebook, from_dict, serialize
+from nbrelay.formats.imports import IMPORTS, guess_format, import_notebook
+from nbrelay.formats.pdf import CHROMIUM_FLAGS, find_browser, print_pdf
+from nbrelay.notebook.model import Notebook, serialize
 from nbrelay.notebook.render import IMAGE_MIMES
+
+__all__ = [
+    "CHROMIUM_FLAGS",
+    "EXPORTS",
+    "IMPORTS",
+    "SCRIPT_FORMATS",
+    "Exported",
+    "ImageLink",
+    "export",
+    "export_info",
+    "find_browser",
+    "guess_format",
+    "import_notebook",
+    "min_chars",
+]
 
 # name -> (file extension, mime type, binary)
 EXPORTS: dict[str, tuple[str, str, bool]] = {
@@ -53,15 +61,7 @@ EXPORTS: dict[str, tuple[str, str, bool]] = {
     "percent": (".py", "text/x-python", False),
     "myst": (".md", "text/markdown", False),
 }
-IMPORTS = ("auto", "ipynb", "json", "markdown", "myst", "percent", "light")
 SCRIPT_FORMATS = ("script", "percent", "myst")
-
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-_CSP = (
-    '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-    "img-src data:; style-src 'unsafe-inline' data:; font-src data:; media-src data:\">"
-)
-_STDERR_TAIL = 600
 
 # nbconvert's warnings (missing alt text…) are about the notebook, not for the server's log.
 _QUIET = logging.getLogger("nbrelay.nbconvert")
@@ -175,131 +175,6 @@ def _html(nb: Notebook, *, outputs: bool) -> str:
     return str(body)
 
 
-def _sealed(html: str) -> str:
-    """The page with a Content-Security-Policy that lets in only inline data: no network, no
-    local files, no scripts."""
-    match = re.search(r"<head[^>]*>", html, flags=re.IGNORECASE)
-    at = match.end() if match else 0
-    return html[:at] + _CSP + html[at:]
-
-
-def find_browser(configured: Path | None) -> str:
-    """The Chromium executable: the configured one, or the first of ``BROWSERS`` on PATH."""
-    if configured is not None:
-        if not os.access(configured, os.X_OK):
-            raise Unsupported(
-                f"the browser {configured} (--browser) is not an executable file.",
-                hint="Point --browser at Chromium, or leave it unset to use chromium from PATH.",
-            )
-        return str(configured)
-    for name in BROWSERS:
-        found = shutil.which(name)
-        if found:
-            return found
-    raise Unsupported(
-        "PDF export needs Chromium, and none was found on PATH.",
-        hint="Install it (Debian/Ubuntu: apt-get install chromium) or set --browser; the other "
-        "formats work without it.",
-    )
-
-
-# How nbrelay (and its tests) start headless Chromium on a machine without a display: no GPU, no
-# sandbox (it runs as the current user, often root in containers), and no background requests.
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-)
-
-
-async def _print_pdf(html: str, browser: str, seconds: float) -> bytes:
-    work = await anyio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix="nbrelay-pdf-"))
-    try:
-        page = Path(work) / "notebook.html"
-        target = Path(work) / "notebook.pdf"
-        await anyio.to_thread.run_sync(page.write_text, _sealed(html), "utf-8")
-        argv = [
-            browser,
-            *CHROMIUM_FLAGS,
-            "--disable-extensions",
-            "--disable-dev-shm-usage",
-            "--no-pdf-header-footer",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            f"--user-data-dir={work}/profile",
-            f"--print-to-pdf={target}",
-            page.as_uri(),
-        ]
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": work,
-            "XDG_CONFIG_HOME": work,
-            "XDG_CACHE_HOME": work,
-            "LANG": "C.UTF-8",
-        }
-        stderr = await _run_bounded(argv, env, seconds)
-        data = await anyio.to_thread.run_sync(_read_if_exists, target)
-        if not data or not data.startswith(b"%PDF"):
-            raise StoreError(
-                "Chromium did not produce a PDF.",
-                hint=f"Its last words: {stderr[-_STDERR_TAIL:].strip() or '(none)'}",
-            )
-        return data
-    finally:
-        await anyio.to_thread.run_sync(lambda: shutil.rmtree(work, ignore_errors=True))
-
-
-def _read_if_exists(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
-
-
-async def _run_bounded(argv: list[str], env: dict[str, str], seconds: float) -> str:
-    """Run a child in its own process group; kill the group on timeout or cancellation."""
-    process = await anyio.open_process(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
-    chunks: list[bytes] = []
-
-    async def drain() -> None:
-        if process.stderr is None:
-            return
-        async for chunk in process.stderr:
-            chunks.append(chunk)
-            if sum(map(len, chunks)) > 64_000:
-                del chunks[: len(chunks) // 2]
-
-    try:
-        with anyio.fail_after(seconds):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(drain)
-                await process.wait()
-    except TimeoutError:
-        raise StoreError(
-            f"Chromium did not finish printing the PDF within {seconds:g} s.",
-            hint="Retry; a very large notebook may need a longer --export-timeout.",
-        ) from None
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                await process.wait()
-        await process.aclose()
-    return b"".join(chunks).decode("utf-8", "replace")
-
-
-# Characters every cell adds to an export at the least (its JSON keys, HTML wrappers, fences).
 _CELL_FLOOR = {"ipynb": 40, "json": 40, "html": 50, "markdown": 0, "myst": 0, "percent": 4}
 
 
@@ -407,118 +282,7 @@ async def _export(
         if fmt == "html":
             body = html.encode("utf-8")
         else:
-            body = await _print_pdf(html, exe, time_limit)
+            body = await print_pdf(html, exe, time_limit)
             if "$" in html or "\\(" in html:
                 notes.append("LaTeX math is printed as source (the PDF is rendered offline).")
     return Exported(fmt, ext, mime, binary, body, files, tuple(notes))
-
-
-# -- import ---------------------------------------------------------------------------------
-
-
-def guess_format(text: str, filename: str | None = None) -> str:
-    """The import format of ``text``, from the file extension when there is one, else from the
-    text: JSON, MyST code cells, ``# %%`` markers, Python that compiles (a light script), or
-    Markdown."""
-    suffix = Path(filename).suffix.lower() if filename else ""
-    if suffix in (".ipynb", ".json") or (not suffix and text.lstrip().startswith("{")):
-        return "ipynb"
-    if suffix in ("", ".md", ".markdown", ".myst", ".mystnb", ".mnb"):
-        if suffix in (".myst", ".mystnb", ".mnb") or re.search(r"^```\{code-cell\}", text, re.M):
-            return "myst"
-        if suffix:
-            return "markdown"
-        if re.search(r"^# %%", text, re.M):
-            return "percent"
-        try:
-            compile(text, "<import>", "exec", dont_inherit=True)
-        except (SyntaxError, ValueError):
-            return "markdown"
-        return "light"
-    if re.search(r"^\s*(#|//|--|%) ?%%", text, re.M):
-        return "percent"
-    return "light"
-
-
-def _script_ext(filename: str | None, language: str | None) -> str:
-    from jupytext.languages import _SCRIPT_EXTENSIONS
-
-    suffix = Path(filename).suffix.lower() if filename else ""
-    if suffix in _SCRIPT_EXTENSIONS:
-        return suffix
-    lang = (language or "python").lower()
-    return next((e for e, v in _SCRIPT_EXTENSIONS.items() if v["language"] == lang), ".py")
-
-
-def _import_ipynb(text: str, name: str) -> Notebook:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NotebookInvalid(
-            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
-            hint="Give the notebook's JSON text, or pick a text format (markdown, percent…).",
-        ) from exc
-    except RecursionError as exc:
-        raise NotebookInvalid(f"{name} nests JSON values too deeply to read.") from exc
-    if isinstance(data, dict) and isinstance(data.get("nbformat"), int) and data["nbformat"] < 4:
-        import nbformat
-
-        try:
-            data = json.loads(nbformat.writes(nbformat.reads(text, as_version=4)))
-        except Exception as exc:
-            raise NotebookInvalid(
-                f"{name} is an nbformat {data['nbformat']} notebook that could not be upgraded: "
-                f"{str(exc)[:200]}."
-            ) from exc
-    return from_dict(data, name=name)
-
-
-def _import_text(text: str, fmt: str, filename: str | None, language: str | None) -> Notebook:
-    import jupytext
-
-    if fmt == "markdown":
-        jfmt = "md"
-    elif fmt == "myst":
-        jfmt = "md:myst"
-    else:
-        jfmt = f"{_script_ext(filename, language)[1:]}:{fmt}"
-    try:
-        node = jupytext.reads(text, fmt=jfmt)
-    except Exception as exc:
-        raise NotebookInvalid(
-            f"the text could not be read as {fmt}: {type(exc).__name__}: {str(exc)[:200]}.",
-            hint="Check the format argument (markdown, myst, percent, light, ipynb).",
-        ) from exc
-    data = json.loads(json.dumps(node))
-    meta = data.setdefault("metadata", {})
-    main = (meta.pop("jupytext", None) or {}).get("main_language")
-    lang = (language or main or "python").lower()
-    if "kernelspec" not in meta:
-        kernel = "python3" if lang == "python" else lang
-        meta["kernelspec"] = {
-            "display_name": "Python 3 (ipykernel)" if kernel == "python3" else kernel,
-            "language": lang,
-            "name": kernel,
-        }
-    meta.setdefault("language_info", {"name": lang})
-    return from_dict(data, name=filename or "the imported text")
-
-
-def import_notebook(
-    content: str, fmt: str = "auto", *, filename: str | None = None, language: str | None = None
-) -> Notebook:
-    """Parse ``content`` in ``fmt`` (see ``IMPORTS``; ``auto`` guesses from the file name and the
-    text) into a new notebook. Sync: call it on a worker thread."""
-    if fmt not in IMPORTS:
-        raise InvalidArgument(
-            f"unknown import format {fmt!r}.", hint=f"Formats: {', '.join(IMPORTS)}."
-        )
-    if not content.strip():
-        raise InvalidArgument(
-            "the content to import is empty.", hint="Give the text of a notebook or script."
-        )
-    kind = guess_format(content, filename) if fmt == "auto" else fmt
-    name = filename or "the imported content"
-    if kind in ("ipynb", "json"):
-        return _import_ipynb(content, name)
-    return _import_text(content, kind, filename, language)

@@ -1,0 +1,82 @@
+"""Where kernel state is kept: the files ``save_kernel_state`` and ``--persist-sessions`` write,
+and the folder a notebook's kernel runs in.
+
+In file mode a state file lives in a hidden folder next to its notebook (the file store checks
+its real path; the kernel opens it by descriptors); with ``--session-dir`` (or in live mode) it
+lives in that folder, one file per notebook path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import posixpath
+from collections.abc import Callable
+
+import anyio
+import anyio.to_thread
+
+from nbrelay.config import Settings
+from nbrelay.stores.base import Capabilities, LocalFiles
+from nbrelay.stores.file_documents import STATE_FOLDER
+
+
+class StateFiles:
+    """State files and kernel folders of one workspace (``capabilities`` asks the store)."""
+
+    def __init__(self, settings: Settings, capabilities: Callable[[], Capabilities]) -> None:
+        self._settings = settings
+        self._capabilities = capabilities
+
+    def kernel_cwd(self, rel: str) -> str:
+        """The folder a notebook's kernel runs in: the notebook's own (under the root in file
+        mode; the server-side folder in live mode)."""
+        folder = posixpath.dirname(rel)
+        files = self._capabilities().files
+        root = files.root if files is not None else None
+        return os.path.normpath(os.path.join(str(root), folder)) if root is not None else folder
+
+    def state_file(self, rel: str) -> str:
+        """Where a notebook's saved kernel state lives: a hidden folder next to it (in file
+        mode, its real path, which the store checks and the kernel opens by descriptors), or
+        --session-dir (one file per notebook path)."""
+        name = posixpath.basename(rel)
+        if self._settings.session_dir is not None:
+            digest = hashlib.sha256(rel.encode("utf-8")).hexdigest()[:12]
+            folder = os.path.realpath(self._settings.session_dir)
+            return os.path.join(folder, f"{digest}-{name}.dill")
+        files = self._capabilities().files
+        if files is not None:
+            return files.state_file(rel, name + ".dill")
+        return os.path.join(self.kernel_cwd(rel), STATE_FOLDER, name + ".dill")
+
+    def session_state_file(self, rel: str) -> str:
+        """Where a suspended session's variables are kept (with --persist-sessions)."""
+        return self.state_file(rel)[: -len(".dill")] + ".session.dill"
+
+    def _in_store(self) -> LocalFiles | None:
+        """The file store that keeps state files under the root (None: --session-dir or live
+        mode, where they are not under the root nbrelay serves)."""
+        return self._capabilities().files if self._settings.session_dir is None else None
+
+    async def exists(self, target: str) -> bool:
+        store = self._in_store()
+        if store is not None:
+            return await store.state_exists(target)
+        return await anyio.Path(target).exists()
+
+    async def make_folder(self, target: str) -> None:
+        """Make the parents of a --session-dir state file (under the root, the kernel makes
+        the one folder it needs, .nbrelay-state, itself)."""
+        if self._in_store() is None and os.path.isabs(target):
+            parent = os.path.dirname(os.path.dirname(target))
+            await anyio.to_thread.run_sync(lambda: os.makedirs(parent, exist_ok=True))
+
+    async def remove(self, target: str) -> None:
+        store = self._in_store()
+        if store is not None:
+            await store.remove_state(target)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            await anyio.Path(target).unlink()
