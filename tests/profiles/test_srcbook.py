@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -429,17 +430,22 @@ async def test_cell_operations_and_bad_input(profile_client: ProfileClient, root
 
 
 async def test_sessions_persist_suspend_and_resume(
-    profile_client: ProfileClient, root: Path
+    kernel_client: ProfileClient, root: Path
 ) -> None:
+    profile_client = kernel_client
     async with profile_client("srcbook", max_sessions=2) as client:
         one = (await call(client, "notebook_create", name="One"))["session_id"]
         two = await call(
             client, "notebook_create", name="Two", tsconfig={"strict": True}, description="d"
         )
-        assert "tsconfig is kept" in two["note"]
+        # maxSessions counts sessions whose kernel runs (the workspace's one count of kernel
+        # slots): two running kernels refuse a third session, and its kernel.
+        for session in (one, two["session_id"]):
+            cell = await call(client, "cell_add", session_id=session, content="1")
+            await call(client, "cell_execute", session_id=session, cell_id=cell["cell_id"])
         error = await call_error(client, "notebook_create", name="Three")
-        assert "2 sessions are active" in error
-        assert "notebook_delete" in error
+        assert "2 kernels are running" in error
+        assert "--max-sessions 2" in error
         await call(client, "notebook_delete", session_id=one)
         three = await call(client, "notebook_import", content="# Three\n", format="markdown")
         assert three["name"] == "Three"
@@ -696,3 +702,129 @@ async def test_storage_directory_is_the_sessions_folder(tmp_path: Path) -> None:
         listed = await session_list(client, filter="all")
     assert [s["session_id"] for s in listed] == [made["session_id"]]
     assert (tmp_path / "notebook-sessions" / f"{made['session_id']}.ipynb").exists()
+
+
+async def _one_cell(client: Client, session_id: str, content: str) -> dict[str, Any]:
+    """Add a cell to the session and run it; the execution result."""
+    cell = await call(client, "cell_add", session_id=session_id, content=content)
+    return await call(client, "cell_execute", session_id=session_id, cell_id=cell["cell_id"])
+
+
+async def test_typescript_cells_are_sandboxed_by_denos_permissions(
+    kernel_client: ProfileClient, root: Path, tmp_path: Path
+) -> None:
+    """Under --sandbox (srcbook-mcp.json "sandbox": true) a TypeScript cell reads and writes
+    inside the session's folder only and has no network: Deno's own permission checks,
+    answered by nbrelay, say so in a clear error (and bwrap hides the rest). The kernel's
+    channels still work: it runs in a network namespace of its own, on loopback TCP."""
+    canary = tmp_path / "canary.txt"
+    canary.write_text("secret-canary")
+    (root / "data.txt").write_text("inside")
+    async with kernel_client("srcbook", sandbox=True) as client:
+        session_id = (await call(client, "notebook_create", name="Boxed"))["session_id"]
+        for target in (str(canary), "/etc/hostname", "../canary.txt"):
+            denied = await _one_cell(client, session_id, f"Deno.readTextFileSync({target!r})")
+            assert denied["status"] == "error", target
+            assert denied["error"]["name"] == "NotCapable", denied
+            assert "only inside the session's folder" in denied["error"]["message"]
+            assert str(root) in denied["error"]["message"]
+            assert "secret-canary" not in json.dumps(denied)
+        written = await _one_cell(
+            client,
+            session_id,
+            'Deno.writeTextFileSync("out.txt", "written by TS");\n'
+            'Deno.readTextFileSync("data.txt") + " / " + Deno.readTextFileSync("./out.txt")',
+        )
+        assert (written["status"], written["result"]) == ("ok", '"inside / written by TS"')
+        escape = await _one_cell(client, session_id, 'Deno.writeTextFileSync("/tmp/x", "1")')
+        assert "only inside the session's folder" in escape["error"]["message"]
+        offline = await _one_cell(client, session_id, 'await fetch("https://example.com/")')
+        assert offline["error"]["name"] == "NotCapable"
+        assert "network access is off" in offline["error"]["message"]
+        ran = await _one_cell(client, session_id, 'new Deno.Command("id").outputSync()')
+        assert "run programs" in ran["error"]["message"]
+    assert (root / "out.txt").read_text() == "written by TS"
+    assert canary.read_text() == "secret-canary"
+
+
+async def test_typescript_runs_without_network_outside_the_file_sandbox(
+    kernel_client: ProfileClient, tmp_path: Path
+) -> None:
+    """The seed's allowNetworkAccess: false alone (--no-kernel-network): the Deno kernel starts
+    (it did not before: it cannot use ZeroMQ's ipc transport), files are not confined, and
+    every connection but its own channels is refused."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("readable")
+    async with kernel_client("srcbook", kernel_network=False) as client:
+        session_id = (await call(client, "notebook_create", name="Offline"))["session_id"]
+        read = await _one_cell(client, session_id, f"Deno.readTextFileSync({str(outside)!r})")
+        assert (read["status"], read["result"]) == ("ok", '"readable"')
+        listen = await _one_cell(client, session_id, 'Deno.listen({hostname: "0.0.0.0", port: 0})')
+        assert listen["error"]["name"] == "NotCapable"
+        assert "network access is off" in listen["error"]["message"]
+
+
+async def test_javascript_sessions_run_javascript(kernel_client: ProfileClient) -> None:
+    """language "javascript" runs JavaScript: TypeScript syntax is a SyntaxError and nothing of
+    the cell runs (Deno compiles every cell as TypeScript; nbrelay parses JS cells first)."""
+    async with kernel_client("srcbook") as client:
+        js = (await call(client, "notebook_create", name="Plain", language="javascript"))[
+            "session_id"
+        ]
+        typed = await _one_cell(client, js, 'console.log("ran"); let b: number = 5; b')
+        assert typed["status"] == "error"
+        assert typed["error"]["name"] == "SyntaxError"
+        assert typed["stdout"] == ""
+        assert "not JavaScript" in typed["note"]
+        plain = await _one_cell(client, js, "let c = 5; c * 2")
+        assert (plain["status"], plain["result"]) == ("ok", "10")
+        both = await call(client, "cell_execute", session_id=js, cell_id="all")
+        assert both["status"] == "error"
+        assert [c["cell_id"] for c in both["cells"]] == [typed["cell_id"]]
+        assert both["stdout"] == ""
+        ts = (await call(client, "notebook_create", name="Typed"))["session_id"]
+        accepted = await _one_cell(client, ts, "let b: number = 5; b")
+        assert (accepted["status"], accepted["result"]) == ("ok", "5")
+
+
+async def test_persisted_typescript_sessions_get_their_variables_back(
+    kernel_client: ProfileClient,
+) -> None:
+    """persistSessions: a TypeScript session whose kernel stopped (here: the server restarted)
+    runs its executed cells again, in execution order, before the cell asked for, and says so."""
+    async with kernel_client("srcbook", persist_sessions=True) as client:
+        session_id = (await call(client, "notebook_create", name="Kept"))["session_id"]
+        first = await _one_cell(client, session_id, "let total = 40;")
+        await _one_cell(client, session_id, "total += 1;")
+        again = first["cell_id"]
+    async with kernel_client("srcbook", persist_sessions=True) as client:
+        resumed = await _one_cell(client, session_id, "total + 1")
+        assert (resumed["status"], resumed["result"]) == ("ok", "42")
+        assert "2 executed cell(s) were run again" in resumed["note"]
+        # A running kernel is not replayed again.
+        twice = await call(client, "cell_execute", session_id=session_id, cell_id=again)
+        assert "note" not in twice
+    async with kernel_client("srcbook") as client:  # without persistSessions: nothing replayed
+        lost = await _one_cell(client, session_id, "total")
+        assert lost["error"]["name"] == "ReferenceError"
+
+
+async def test_cell_visualize_with_the_documented_install(kernel_client: ProfileClient) -> None:
+    """`pip install "nbrelay[deno]"` (the README's install) brings matplotlib: cell_visualize
+    with its default type (auto) and with "chart" returns a PNG for a TypeScript result."""
+    extras = tomllib.loads(Path("pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith("matplotlib") for d in extras["deno"])
+    assert 'pip install "nbrelay[deno]"' in Path("README.md").read_text()
+    async with kernel_client("srcbook") as client:
+        session_id = (await call(client, "notebook_create", name="Charts"))["session_id"]
+        shown = await _one_cell(client, session_id, SALES_DATA + "\nsalesData")
+        for kind in (None, "chart"):
+            args = {"session_id": session_id, "cell_id": shown["cell_id"]}
+            drawn = await client.call_tool(
+                "cell_visualize", args | ({"type": kind} if kind else {})
+            )
+            assert not drawn.is_error, text_of(drawn)
+            images = [b for b in drawn.content if isinstance(b, ImageContent)]
+            assert len(images) == 1, kind
+            assert base64.b64decode(images[0].data).startswith(b"\x89PNG")
+            assert json.loads(text_of(drawn))["kind"] == "chart"

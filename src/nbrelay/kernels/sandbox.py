@@ -237,6 +237,9 @@ class IsolatedPolicy(LaunchPolicy):
     launch_folders: tuple[str, ...] = ()
     launch_cwd: str | None = None
     launch_cwd_fds: tuple[int, ...] = ()
+    kernel_network: bool = True  # what the settings allow (the sandbox may share less)
+    allow_hosts: tuple[str, ...] = ()  # --kernel-net-allow (Deno's checks enforce it)
+    deny_hosts: tuple[str, ...] = ()  # --kernel-net-deny
 
     def for_launch(
         self,
@@ -333,4 +336,5 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
         keep_env=settings.kernel_env,
         limits=limits,
         sandbox=sandbox,
+        kernel_network=network,
     )
