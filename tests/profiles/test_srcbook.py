@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import http.server
 import sys
+import threading
 import tomllib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from mcp.client.subscriptions import ResourceUpdated
 from mcp_types import EmbeddedResource, ImageContent, TextResourceContents
 
 from nbrelay.config import Settings
+from nbrelay.errors import InvalidArgument
 from nbrelay.notebook.model import parse
 from nbrelay.server import build_server
 from tests.helpers import PATIENCE, call, call_error, text_of
@@ -828,3 +831,72 @@ async def test_cell_visualize_with_the_documented_install(kernel_client: Profile
             assert len(images) == 1, kind
             assert base64.b64decode(images[0].data).startswith(b"\x89PNG")
             assert json.loads(text_of(drawn))["kind"] == "chart"
+
+
+@pytest.fixture
+def web() -> Iterator[int]:
+    """A real HTTP server on 127.0.0.1 (its port) answering "hello from <path>"."""
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = f"hello from {self.path}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+async def test_network_allow_and_deny_lists(kernel_client: ProfileClient, web: int) -> None:
+    """srcbook-mcp.json networkAllowList / networkDenyList (--kernel-net-allow/-deny): Deno
+    kernels reach exactly the hosts the lists allow, even with allowNetworkAccess: false; a
+    Python session, which cannot be held to a list, gets no network at all."""
+    fetch = "await (await fetch('http://{}/x')).text()"
+    python = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import urllib.request\n"
+                "try:\n"
+                f"    print(urllib.request.urlopen('http://127.0.0.1:{web}/py', timeout=5).read())\n"
+                "except OSError as exc:\n"
+                "    print('offline', type(exc).__name__)"
+            )
+        ],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+    )
+    allowed = f"127.0.0.1:{web}"
+    async with kernel_client(
+        "srcbook", kernel_network=False, kernel_net_allow=(allowed,)
+    ) as client:
+        ts = (await call(client, "notebook_create", name="Listed"))["session_id"]
+        ok = await _one_cell(client, ts, fetch.format(allowed))
+        assert (ok["status"], ok["result"]) == ("ok", '"hello from /x"')
+        other = await _one_cell(client, ts, fetch.format(f"localhost:{web}"))
+        assert other["error"]["name"] == "NotCapable"
+        assert "not on nbrelay's network allow list" in other["error"]["message"]
+        py = await call(client, "notebook_import", content=nbformat.writes(python))
+        ran = await call(client, "cell_execute", session_id=py["session_id"], cell_id="all")
+        assert ran["stdout"].startswith("offline"), ran
+    async with kernel_client("srcbook", kernel_net_deny=(allowed,)) as client:
+        ts = (await call(client, "notebook_create", name="Denied"))["session_id"]
+        denied = await _one_cell(client, ts, fetch.format(allowed))
+        assert "on nbrelay's network deny list" in denied["error"]["message"]
+        ok = await _one_cell(client, ts, fetch.format(f"localhost:{web}"))
+        assert (ok["status"], ok["result"]) == ("ok", '"hello from /x"')
+    for bad in ("not a host", "http://example.com", ""):
+        with pytest.raises(InvalidArgument, match="is not a host"):
+            build_server(Settings(root=Path("."), kernel_net_allow=(bad,)))

@@ -77,9 +77,10 @@ def launch_policy(policy: LaunchPolicy, kernel_name: str) -> LaunchPolicy:
         policy = replace(policy, env=env, limits=KernelLimits(None, policy.limits.cpu_seconds))
     if policy.sandbox is None:
         return policy
-    network = "none" if not policy.kernel_network else "hosts" if policy.allow_hosts else "all"
-    # Deno's own checks hold the network to the lists, so its namespace shares the network
-    # whenever kernels may use it (Python kernels, which cannot be held to a list, get none).
-    sandbox = replace(policy.sandbox, network=policy.kernel_network)
+    # An allow list names the only hosts (even with the network otherwise off); a deny list
+    # takes hosts out of an allowed network. Deno's own checks hold the kernel to them, so its
+    # namespace shares the network whenever it may use some (Python kernels then get none).
+    network = "hosts" if policy.allow_hosts else "all" if policy.kernel_network else "none"
+    sandbox = replace(policy.sandbox, network=network != "none")
     fields = {f: getattr(policy, f) for f in policy.__dataclass_fields__}
     return GuardedDeno(**{**fields, "sandbox": sandbox}, network=network)

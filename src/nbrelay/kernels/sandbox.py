@@ -27,6 +27,7 @@ never silently dropped.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nbrelay.config import Settings
-from nbrelay.errors import Unsupported
+from nbrelay.errors import InvalidArgument, Unsupported
 from nbrelay.kernels.base import LaunchPolicy
 from nbrelay.kernels.limits import KernelLimits
 
@@ -209,6 +210,19 @@ def etc_binds(etc: str = "/etc") -> list[str]:
     return args
 
 
+_HOST = re.compile(r"^(\*\.)?[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
+
+
+def check_host(entry: str) -> None:
+    """Refuse a network-list entry that names no host (``--kernel-net-allow``/``-deny``)."""
+    if not _HOST.match(entry):
+        raise InvalidArgument(
+            f"{entry!r} is not a host for --kernel-net-allow/--kernel-net-deny.",
+            hint="Give host names or addresses, optionally with a port: example.com, "
+            "*.example.com, 10.0.0.5:8080, [::1]:8080.",
+        )
+
+
 def python_roots(argv0: str) -> list[str]:
     """The folders the kernel's interpreter needs besides ``/usr``: its virtual environment (the
     folder with ``pyvenv.cfg``) and its installation prefix, when outside ``/usr``."""
@@ -291,7 +305,10 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
     """The launch policy ``settings`` ask for; Unsupported if the machine cannot enforce it."""
     limits = KernelLimits(settings.kernel_memory, settings.kernel_cpu_time)
     limits.check()
-    isolate = settings.sandbox or settings.kernel_network is False
+    allow, deny = settings.kernel_net_allow, settings.kernel_net_deny
+    for host in (*allow, *deny):
+        check_host(host)
+    isolate = settings.sandbox or settings.kernel_network is False or bool(allow or deny)
     if settings.jupyter_url and (limits.active or isolate):
         raise Unsupported(
             "kernel limits and the sandbox apply to kernels nbrelay starts itself; in live mode "
@@ -307,9 +324,12 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
             "(.nbrelay-state), where the sandboxed kernel can write.",
         )
     sandbox: Sandbox | None = None
-    network = (
+    allowed = (
         settings.kernel_network if settings.kernel_network is not None else not settings.sandbox
     )
+    # Only Deno's own checks can hold a kernel to a host list: with one, other kernels get no
+    # network at all (deno.launch_policy gives Deno kernels the network the lists allow).
+    network = allowed and not (allow or deny)
     if settings.sandbox or not network:
         if not sys.platform.startswith("linux"):
             raise Unsupported(
@@ -336,5 +356,7 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
         keep_env=settings.kernel_env,
         limits=limits,
         sandbox=sandbox,
-        kernel_network=network,
+        kernel_network=allowed,
+        allow_hosts=allow,
+        deny_hosts=deny,
     )
