@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import json
 import http.server
+import json
 import sys
 import threading
 import tomllib
@@ -900,3 +900,29 @@ async def test_network_allow_and_deny_lists(kernel_client: ProfileClient, web: i
     for bad in ("not a host", "http://example.com", ""):
         with pytest.raises(InvalidArgument, match="is not a host"):
             build_server(Settings(root=Path("."), kernel_net_allow=(bad,)))
+
+
+async def test_tsconfig_jsx_options_apply_to_the_sessions_kernel(
+    kernel_client: ProfileClient,
+) -> None:
+    """Of a tsconfig, Deno's kernel honours the JSX transform (its REPL does not type-check):
+    jsxFactory makes `<b>` call the session's own factory, and the result says which options
+    apply; a session without them uses React's default (so `h` is never called)."""
+    factory = "function h(tag, props, ...children) { return { tag, children }; }"
+    tsconfig = {"compilerOptions": {"jsx": "react", "jsxFactory": "h", "strict": True}}
+    async with kernel_client("srcbook") as client:
+        made = await call(client, "notebook_create", name="JSX", tsconfig=tsconfig)
+        assert "applies jsx, jsxFactory" in made["note"]
+        assert "strict change nothing" in made["note"]
+        await _one_cell(client, made["session_id"], factory)
+        tag = await _one_cell(client, made["session_id"], "JSON.stringify(<b>hi</b>)")
+        assert (tag["status"], tag["result"]) == ("ok", '\'{"tag":"b","children":["hi"]}\'')
+        plain = (await call(client, "notebook_create", name="No JSX options"))["session_id"]
+        await _one_cell(client, plain, factory)
+        react = await _one_cell(client, plain, "JSON.stringify(<b>hi</b>)")
+        assert react["error"]["name"] == "ReferenceError"
+        assert "React" in react["error"]["message"]
+        bad = await call_error(
+            client, "notebook_create", name="Bad", tsconfig={"jsxFactory": "h */ evil()"}
+        )
+        assert "is not a name or module specifier" in bad

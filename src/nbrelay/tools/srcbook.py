@@ -53,10 +53,12 @@ from nbrelay.workspace import Workspace
 from nbrelay.workspace.srcbook_sessions import (
     DENO,
     Sessions,
+    check_tsconfig,
     import_name,
     prepare_import,
     session_meta,
     sessions_of,
+    tsconfig_note,
 )
 
 STATE_URI = "notebook://session/{session_id}/state"
@@ -198,6 +200,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         """
         if not name.strip():
             raise InvalidArgument("name is empty.", hint="Give the notebook a name.")
+        if tsconfig is not None:
+            check_tsconfig(tsconfig)
         session_id = sessions.new_id(name)
         sessions.check_room(session_id)
         nb = new_notebook(kernel_name=DENO, display_name="Deno", language=language)
@@ -213,12 +217,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         snap = await ws.create_from(sessions.path(session_id), nb, overwrite=False)
         sessions.used[session_id] = time.time()
         await changed(ctx, session_id)
-        note = None
-        if tsconfig is not None:
-            note = (
-                "tsconfig is kept with the notebook; Deno runs TypeScript without type-checking "
-                "it, so the options do not change how cells run."
-            )
+        note = tsconfig_note(tsconfig) if tsconfig is not None else None
         return view(sessions, session_id, snap, note)
 
     @reg.tool(kind="read")
@@ -314,10 +313,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
             )
         events = Events(ctx, session_id)
         notes: list[str] = []
-        if not run_all:  # running every cell restores the variables anyway
-            replayed = await sessions.replay(snap.path, snap, seconds)
-            if replayed:
-                notes.append(replayed)
+        # A kernel about to start gets the tsconfig's JSX options and, unless every cell runs
+        # anyway, the variables of the session's earlier cells (persistSessions).
+        notes += await sessions.start_kernel(snap.path, snap, seconds, replay=not run_all)
         if sessions.language(snap) == "javascript":
             refused = await javascript_refusal(sessions, events, snap, cell_id)
             if refused is not None:

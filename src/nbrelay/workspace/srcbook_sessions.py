@@ -136,12 +136,27 @@ class Sessions:
         lines = [line for line in found.replace(url, "cell").splitlines() if line.strip()]
         return "\n".join(line for line in lines if not line.strip().startswith("at cell"))
 
+    async def start_kernel(
+        self, path: str, snap: Snapshot, time_limit: float, *, replay: bool
+    ) -> list[str]:
+        """Before a run in a session whose kernel is not running: apply its ``tsconfig``'s JSX
+        options to the new kernel, then (``replay``) restore its variables. What was done, for
+        the result's note."""
+        if self.running(path):
+            return []
+        pragmas = jsx_pragmas(session_meta(snap.notebook) or {})
+        if pragmas and self.language(snap) == "typescript":
+            job = await self.ws.execute(path, code=pragmas + "\nundefined", time_limit=time_limit)
+            await self.ws.wait_job(job, time_limit + 60, None)
+        said = await self.replay(path, snap, time_limit) if replay else None
+        return [said] if said else []
+
     async def replay(self, path: str, snap: Snapshot, time_limit: float) -> str | None:
-        """With ``--persist-sessions``, give a TypeScript/JavaScript session whose kernel is
-        not running its variables back: run the cells it had executed again, in the order of
+        """With ``--persist-sessions``, give a TypeScript/JavaScript session whose kernel had
+        stopped its variables back: run the cells it had executed again, in the order of
         their execution counts (Deno's variables cannot be saved like Python's). Returns what
         was done, for the result's note; None when there was nothing to do."""
-        if not self.ws.settings.persist_sessions or self.running(path):
+        if not self.ws.settings.persist_sessions:
             return None
         if self.language(snap) not in SCRIPT_LANGUAGES:
             return None  # Python sessions are saved and restored by the workspace
@@ -165,6 +180,70 @@ class Sessions:
         return said + (
             f" ({len(failed)} did not end ok: {', '.join(map(str, failed))})" if failed else ""
         )
+
+
+# The tsconfig compiler options Deno's kernel can apply: its REPL does not type-check, and of
+# its compiler options it honours only the JSX transform, which pragmas set for the session.
+JSX_OPTIONS = ("jsx", "jsxFactory", "jsxFragmentFactory", "jsxImportSource")
+_PRAGMA_VALUE = re.compile(r"^[A-Za-z_$@][\w$./@:-]{0,200}$")
+
+
+def compiler_options(meta: dict[str, Any]) -> dict[str, Any]:
+    """A session's tsconfig compiler options (``{"compilerOptions": {...}}`` or the options)."""
+    tsconfig = meta.get("tsconfig")
+    if not isinstance(tsconfig, dict):
+        return {}
+    inner = tsconfig.get("compilerOptions")
+    return inner if isinstance(inner, dict) else tsconfig
+
+
+def check_tsconfig(tsconfig: dict[str, Any]) -> None:
+    """Refuse JSX options Deno could not take (before the session is made)."""
+    options = compiler_options({"tsconfig": tsconfig})
+    for key in JSX_OPTIONS:
+        value = options.get(key)
+        if value is not None and not (isinstance(value, str) and _PRAGMA_VALUE.match(value)):
+            raise InvalidArgument(
+                f"tsconfig {key} = {value!r} is not a name or module specifier.",
+                hint='For example {"jsx": "react", "jsxFactory": "h"} or '
+                '{"jsx": "react-jsx", "jsxImportSource": "npm:preact"}.',
+            )
+    if options.get("jsx") not in (None, "react", "react-jsx", "react-jsxdev", "precompile"):
+        raise InvalidArgument(
+            f"tsconfig jsx = {options.get('jsx')!r} is not a JSX mode Deno's kernel runs.",
+            hint='Use "react" (with jsxFactory), "react-jsx" or "precompile" (with '
+            "jsxImportSource).",
+        )
+
+
+def jsx_pragmas(meta: dict[str, Any]) -> str:
+    """The JSX pragmas that give a session's kernel its tsconfig's JSX options ("" if none)."""
+    options = compiler_options(meta)
+    lines = []
+    automatic = options.get("jsx") in ("react-jsx", "react-jsxdev", "precompile")
+    if automatic or options.get("jsxImportSource"):
+        lines.append(f"/** @jsxImportSource {options.get('jsxImportSource') or 'react'} */")
+    else:
+        if options.get("jsxFactory"):
+            lines.append(f"/** @jsx {options['jsxFactory']} */")
+        if options.get("jsxFragmentFactory"):
+            lines.append(f"/** @jsxFrag {options['jsxFragmentFactory']} */")
+    return "\n".join(lines)
+
+
+def tsconfig_note(tsconfig: dict[str, Any]) -> str:
+    """What of a tsconfig applies, for notebook_create's result."""
+    options = compiler_options({"tsconfig": tsconfig})
+    used = [k for k in JSX_OPTIONS if k in options]
+    rest = [k for k in options if k not in JSX_OPTIONS]
+    said = "tsconfig is kept with the notebook"
+    if used:
+        said += f"; Deno's kernel applies {', '.join(used)} (the JSX transform)"
+    if rest:
+        said += (
+            f"; Deno runs TypeScript without type-checking it, so {', '.join(rest)} change nothing"
+        )
+    return said
 
 
 _REGISTRY: weakref.WeakKeyDictionary[Workspace, Sessions] = weakref.WeakKeyDictionary()
