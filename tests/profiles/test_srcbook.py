@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import http.server
 import json
 import sys
@@ -926,3 +927,42 @@ async def test_tsconfig_jsx_options_apply_to_the_sessions_kernel(
             client, "notebook_create", name="Bad", tsconfig={"jsxFactory": "h */ evil()"}
         )
         assert "is not a name or module specifier" in bad
+
+
+async def test_events_stream_to_subscribers_outside_cell_execute(
+    kernel_client: ProfileClient,
+) -> None:
+    """The specification's event stream outside cell_execute's own progress notifications:
+    notebook://session/{id}/events holds the session's events in order, and a listener on its
+    own stream hears of each new one (resource-updated) while a cell_execute runs."""
+    async with kernel_client("srcbook") as runner:
+        session_id = (await call(runner, "notebook_create", name="Streamed"))["session_id"]
+        cell = await call(runner, "cell_add", session_id=session_id, content="console.log('hi')")
+        uri = f"notebook://session/{session_id}/events"
+        async with (
+            runner.listen(resource_subscriptions=[uri]) as sub,
+            anyio.create_task_group() as tg,
+        ):
+            run = functools.partial(call, runner, "cell_execute", cell_id="all")
+            tg.start_soon(functools.partial(run, session_id=session_id))
+            heard: list[str] = []
+            with anyio.fail_after(PATIENCE):
+                async for event in sub:
+                    assert isinstance(event, ResourceUpdated)
+                    assert event.uri == uri
+                    log = json.loads((await runner.read_resource(uri)).contents[0].text)  # type: ignore[union-attr]
+                    heard = [e["event"] for e in log["events"]]
+                    if "notebook.cell.completed" in heard[-2:-1]:
+                        break
+        assert heard == [
+            "notebook.state.changed",  # notebook_create
+            "notebook.state.changed",  # cell_add
+            "notebook.cell.executing",
+            "notebook.cell.output",
+            "notebook.cell.completed",
+            "notebook.state.changed",
+        ]
+        seqs = [e["seq"] for e in log["events"]]
+        assert seqs == sorted(seqs)
+        assert log["events"][3]["text"] == "hi\n"
+        assert log["events"][2]["cell_id"] == cell["cell_id"]

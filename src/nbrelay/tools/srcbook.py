@@ -63,9 +63,12 @@ from nbrelay.workspace.srcbook_sessions import (
 
 STATE_URI = "notebook://session/{session_id}/state"
 HISTORY_URI = "notebook://session/{session_id}/history"
+EVENTS_URI = "notebook://session/{session_id}/events"
 DEFAULT_TIMEOUT_MS = 30_000
 EXPORT_MAX_CHARS = 1_000_000
-_STATE_URI = re.compile(r"^notebook://session/([A-Za-z0-9][A-Za-z0-9_-]{0,120})/(state|history)$")
+_STATE_URI = re.compile(
+    r"^notebook://session/([A-Za-z0-9][A-Za-z0-9_-]{0,120})/(state|history|events)$"
+)
 
 
 def view(
@@ -177,7 +180,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return settings.execution_timeout * 1000
 
     async def changed(ctx: Context | None, session_id: str) -> None:
-        await Events(ctx, session_id).emit("notebook.state.changed")
+        await Events(ctx, session_id, sessions.record).emit("notebook.state.changed")
 
     # -- Notebook Management -----------------------------------------------------------------
 
@@ -311,7 +314,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
                 cells=[],
                 note="the notebook has no code cells",
             )
-        events = Events(ctx, session_id)
+        events = Events(ctx, session_id, sessions.record)
         notes: list[str] = []
         # A kernel about to start gets the tsconfig's JSX options and, unless every cell runs
         # anyway, the variables of the session's earlier cells (persistSessions).
@@ -548,4 +551,23 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
         data = {"session_id": session_id, "executions": ws.execution_history(snap.path)}
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
+    @server.resource(
+        EVENTS_URI,
+        name="Events",
+        mime_type="application/json",
+        description="The session's events (notebook.cell.executing, notebook.cell.output, "
+        "notebook.cell.completed, notebook.state.changed, notebook.error), oldest first; "
+        "subscribe to hear of new ones",
+    )
+    @resources.guarded
+    async def session_events(session_id: str) -> str:
+        await sessions.open(session_id, touch=False)
+        data = {"session_id": session_id, "events": list(sessions.events.get(session_id, ()))}
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+    async def announce(entry: dict[str, Any]) -> None:
+        uri = EVENTS_URI.format(session_id=entry["session_id"])
+        await feed.announce(uri, {"event": entry["event"], "seq": entry["seq"]})
+
+    sessions.listeners.append(announce)
     feed.add_alias(lambda uri: session_of_uri(ws, uri))

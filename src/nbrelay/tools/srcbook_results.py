@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context
@@ -148,22 +149,30 @@ def cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
 
 
 class Events:
-    """Srcbook's execution events as progress notifications (message = the event as JSON)."""
+    """Srcbook's events: kept in the session's event log (``record``) and, during a tool call,
+    sent as progress notifications (message = the event as JSON)."""
 
-    def __init__(self, ctx: Context | None, session_id: str, total: int | None = None) -> None:
+    def __init__(
+        self,
+        ctx: Context | None,
+        session_id: str,
+        record: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.session_id = session_id
-        self.total = total
+        self.record = record
         self.sent = 0
         self.started: set[str] = set()
         self.finished: set[str] = set()
         self.printed: dict[str, int] = {}
 
     async def emit(self, event: str, **data: Any) -> None:
+        payload = {"event": event, "session_id": self.session_id, **data}
+        if self.record is not None:
+            await self.record(payload)
         if self.ctx is None:
             return
         self.sent += 1
-        payload = {"event": event, "session_id": self.session_id, **data}
         message = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         await self.ctx.report_progress(self.sent, None, clean_text(message))
 

@@ -11,13 +11,15 @@ whose kernel stopped gets its variables back by running its executed cells again
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import re
 import secrets
 import time
 import unicodedata
 import weakref
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +32,7 @@ from nbrelay.workspace.services import Workspace
 DENO = "deno"
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,120}$")
 SCRIPT_LANGUAGES = ("typescript", "javascript")
+EVENT_LOG_DEPTH = 500  # events kept per session
 # Appended to a JavaScript cell checked as a module: it can never be resolved, so the module is
 # parsed (a SyntaxError if it is not JavaScript) but never runs.
 _NEVER = "\n;import 'nbrelay-javascript-check:never';"
@@ -50,6 +53,20 @@ class Sessions:
 
     ws: Workspace
     used: dict[str, float] = field(default_factory=dict)
+    events: dict[str, deque[dict[str, Any]]] = field(default_factory=dict)
+    _sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    listeners: list[Callable[[dict[str, Any]], Awaitable[None]]] = field(default_factory=list)
+
+    async def record(self, event: dict[str, Any]) -> None:
+        """Keep an event (``{"event": ..., "session_id": ...}``) in its session's log, the
+        resource ``notebook://session/{id}/events``, numbered in the order they happened, and
+        tell the listeners."""
+        log = self.events.setdefault(str(event["session_id"]), deque(maxlen=EVENT_LOG_DEPTH))
+        entry = {"seq": next(self._sequence), "at": utc_iso(time.time()), **event}
+        log.append(entry)
+        for listener in self.listeners:
+            await listener(entry)
 
     def path(self, session_id: str) -> str:
         value: object = session_id
