@@ -124,6 +124,7 @@ SEED_FIRST_LINES = {
 
 STATE = "notebook://session/{}/state"
 HISTORY = "notebook://session/{}/history"
+EVENTS = "notebook://session/{}/events"
 
 # The specification's Example 1 and Example 2, verbatim.
 SALES_DATA = """
@@ -594,7 +595,7 @@ async def test_session_ids_are_never_paths(tmp_path: Path) -> None:
                 assert result.is_error, (tool.name, attack)
                 assert not [c for c in layout.canaries if c in said], (tool.name, attack)
                 calls += 1
-            for template in (STATE, HISTORY):
+            for template in (STATE, HISTORY, EVENTS):
                 with pytest.raises(
                     Exception, match=r"not a session id|no session|Unknown resource"
                 ):
@@ -914,7 +915,7 @@ async def test_tsconfig_jsx_options_apply_to_the_sessions_kernel(
     async with kernel_client("srcbook") as client:
         made = await call(client, "notebook_create", name="JSX", tsconfig=tsconfig)
         assert "applies jsx, jsxFactory" in made["note"]
-        assert "strict change nothing" in made["note"]
+        assert "these change nothing: strict" in made["note"]
         await _one_cell(client, made["session_id"], factory)
         tag = await _one_cell(client, made["session_id"], "JSON.stringify(<b>hi</b>)")
         assert (tag["status"], tag["result"]) == ("ok", '\'{"tag":"b","children":["hi"]}\'')

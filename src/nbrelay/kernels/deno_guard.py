@@ -117,12 +117,15 @@ class Rules:
         if value is None:
             return None if self.network == "all" and not self.deny_hosts else _no_list(target)
         if any(host_matches(rule, host, port) for rule in self.deny_hosts):
-            return f"{target} is on nbrelay's network deny list (--kernel-net-deny)."
+            return (
+                f"{target} is on nbrelay's network deny list (networkDenyList / --kernel-net-deny)."
+            )
         if self.network == "hosts" and not any(
             host_matches(rule, host, port) for rule in self.allow_hosts
         ):
             return (
-                f"{target} is not on nbrelay's network allow list (--kernel-net-allow: "
+                f"{target} is not on nbrelay's network allow list (networkAllowList / "
+                f"--kernel-net-allow: "
                 f"{', '.join(self.allow_hosts)}), so cells cannot {what} it."
             )
         return None

@@ -11,88 +11,55 @@ otherwise; using it resumes it. Timeouts are in milliseconds.
 
 Events: during ``cell_execute`` each ``notebook.cell.executing``, ``notebook.cell.output``,
 ``notebook.cell.completed`` and ``notebook.error`` event is a progress notification whose message
-is the event as JSON; every tool that changes a session ends with ``notebook.state.changed``, and
-clients listening to ``notebook://session/{id}/state`` get resource-updated notifications.
+is the event as JSON; every tool that changes a session ends with ``notebook.state.changed``.
+Every event is also kept in the session's event log, the resource
+``notebook://session/{id}/events``, whose listeners hear of each (``srcbook_resources``).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from typing import Annotated, Any, Literal
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import Field
 
 from nbrelay.config import OPTION_BY_NAME
-from nbrelay.errors import InvalidArgument, NbrelayError, Vocabulary
+from nbrelay.errors import InvalidArgument, Vocabulary
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
-from nbrelay.notebook.jsvalue import js_literal
 from nbrelay.notebook.model import new_notebook
-from nbrelay.stores.base import Snapshot
 from nbrelay.timestamps import utc_iso
 from nbrelay.tools import resources, services
 from nbrelay.tools._boundary import Registrar, compact_json
+from nbrelay.tools.srcbook_resources import register_resources as register_resources
 from nbrelay.tools.srcbook_results import (
     CellDeleted,
     CellPlace,
-    CellResult,
     Deleted,
     Events,
     ExecuteResult,
-    RunError,
     SessionView,
     VisualResult,
     cell_result,
+    javascript_refusal,
+    script_value,
+    view,
 )
 from nbrelay.workspace import Workspace
 from nbrelay.workspace.srcbook_sessions import (
     DENO,
-    Sessions,
     check_tsconfig,
     import_name,
     prepare_import,
-    session_meta,
     sessions_of,
     tsconfig_note,
 )
 
-STATE_URI = "notebook://session/{session_id}/state"
-HISTORY_URI = "notebook://session/{session_id}/history"
-EVENTS_URI = "notebook://session/{session_id}/events"
 DEFAULT_TIMEOUT_MS = 30_000
 EXPORT_MAX_CHARS = 1_000_000
-_STATE_URI = re.compile(
-    r"^notebook://session/([A-Za-z0-9][A-Za-z0-9_-]{0,120})/(state|history|events)$"
-)
-
-
-def view(
-    sessions: Sessions, session_id: str, snap: Snapshot, note: str | None = None
-) -> SessionView:
-    """The session as the tools return it."""
-    meta = session_meta(snap.notebook) or {}
-    kernel = sessions.ws.kernel_info(snap.path)
-    last = max(sessions.used.get(session_id, 0.0), kernel.last_activity if kernel else 0.0)
-    tsconfig = meta.get("tsconfig")
-    return SessionView(
-        session_id=session_id,
-        name=str(meta.get("name") or session_id),
-        language=sessions.language(snap),
-        status="active" if sessions.active(session_id, snap.path) else "suspended",
-        cell_count=len(snap.notebook.cells),
-        path=snap.path,
-        kernel=snap.notebook.kernel_name,
-        description=meta.get("description") or None,
-        tsconfig=tsconfig if isinstance(tsconfig, dict) else None,
-        created_at=meta.get("created") or None,
-        last_activity=utc_iso(last) if last else None,
-        note=note,
-    )
 
 
 def _timeout_schema(schema: dict[str, Any]) -> None:
@@ -100,48 +67,6 @@ def _timeout_schema(schema: dict[str, Any]) -> None:
     it out lets a configured execution timeout apply instead."""
     schema.pop("anyOf", None)
     schema.update(type="integer", default=DEFAULT_TIMEOUT_MS)
-
-
-async def javascript_refusal(
-    sessions: Sessions, events: Events, snap: Snapshot, cell_id: str
-) -> ExecuteResult | None:
-    """In a JavaScript session, the result for cells that are not JavaScript (Deno would run
-    them as TypeScript): each cell to run is parsed as JavaScript first, and the first that
-    fails is reported as a SyntaxError without running anything. None if all parse."""
-    nb = snap.notebook
-    indexes = range(len(nb.cells)) if cell_id == "all" else [address.resolve_one(nb.ids, cell_id)]
-    for i in indexes:
-        cell = nb.cells[i]
-        if cell.get("cell_type") != "code":
-            continue
-        problem = await sessions.javascript_error(snap.path, str(cell.get("source", "")))
-        if problem is None:
-            continue
-        error = RunError(name="SyntaxError", message=problem)
-        await events.emit("notebook.error", cell_id=cell["id"], status="error", message=problem)
-        await events.emit("notebook.cell.completed", cell_id=cell["id"], status="error")
-        one = CellResult(
-            cell_id=cell["id"],
-            position=i,
-            status="error",
-            stdout="",
-            stderr="",
-            error=error,
-            execution_time_ms=0,
-        )
-        return ExecuteResult(
-            session_id=events.session_id,
-            cell_id=cell_id if cell_id == "all" else cell["id"],
-            status="error",
-            stdout="",
-            stderr="",
-            error=error,
-            execution_time_ms=0,
-            cells=[one] if cell_id == "all" else None,
-            note=f"this is a JavaScript session: cell {cell['id']!r} is not JavaScript (type "
-            "annotations and other TypeScript syntax are errors here), so nothing ran",
-        )
-    return None
 
 
 # -- the tools -----------------------------------------------------------------------------
@@ -449,7 +374,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if (nb.language or "").lower() == "python":
             done = await ws.visualize_cell(snap.path, cell["id"], kind=type, options=options)
         else:
-            value = await _script_value(ws, snap.path, cell, options)
+            value = await script_value(ws, snap.path, cell, options)
             done = await ws.visualize_value(value, kind=type, options=options)
         for key in ("path", "cell"):
             done.pop(key, None)
@@ -459,115 +384,3 @@ def register(reg: Registrar, ws: Workspace) -> None:
             return result
         result.rows = None  # the picture shows them
         return result, ImageContent(type="image", data=png, mime_type="image/png")
-
-
-async def _script_value(
-    ws: Workspace, path: str, cell: dict[str, Any], options: dict[str, Any] | None
-) -> Any:
-    """The data a TypeScript/JavaScript cell shows: ``options.expression`` evaluated in the
-    session's kernel, or the cell's result as Deno displayed it (read as data, never run)."""
-    expression = (options or {}).get("expression")
-    if isinstance(expression, str) and expression.strip():
-        return await ws.evaluate_json(path, expression)
-    for out in cell.get("outputs") or []:
-        if isinstance(out, dict) and out.get("output_type") == "execute_result":
-            text = render.output_text(out).text
-            try:
-                return js_literal(text)
-            except ValueError as exc:
-                raise InvalidArgument(
-                    f"the result of cell {cell['id']!r} is not plain data ({exc}).",
-                    hint='Pass options={"expression": "name"} naming the data to show.',
-                ) from exc
-    raise InvalidArgument(
-        f"cell {cell['id']!r} has no result to visualise: it has not run, or its last line is "
-        "not an expression.",
-        hint='Run it with cell_execute, end it with the value, or pass options={"expression": '
-        '"name"}.',
-    )
-
-
-# -- the resources -------------------------------------------------------------------------
-
-
-def session_of_uri(ws: Workspace, uri: str) -> str | None:
-    """The notebook a ``notebook://session/{id}/...`` URI is about (for change notifications)."""
-    found = _STATE_URI.match(uri)
-    if found is None:
-        return None
-    try:
-        return sessions_of(ws).path(found.group(1))
-    except NbrelayError:
-        return None
-
-
-def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.ChangeFeed) -> None:
-    """Register the two session resources; listeners to them hear of the session's changes."""
-    sessions = sessions_of(ws)
-
-    @server.resource(
-        STATE_URI,
-        name="Notebook State",
-        mime_type="application/json",
-        description="Current notebook state including all cells",
-    )
-    @resources.guarded
-    async def session_state(session_id: str) -> str:
-        snap = await sessions.open(session_id, touch=False)
-        budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
-        rendered = render.render_many(snap.notebook.cells, budget)
-        data = {
-            **view(sessions, session_id, snap).model_dump(mode="json", exclude_none=True),
-            "version": snap.version,
-            "cells": [
-                {
-                    "cell_id": c["id"],
-                    "position": i,
-                    "type": c.get("cell_type"),
-                    "content": c.get("source", ""),
-                    **(
-                        {
-                            "execution_count": c.get("execution_count"),
-                            "outputs": rendered[i],
-                        }
-                        if c.get("cell_type") == "code"
-                        else {}
-                    ),
-                }
-                for i, c in enumerate(snap.notebook.cells)
-            ],
-        }
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-    @server.resource(
-        HISTORY_URI,
-        name="Execution History",
-        mime_type="application/json",
-        description="Historical execution results and outputs",
-    )
-    @resources.guarded
-    async def session_history(session_id: str) -> str:
-        snap = await sessions.open(session_id, touch=False)
-        data = {"session_id": session_id, "executions": ws.execution_history(snap.path)}
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-    @server.resource(
-        EVENTS_URI,
-        name="Events",
-        mime_type="application/json",
-        description="The session's events (notebook.cell.executing, notebook.cell.output, "
-        "notebook.cell.completed, notebook.state.changed, notebook.error), oldest first; "
-        "subscribe to hear of new ones",
-    )
-    @resources.guarded
-    async def session_events(session_id: str) -> str:
-        await sessions.open(session_id, touch=False)
-        data = {"session_id": session_id, "events": list(sessions.events.get(session_id, ()))}
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-    async def announce(entry: dict[str, Any]) -> None:
-        uri = EVENTS_URI.format(session_id=entry["session_id"])
-        await feed.announce(uri, {"event": entry["event"], "seq": entry["seq"]})
-
-    sessions.listeners.append(announce)
-    feed.add_alias(lambda uri: session_of_uri(ws, uri))

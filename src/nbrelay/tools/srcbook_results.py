@@ -1,4 +1,5 @@
-"""Profile ``srcbook``: the results the tools return and the events ``cell_execute`` sends."""
+"""Profile ``srcbook``: the results the tools return, the events they send, and the values
+``cell_visualize`` draws for TypeScript/JavaScript cells."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ from typing import Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
+from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.jobs import CellRun, Job
-from nbrelay.notebook import render
+from nbrelay.notebook import address, render
+from nbrelay.notebook.jsvalue import js_literal
 from nbrelay.notebook.text import clean_text
+from nbrelay.stores.base import Snapshot
+from nbrelay.timestamps import utc_iso
 from nbrelay.tools.results import VisualData
+from nbrelay.workspace import Workspace
+from nbrelay.workspace.srcbook_sessions import Sessions, session_meta
 
 
 class SessionView(BaseModel):
@@ -203,3 +210,98 @@ class Events:
                     status=cell.status,
                     execution_count=cell.execution_count,
                 )
+
+
+# -- sessions, refusals and values ----------------------------------------------------------
+
+
+def view(
+    sessions: Sessions, session_id: str, snap: Snapshot, note: str | None = None
+) -> SessionView:
+    """The session as the tools return it."""
+    meta = session_meta(snap.notebook) or {}
+    kernel = sessions.ws.kernel_info(snap.path)
+    last = max(sessions.used.get(session_id, 0.0), kernel.last_activity if kernel else 0.0)
+    tsconfig = meta.get("tsconfig")
+    return SessionView(
+        session_id=session_id,
+        name=str(meta.get("name") or session_id),
+        language=sessions.language(snap),
+        status="active" if sessions.active(session_id, snap.path) else "suspended",
+        cell_count=len(snap.notebook.cells),
+        path=snap.path,
+        kernel=snap.notebook.kernel_name,
+        description=meta.get("description") or None,
+        tsconfig=tsconfig if isinstance(tsconfig, dict) else None,
+        created_at=meta.get("created") or None,
+        last_activity=utc_iso(last) if last else None,
+        note=note,
+    )
+
+
+async def javascript_refusal(
+    sessions: Sessions, events: Events, snap: Snapshot, cell_id: str
+) -> ExecuteResult | None:
+    """In a JavaScript session, the result for cells that are not JavaScript (Deno would run
+    them as TypeScript): each cell to run is parsed as JavaScript first, and the first that
+    fails is reported as a SyntaxError without running anything. None if all parse."""
+    nb = snap.notebook
+    indexes = range(len(nb.cells)) if cell_id == "all" else [address.resolve_one(nb.ids, cell_id)]
+    for i in indexes:
+        cell = nb.cells[i]
+        if cell.get("cell_type") != "code":
+            continue
+        problem = await sessions.javascript_error(snap.path, str(cell.get("source", "")))
+        if problem is None:
+            continue
+        error = RunError(name="SyntaxError", message=problem)
+        await events.emit("notebook.error", cell_id=cell["id"], status="error", message=problem)
+        await events.emit("notebook.cell.completed", cell_id=cell["id"], status="error")
+        one = CellResult(
+            cell_id=cell["id"],
+            position=i,
+            status="error",
+            stdout="",
+            stderr="",
+            error=error,
+            execution_time_ms=0,
+        )
+        return ExecuteResult(
+            session_id=events.session_id,
+            cell_id=cell_id if cell_id == "all" else cell["id"],
+            status="error",
+            stdout="",
+            stderr="",
+            error=error,
+            execution_time_ms=0,
+            cells=[one] if cell_id == "all" else None,
+            note=f"this is a JavaScript session: cell {cell['id']!r} is not JavaScript (type "
+            "annotations and other TypeScript syntax are errors here), so nothing ran",
+        )
+    return None
+
+
+async def script_value(
+    ws: Workspace, path: str, cell: dict[str, Any], options: dict[str, Any] | None
+) -> Any:
+    """The data a TypeScript/JavaScript cell shows: ``options.expression`` evaluated in the
+    session's kernel, or the cell's result as Deno displayed it (read as data, never run)."""
+    expression = (options or {}).get("expression")
+    if isinstance(expression, str) and expression.strip():
+        return await ws.evaluate_json(path, expression)
+    for out in cell.get("outputs") or []:
+        if isinstance(out, dict) and out.get("output_type") == "execute_result":
+            text = render.output_text(out).text
+            try:
+                return js_literal(text)
+            except ValueError as exc:
+                raise InvalidArgument(
+                    f"the result of cell {cell['id']!r} is not plain data ({exc}).",
+                    hint='Pass options={"expression": "name"} naming the data to show.',
+                ) from exc
+    raise InvalidArgument(
+        f"cell {cell['id']!r} has no result to visualise: it has not run, or its last line is "
+        "not an expression.",
+        hint='Run it with cell_execute, end it with the value, or pass options={"expression": '
+        '"name"}.',
+    )

@@ -258,7 +258,8 @@ def tsconfig_note(tsconfig: dict[str, Any]) -> str:
         said += f"; Deno's kernel applies {', '.join(used)} (the JSX transform)"
     if rest:
         said += (
-            f"; Deno runs TypeScript without type-checking it, so {', '.join(rest)} change nothing"
+            "; Deno runs TypeScript without type-checking it, so these change nothing: "
+            + ", ".join(rest)
         )
     return said
 
