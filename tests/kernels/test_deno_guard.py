@@ -59,7 +59,10 @@ def test_network_rules() -> None:
     assert listed.decide("net", "10.0.0.5:22", None) is not None
     assert listed.decide("net", "example.org:443", None) is not None
     assert listed.decide("net", "0.0.0.0:0", None) is not None
+    assert listed.decide("run", None, None) is not None  # a program would escape the list
+    assert none.decide("run", None, None) is None  # its namespace has no network either
     everything = Rules(network="all", deny_hosts=("evil.test",))
+    assert everything.decide("ffi", "libc.so.6", None) is not None
     assert everything.decide("net", "evil.test:80", None) is not None
     assert everything.decide("net", "good.test:80", None) is None
     assert split_host("[::1]:8080") == ("::1", 8080)

@@ -14,8 +14,8 @@ kernel: it starts ``deno jupyter`` with the variable set and answers each check
 * ``net`` and ``import`` (remote modules): the kernel's own channels on loopback, always; others
   by ``--network``: ``all``, ``none``, or ``hosts`` (``--allow-host`` entries, minus
   ``--deny-host`` entries, which also apply under ``all``).
-* ``run`` and ``ffi``: refused with ``--folder`` (a subprocess or a native library would step
-  outside Deno's checks); allowed otherwise. ``env`` and ``sys``: allowed (the environment
+* ``run`` and ``ffi``: refused with ``--folder`` or a host list (a subprocess or a native
+  library would step outside Deno's checks); allowed otherwise. ``env`` and ``sys``: allowed (the environment
   nbrelay gives kernels holds no credentials).
 
 With ``--forward`` the connection file names ZeroMQ's ``ipc`` transport (the kernel runs in a
@@ -70,12 +70,15 @@ class Rules:
         if permission in ("env", "sys"):
             return None
         if permission in ("run", "ffi"):
-            if not self.folders:
+            # A program or a native library is outside Deno's checks: refused wherever files
+            # are confined or the network is held to a list (without network, the namespace
+            # holds them too).
+            if not self.folders and self.network != "hosts" and not self.deny_hosts:
                 return None
             what = "run programs" if permission == "run" else "load native libraries"
             return (
-                f"nbrelay's sandbox does not let TypeScript/JavaScript cells {what} "
-                f"(Deno permission {permission!r} denied)."
+                f"nbrelay's sandbox does not let TypeScript/JavaScript cells {what}, which "
+                f"would escape its file and network rules (Deno permission {permission!r})."
             )
         return f"nbrelay does not grant the Deno permission {permission!r}."
 

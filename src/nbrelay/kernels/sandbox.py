@@ -333,14 +333,15 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
     if settings.sandbox or not network:
         if not sys.platform.startswith("linux"):
             raise Unsupported(
-                "the kernel sandbox (--sandbox, --no-kernel-network) needs Linux namespaces.",
+                "the kernel sandbox (--sandbox, --no-kernel-network, --kernel-net-allow/-deny) "
+                "needs Linux namespaces.",
                 hint="Run nbrelay on Linux, or without those options.",
             )
         found = shutil.which("bwrap")
         if found is None:
             raise Unsupported(
-                "the kernel sandbox (--sandbox, --no-kernel-network) needs bubblewrap, and no "
-                "bwrap is on PATH.",
+                "the kernel sandbox (--sandbox, --no-kernel-network, --kernel-net-allow/-deny) "
+                "needs bubblewrap, and no bwrap is on PATH.",
                 hint="Install it (Debian/Ubuntu: apt-get install bubblewrap), or run without "
                 "those options.",
             )
