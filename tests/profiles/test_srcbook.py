@@ -9,6 +9,7 @@ import json
 import sys
 import threading
 import tomllib
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,13 @@ import nbformat
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ResourceUpdated
-from mcp_types import EmbeddedResource, ImageContent, TextResourceContents
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import (
+    EmbeddedResource,
+    ImageContent,
+    ResourceUpdatedNotification,
+    TextResourceContents,
+)
 
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument
@@ -967,3 +974,31 @@ async def test_events_stream_to_subscribers_outside_cell_execute(
         assert seqs == sorted(seqs)
         assert log["events"][3]["text"] == "hi\n"
         assert log["events"][2]["cell_id"] == cell["cell_id"]
+
+
+async def test_event_stream_for_clients_on_older_protocols(root: Path, tmp_path: Path) -> None:
+    """resources/subscribe (protocols before subscriptions/listen) to the event log: each event
+    is announced with its name and number in the notification's _meta."""
+    heard: list[ResourceUpdatedNotification] = []
+    got = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            heard.append(message)
+            got.set()
+
+    settings = Settings(root=root, profile="srcbook", lock_dir=tmp_path / "locks", kernel_pool=0)
+    async with Client(build_server(settings), mode="legacy", message_handler=on_message) as c:
+        session_id = (await call(c, "notebook_create", name="Old client"))["session_id"]
+        uri = f"notebook://session/{session_id}/events"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await c.subscribe_resource(uri)
+        await call(c, "cell_add", session_id=session_id, content="1")
+        with anyio.fail_after(PATIENCE):
+            await got.wait()
+        change = (heard[0].params.meta or {})["nbrelay/change"]
+        assert heard[0].params.uri == uri
+        assert change["event"] == "notebook.state.changed"
+        log = json.loads((await c.read_resource(uri)).contents[0].text)  # type: ignore[union-attr]
+        assert [e["seq"] for e in log["events"]][-1] == change["seq"]
