@@ -792,7 +792,7 @@ async def test_javascript_sessions_run_javascript(kernel_client: ProfileClient) 
         assert (plain["status"], plain["result"]) == ("ok", "10")
         both = await call(client, "cell_execute", session_id=js, cell_id="all")
         assert both["status"] == "error"
-        assert [c["cell_id"] for c in both["cells"]] == [typed["cell_id"]]
+        assert [c["cell_id"] for c in both["cells"]] == [typed["cell_id"]]  # the first bad one
         assert both["stdout"] == ""
         ts = (await call(client, "notebook_create", name="Typed"))["session_id"]
         accepted = await _one_cell(client, ts, "let b: number = 5; b")

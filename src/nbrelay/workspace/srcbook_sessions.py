@@ -139,13 +139,12 @@ class Sessions:
         """Why ``source`` is not JavaScript (a SyntaxError's message), or None if it parses.
         Deno's kernel compiles every cell as TypeScript; here the cell is parsed as a
         JavaScript module in the session's kernel (a ``data:`` import that can never link, so
-        nothing of it runs). A construct only sloppy-mode scripts allow (``with``) passes."""
+        nothing of it runs). Modules are strict, as Deno's kernel runs cells."""
         encoded = base64.b64encode((source + _NEVER).encode("utf-8")).decode("ascii")
         url = f"data:application/javascript;base64,{encoded}"
         expression = (
             f"import({json.dumps(url)}).then(() => null, (e) => "
-            "/SyntaxError/.test(String(e)) && !/Strict mode/.test(String(e)) "
-            "? String(e.message ?? e) : null)"
+            "/SyntaxError/.test(String(e)) ? String(e.message ?? e) : null)"
         )
         found = await self.ws.evaluate_json(path, expression)
         if not isinstance(found, str):
