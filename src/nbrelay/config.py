@@ -96,6 +96,8 @@ class Settings:
     kernel_cpu_time: int | None = _default("kernel_cpu_time")
     sandbox: bool = _default("sandbox")
     kernel_network: bool | None = _default("kernel_network")
+    kernel_net_allow: tuple[str, ...] = _default("kernel_net_allow")
+    kernel_net_deny: tuple[str, ...] = _default("kernel_net_deny")
     kernel_env: tuple[str, ...] = _default("kernel_env")
     cell_output_limit: int = _default("cell_output_limit")
     # From $NBRELAY_TOKEN only: never a flag (argv is visible to every local user).
@@ -193,6 +195,15 @@ def parse_size(value: Any) -> int:
     return int(float(found.group(1)) * 1024**power)
 
 
+def _host_list(hosts: Any) -> tuple[str, ...]:
+    """A list of host names from JSON: an array of strings (or one comma-separated string)."""
+    if isinstance(hosts, str):
+        hosts = hosts.split(",")
+    if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+        raise TypeError("a list of host names")
+    return tuple(h.strip() for h in hosts if h.strip())
+
+
 # Srcbook's srcbook-mcp.json "options" -> (setting, conversion)
 SRCBOOK_OPTIONS: dict[str, tuple[str, Any]] = {
     "maxSessions": ("max_sessions", int),
@@ -202,6 +213,8 @@ SRCBOOK_OPTIONS: dict[str, tuple[str, Any]] = {
     "maxMemoryPerSession": ("kernel_memory", lambda size: max(parse_size(size) >> 20, 1)),
     "maxCpuTimePerSession": ("kernel_cpu_time", lambda ms: max(int(ms) // 1000, 1)),
     "allowNetworkAccess": ("kernel_network", bool),
+    "networkAllowList": ("kernel_net_allow", _host_list),
+    "networkDenyList": ("kernel_net_deny", _host_list),
     "sandbox": ("sandbox", bool),
     "persistSessions": ("persist_sessions", bool),
     "storageDirectory": ("root", str),  # the sessions' folder: they are notebooks in the root

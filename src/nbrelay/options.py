@@ -245,6 +245,20 @@ OPTIONS: tuple[Option, ...] = (
         "--no-kernel-network cuts it off even without --sandbox.",
     ),
     Option(
+        "kernel_net_allow",
+        list,
+        (),
+        "Hosts TypeScript/JavaScript (Deno) kernels may reach, comma-separated (example.com, "
+        "*.example.com, 10.0.0.5:8080), even with --no-kernel-network; other kernels, which "
+        "cannot be held to a list, get no network.",
+    ),
+    Option(
+        "kernel_net_deny",
+        list,
+        (),
+        "Hosts Deno kernels may never reach (same forms); other kernels then get no network.",
+    ),
+    Option(
         "kernel_env",
         list,
         (),

@@ -46,6 +46,15 @@ def test_the_seed_configuration_maps_onto_nbrelay_settings(tmp_path: Path) -> No
     assert (plain.max_sessions, plain.execution_timeout) == (10, 30.0)
 
 
+def test_network_lists_come_from_the_config_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "srcbook-mcp.json"
+    options = {"networkAllowList": ["api.example.com", "*.jsr.io"], "networkDenyList": "a,b:81"}
+    cfg.write_text(json.dumps({"options": options}))
+    s = settings_from(build_parser().parse_args(["serve", "--config", str(cfg)]), environ={})
+    assert s.kernel_net_allow == ("api.example.com", "*.jsr.io")
+    assert s.kernel_net_deny == ("a", "b:81")
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -54,6 +63,7 @@ def test_the_seed_configuration_maps_onto_nbrelay_settings(tmp_path: Path) -> No
         ('{"options": {"maxSessions": 2, "turbo": true}}', "unknown option(s) turbo"),
         ('{"options": {"maxMemoryPerSession": "lots"}}', "maxMemoryPerSession = 'lots'"),
         ('{"options": {"maxSessions": -1}}', "outside the accepted range"),
+        ('{"options": {"networkAllowList": [1]}}', "networkAllowList = [1] is not valid"),
     ],
 )
 def test_bad_srcbook_configuration_names_the_problem(

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import base64
+import functools
+import http.server
 import json
 import sys
-from collections.abc import AsyncIterator
+import threading
+import tomllib
+import warnings
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +19,16 @@ import nbformat
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ResourceUpdated
-from mcp_types import EmbeddedResource, ImageContent, TextResourceContents
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import (
+    EmbeddedResource,
+    ImageContent,
+    ResourceUpdatedNotification,
+    TextResourceContents,
+)
 
 from nbrelay.config import Settings
+from nbrelay.errors import InvalidArgument
 from nbrelay.notebook.model import parse
 from nbrelay.server import build_server
 from tests.helpers import PATIENCE, call, call_error, text_of
@@ -119,6 +131,7 @@ SEED_FIRST_LINES = {
 
 STATE = "notebook://session/{}/state"
 HISTORY = "notebook://session/{}/history"
+EVENTS = "notebook://session/{}/events"
 
 # The specification's Example 1 and Example 2, verbatim.
 SALES_DATA = """
@@ -429,17 +442,22 @@ async def test_cell_operations_and_bad_input(profile_client: ProfileClient, root
 
 
 async def test_sessions_persist_suspend_and_resume(
-    profile_client: ProfileClient, root: Path
+    kernel_client: ProfileClient, root: Path
 ) -> None:
+    profile_client = kernel_client
     async with profile_client("srcbook", max_sessions=2) as client:
         one = (await call(client, "notebook_create", name="One"))["session_id"]
         two = await call(
             client, "notebook_create", name="Two", tsconfig={"strict": True}, description="d"
         )
-        assert "tsconfig is kept" in two["note"]
+        # maxSessions counts sessions whose kernel runs (the workspace's one count of kernel
+        # slots): two running kernels refuse a third session, and its kernel.
+        for session in (one, two["session_id"]):
+            cell = await call(client, "cell_add", session_id=session, content="1")
+            await call(client, "cell_execute", session_id=session, cell_id=cell["cell_id"])
         error = await call_error(client, "notebook_create", name="Three")
-        assert "2 sessions are active" in error
-        assert "notebook_delete" in error
+        assert "2 kernels are running" in error
+        assert "--max-sessions 2" in error
         await call(client, "notebook_delete", session_id=one)
         three = await call(client, "notebook_import", content="# Three\n", format="markdown")
         assert three["name"] == "Three"
@@ -584,7 +602,7 @@ async def test_session_ids_are_never_paths(tmp_path: Path) -> None:
                 assert result.is_error, (tool.name, attack)
                 assert not [c for c in layout.canaries if c in said], (tool.name, attack)
                 calls += 1
-            for template in (STATE, HISTORY):
+            for template in (STATE, HISTORY, EVENTS):
                 with pytest.raises(
                     Exception, match=r"not a session id|no session|Unknown resource"
                 ):
@@ -696,3 +714,291 @@ async def test_storage_directory_is_the_sessions_folder(tmp_path: Path) -> None:
         listed = await session_list(client, filter="all")
     assert [s["session_id"] for s in listed] == [made["session_id"]]
     assert (tmp_path / "notebook-sessions" / f"{made['session_id']}.ipynb").exists()
+
+
+async def _one_cell(client: Client, session_id: str, content: str) -> dict[str, Any]:
+    """Add a cell to the session and run it; the execution result."""
+    cell = await call(client, "cell_add", session_id=session_id, content=content)
+    return await call(client, "cell_execute", session_id=session_id, cell_id=cell["cell_id"])
+
+
+async def test_typescript_cells_are_sandboxed_by_denos_permissions(
+    kernel_client: ProfileClient, root: Path, tmp_path: Path
+) -> None:
+    """Under --sandbox (srcbook-mcp.json "sandbox": true) a TypeScript cell reads and writes
+    inside the session's folder only and has no network: Deno's own permission checks,
+    answered by nbrelay, say so in a clear error (and bwrap hides the rest). The kernel's
+    channels still work: it runs in a network namespace of its own, on loopback TCP."""
+    canary = tmp_path / "canary.txt"
+    canary.write_text("secret-canary")
+    (root / "data.txt").write_text("inside")
+    async with kernel_client("srcbook", sandbox=True) as client:
+        session_id = (await call(client, "notebook_create", name="Boxed"))["session_id"]
+        for target in (str(canary), "/etc/hostname", "../canary.txt"):
+            denied = await _one_cell(client, session_id, f"Deno.readTextFileSync({target!r})")
+            assert denied["status"] == "error", target
+            assert denied["error"]["name"] == "NotCapable", denied
+            assert "only inside the session's folder" in denied["error"]["message"]
+            assert str(root) in denied["error"]["message"]
+            assert "secret-canary" not in json.dumps(denied)
+        written = await _one_cell(
+            client,
+            session_id,
+            'Deno.writeTextFileSync("out.txt", "written by TS");\n'
+            'Deno.readTextFileSync("data.txt") + " / " + Deno.readTextFileSync("./out.txt")',
+        )
+        assert (written["status"], written["result"]) == ("ok", '"inside / written by TS"')
+        escape = await _one_cell(client, session_id, 'Deno.writeTextFileSync("/tmp/x", "1")')
+        assert "only inside the session's folder" in escape["error"]["message"]
+        offline = await _one_cell(client, session_id, 'await fetch("https://example.com/")')
+        assert offline["error"]["name"] == "NotCapable"
+        assert "network access is off" in offline["error"]["message"]
+        ran = await _one_cell(client, session_id, 'new Deno.Command("id").outputSync()')
+        assert "run programs" in ran["error"]["message"]
+    assert (root / "out.txt").read_text() == "written by TS"
+    assert canary.read_text() == "secret-canary"
+
+
+async def test_typescript_runs_without_network_outside_the_file_sandbox(
+    kernel_client: ProfileClient, tmp_path: Path
+) -> None:
+    """The seed's allowNetworkAccess: false alone (--no-kernel-network): the Deno kernel starts
+    (it did not before: it cannot use ZeroMQ's ipc transport), files are not confined, and
+    every connection but its own channels is refused."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("readable")
+    async with kernel_client("srcbook", kernel_network=False) as client:
+        session_id = (await call(client, "notebook_create", name="Offline"))["session_id"]
+        read = await _one_cell(client, session_id, f"Deno.readTextFileSync({str(outside)!r})")
+        assert (read["status"], read["result"]) == ("ok", '"readable"')
+        listen = await _one_cell(client, session_id, 'Deno.listen({hostname: "0.0.0.0", port: 0})')
+        assert listen["error"]["name"] == "NotCapable"
+        assert "network access is off" in listen["error"]["message"]
+
+
+async def test_javascript_sessions_run_javascript(kernel_client: ProfileClient) -> None:
+    """language "javascript" runs JavaScript: TypeScript syntax is a SyntaxError and nothing of
+    the cell runs (Deno compiles every cell as TypeScript; nbrelay parses JS cells first)."""
+    async with kernel_client("srcbook") as client:
+        js = (await call(client, "notebook_create", name="Plain", language="javascript"))[
+            "session_id"
+        ]
+        typed = await _one_cell(client, js, 'console.log("ran"); let b: number = 5; b')
+        assert typed["status"] == "error"
+        assert typed["error"]["name"] == "SyntaxError"
+        assert typed["stdout"] == ""
+        assert "not JavaScript" in typed["note"]
+        plain = await _one_cell(client, js, "let c = 5; c * 2")
+        assert (plain["status"], plain["result"]) == ("ok", "10")
+        both = await call(client, "cell_execute", session_id=js, cell_id="all")
+        assert both["status"] == "error"
+        assert [c["cell_id"] for c in both["cells"]] == [typed["cell_id"]]  # the first bad one
+        assert both["stdout"] == ""
+        ts = (await call(client, "notebook_create", name="Typed"))["session_id"]
+        accepted = await _one_cell(client, ts, "let b: number = 5; b")
+        assert (accepted["status"], accepted["result"]) == ("ok", "5")
+
+
+async def test_persisted_typescript_sessions_get_their_variables_back(
+    kernel_client: ProfileClient,
+) -> None:
+    """persistSessions: a TypeScript session whose kernel stopped (here: the server restarted)
+    runs its executed cells again, in execution order, before the cell asked for, and says so."""
+    async with kernel_client("srcbook", persist_sessions=True) as client:
+        session_id = (await call(client, "notebook_create", name="Kept"))["session_id"]
+        first = await _one_cell(client, session_id, "let total = 40;")
+        await _one_cell(client, session_id, "total += 1;")
+        again = first["cell_id"]
+    async with kernel_client("srcbook", persist_sessions=True) as client:
+        resumed = await _one_cell(client, session_id, "total + 1")
+        assert (resumed["status"], resumed["result"]) == ("ok", "42")
+        assert "2 executed cell(s) were run again" in resumed["note"]
+        # A running kernel is not replayed again.
+        twice = await call(client, "cell_execute", session_id=session_id, cell_id=again)
+        assert "note" not in twice
+    async with kernel_client("srcbook") as client:  # without persistSessions: nothing replayed
+        lost = await _one_cell(client, session_id, "total")
+        assert lost["error"]["name"] == "ReferenceError"
+
+
+async def test_cell_visualize_with_the_documented_install(kernel_client: ProfileClient) -> None:
+    """`pip install "nbrelay[deno]"` (the README's install) brings matplotlib: cell_visualize
+    with its default type (auto) and with "chart" returns a PNG for a TypeScript result."""
+    extras = tomllib.loads(Path("pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith("matplotlib") for d in extras["deno"])
+    assert 'pip install "nbrelay[deno]"' in Path("README.md").read_text()
+    async with kernel_client("srcbook") as client:
+        session_id = (await call(client, "notebook_create", name="Charts"))["session_id"]
+        shown = await _one_cell(client, session_id, SALES_DATA + "\nsalesData")
+        for kind in (None, "chart"):
+            args = {"session_id": session_id, "cell_id": shown["cell_id"]}
+            drawn = await client.call_tool(
+                "cell_visualize", args | ({"type": kind} if kind else {})
+            )
+            assert not drawn.is_error, text_of(drawn)
+            images = [b for b in drawn.content if isinstance(b, ImageContent)]
+            assert len(images) == 1, kind
+            assert base64.b64decode(images[0].data).startswith(b"\x89PNG")
+            assert json.loads(text_of(drawn))["kind"] == "chart"
+
+
+@pytest.fixture
+def web() -> Iterator[int]:
+    """A real HTTP server on 127.0.0.1 (its port) answering "hello from <path>"."""
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = f"hello from {self.path}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+async def test_network_allow_and_deny_lists(kernel_client: ProfileClient, web: int) -> None:
+    """srcbook-mcp.json networkAllowList / networkDenyList (--kernel-net-allow/-deny): Deno
+    kernels reach exactly the hosts the lists allow, even with allowNetworkAccess: false; a
+    Python session, which cannot be held to a list, gets no network at all."""
+    fetch = "await (await fetch('http://{}/x')).text()"
+    python = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import urllib.request\n"
+                "try:\n"
+                f"    print(urllib.request.urlopen('http://127.0.0.1:{web}/py', timeout=5).read())\n"
+                "except OSError as exc:\n"
+                "    print('offline', type(exc).__name__)"
+            )
+        ],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+    )
+    allowed = f"127.0.0.1:{web}"
+    async with kernel_client(
+        "srcbook", kernel_network=False, kernel_net_allow=(allowed,)
+    ) as client:
+        ts = (await call(client, "notebook_create", name="Listed"))["session_id"]
+        ok = await _one_cell(client, ts, fetch.format(allowed))
+        assert (ok["status"], ok["result"]) == ("ok", '"hello from /x"')
+        other = await _one_cell(client, ts, fetch.format(f"localhost:{web}"))
+        assert other["error"]["name"] == "NotCapable"
+        assert "not on nbrelay's network allow list" in other["error"]["message"]
+        py = await call(client, "notebook_import", content=nbformat.writes(python))
+        ran = await call(client, "cell_execute", session_id=py["session_id"], cell_id="all")
+        assert ran["stdout"].startswith("offline"), ran
+    async with kernel_client("srcbook", kernel_net_deny=(allowed,)) as client:
+        ts = (await call(client, "notebook_create", name="Denied"))["session_id"]
+        denied = await _one_cell(client, ts, fetch.format(allowed))
+        assert "on nbrelay's network deny list" in denied["error"]["message"]
+        ok = await _one_cell(client, ts, fetch.format(f"localhost:{web}"))
+        assert (ok["status"], ok["result"]) == ("ok", '"hello from /x"')
+    for bad in ("not a host", "http://example.com", ""):
+        with pytest.raises(InvalidArgument, match="is not a host"):
+            build_server(Settings(root=Path("."), kernel_net_allow=(bad,)))
+
+
+async def test_tsconfig_jsx_options_apply_to_the_sessions_kernel(
+    kernel_client: ProfileClient,
+) -> None:
+    """Of a tsconfig, Deno's kernel honours the JSX transform (its REPL does not type-check):
+    jsxFactory makes `<b>` call the session's own factory, and the result says which options
+    apply; a session without them uses React's default (so `h` is never called)."""
+    factory = "function h(tag, props, ...children) { return { tag, children }; }"
+    tsconfig = {"compilerOptions": {"jsx": "react", "jsxFactory": "h", "strict": True}}
+    async with kernel_client("srcbook") as client:
+        made = await call(client, "notebook_create", name="JSX", tsconfig=tsconfig)
+        assert "applies jsx, jsxFactory" in made["note"]
+        assert "these change nothing: strict" in made["note"]
+        await _one_cell(client, made["session_id"], factory)
+        tag = await _one_cell(client, made["session_id"], "JSON.stringify(<b>hi</b>)")
+        assert (tag["status"], tag["result"]) == ("ok", '\'{"tag":"b","children":["hi"]}\'')
+        plain = (await call(client, "notebook_create", name="No JSX options"))["session_id"]
+        await _one_cell(client, plain, factory)
+        react = await _one_cell(client, plain, "JSON.stringify(<b>hi</b>)")
+        assert react["error"]["name"] == "ReferenceError"
+        assert "React" in react["error"]["message"]
+        bad = await call_error(
+            client, "notebook_create", name="Bad", tsconfig={"jsxFactory": "h */ evil()"}
+        )
+        assert "is not a name or module specifier" in bad
+
+
+async def test_events_stream_to_subscribers_outside_cell_execute(
+    kernel_client: ProfileClient,
+) -> None:
+    """The specification's event stream outside cell_execute's own progress notifications:
+    notebook://session/{id}/events holds the session's events in order, and a listener on its
+    own stream hears of each new one (resource-updated) while a cell_execute runs."""
+    async with kernel_client("srcbook") as runner:
+        session_id = (await call(runner, "notebook_create", name="Streamed"))["session_id"]
+        cell = await call(runner, "cell_add", session_id=session_id, content="console.log('hi')")
+        uri = f"notebook://session/{session_id}/events"
+        async with (
+            runner.listen(resource_subscriptions=[uri]) as sub,
+            anyio.create_task_group() as tg,
+        ):
+            run = functools.partial(call, runner, "cell_execute", cell_id="all")
+            tg.start_soon(functools.partial(run, session_id=session_id))
+            heard: list[str] = []
+            with anyio.fail_after(PATIENCE):
+                async for event in sub:
+                    assert isinstance(event, ResourceUpdated)
+                    assert event.uri == uri
+                    log = json.loads((await runner.read_resource(uri)).contents[0].text)  # type: ignore[union-attr]
+                    heard = [e["event"] for e in log["events"]]
+                    if "notebook.cell.completed" in heard[-2:-1]:
+                        break
+        assert heard == [
+            "notebook.state.changed",  # notebook_create
+            "notebook.state.changed",  # cell_add
+            "notebook.cell.executing",
+            "notebook.cell.output",
+            "notebook.cell.completed",
+            "notebook.state.changed",
+        ]
+        seqs = [e["seq"] for e in log["events"]]
+        assert seqs == sorted(seqs)
+        assert log["events"][3]["text"] == "hi\n"
+        assert log["events"][2]["cell_id"] == cell["cell_id"]
+
+
+async def test_event_stream_for_clients_on_older_protocols(root: Path, tmp_path: Path) -> None:
+    """resources/subscribe (protocols before subscriptions/listen) to the event log: each event
+    is announced with its name and number in the notification's _meta."""
+    heard: list[ResourceUpdatedNotification] = []
+    got = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            heard.append(message)
+            got.set()
+
+    settings = Settings(root=root, profile="srcbook", lock_dir=tmp_path / "locks", kernel_pool=0)
+    async with Client(build_server(settings), mode="legacy", message_handler=on_message) as c:
+        session_id = (await call(c, "notebook_create", name="Old client"))["session_id"]
+        uri = f"notebook://session/{session_id}/events"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await c.subscribe_resource(uri)
+        await call(c, "cell_add", session_id=session_id, content="1")
+        with anyio.fail_after(PATIENCE):
+            await got.wait()
+        change = (heard[0].params.meta or {})["nbrelay/change"]
+        assert heard[0].params.uri == uri
+        assert change["event"] == "notebook.state.changed"
+        log = json.loads((await c.read_resource(uri)).contents[0].text)  # type: ignore[union-attr]
+        assert [e["seq"] for e in log["events"]][-1] == change["seq"]

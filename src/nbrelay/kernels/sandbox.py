@@ -27,6 +27,7 @@ never silently dropped.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nbrelay.config import Settings
-from nbrelay.errors import Unsupported
+from nbrelay.errors import InvalidArgument, Unsupported
 from nbrelay.kernels.base import LaunchPolicy
 from nbrelay.kernels.limits import KernelLimits
 
@@ -209,6 +210,19 @@ def etc_binds(etc: str = "/etc") -> list[str]:
     return args
 
 
+_HOST = re.compile(r"^(\*\.)?[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
+
+
+def check_host(entry: str) -> None:
+    """Refuse a network-list entry that names no host (``--kernel-net-allow``/``-deny``)."""
+    if not _HOST.match(entry):
+        raise InvalidArgument(
+            f"{entry!r} is not a host for --kernel-net-allow/--kernel-net-deny.",
+            hint="Give host names or addresses, optionally with a port: example.com, "
+            "*.example.com, 10.0.0.5:8080, [::1]:8080.",
+        )
+
+
 def python_roots(argv0: str) -> list[str]:
     """The folders the kernel's interpreter needs besides ``/usr``: its virtual environment (the
     folder with ``pyvenv.cfg``) and its installation prefix, when outside ``/usr``."""
@@ -237,6 +251,9 @@ class IsolatedPolicy(LaunchPolicy):
     launch_folders: tuple[str, ...] = ()
     launch_cwd: str | None = None
     launch_cwd_fds: tuple[int, ...] = ()
+    kernel_network: bool = True  # what the settings allow (the sandbox may share less)
+    allow_hosts: tuple[str, ...] = ()  # --kernel-net-allow (Deno's checks enforce it)
+    deny_hosts: tuple[str, ...] = ()  # --kernel-net-deny
 
     def for_launch(
         self,
@@ -288,7 +305,10 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
     """The launch policy ``settings`` ask for; Unsupported if the machine cannot enforce it."""
     limits = KernelLimits(settings.kernel_memory, settings.kernel_cpu_time)
     limits.check()
-    isolate = settings.sandbox or settings.kernel_network is False
+    allow, deny = settings.kernel_net_allow, settings.kernel_net_deny
+    for host in (*allow, *deny):
+        check_host(host)
+    isolate = settings.sandbox or settings.kernel_network is False or bool(allow or deny)
     if settings.jupyter_url and (limits.active or isolate):
         raise Unsupported(
             "kernel limits and the sandbox apply to kernels nbrelay starts itself; in live mode "
@@ -304,20 +324,24 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
             "(.nbrelay-state), where the sandboxed kernel can write.",
         )
     sandbox: Sandbox | None = None
-    network = (
+    allowed = (
         settings.kernel_network if settings.kernel_network is not None else not settings.sandbox
     )
+    # Only Deno's own checks can hold a kernel to a host list: with one, other kernels get no
+    # network at all (deno.launch_policy gives Deno kernels the network the lists allow).
+    network = allowed and not (allow or deny)
     if settings.sandbox or not network:
         if not sys.platform.startswith("linux"):
             raise Unsupported(
-                "the kernel sandbox (--sandbox, --no-kernel-network) needs Linux namespaces.",
+                "the kernel sandbox (--sandbox, --no-kernel-network, --kernel-net-allow/-deny) "
+                "needs Linux namespaces.",
                 hint="Run nbrelay on Linux, or without those options.",
             )
         found = shutil.which("bwrap")
         if found is None:
             raise Unsupported(
-                "the kernel sandbox (--sandbox, --no-kernel-network) needs bubblewrap, and no "
-                "bwrap is on PATH.",
+                "the kernel sandbox (--sandbox, --no-kernel-network, --kernel-net-allow/-deny) "
+                "needs bubblewrap, and no bwrap is on PATH.",
                 hint="Install it (Debian/Ubuntu: apt-get install bubblewrap), or run without "
                 "those options.",
             )
@@ -333,4 +357,7 @@ def launch_policy(settings: Settings, *, probe: bool = True) -> LaunchPolicy:
         keep_env=settings.kernel_env,
         limits=limits,
         sandbox=sandbox,
+        kernel_network=allowed,
+        allow_hosts=allow,
+        deny_hosts=deny,
     )

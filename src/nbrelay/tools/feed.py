@@ -246,6 +246,13 @@ class ChangeFeed:
             except Exception:  # a client that went away stops listening
                 self._legacy.get(uri, {}).pop(key, None)
 
+    async def announce(self, uri: str, entry: dict[str, Any]) -> None:
+        """Tell whoever listens to ``uri`` that it changed, for resources that change without
+        their notebook changing (srcbook's event log)."""
+        if uri in self._uris():
+            await self.bus.publish(ResourceUpdated(uri=uri))
+            await self._notify_legacy(uri, entry)
+
     def changes_of(self, rel: str, since: str | None = None) -> list[dict[str, Any]]:
         log = list(self._log.get(rel, ()))
         if since:

@@ -3,242 +3,63 @@
 A *session* is a notebook directly in the root folder that ``notebook_create`` or
 ``notebook_import`` made (its ``metadata.srcbook`` holds the name, description, language and
 tsconfig); its id is the file name without ``.ipynb``: a slug of the name and six hex digits
-(``sales-analysis-q4-2024-3f9a2c``), so sessions persist with their notebooks. TypeScript and
-JavaScript run on the Deno kernel; an imported Python notebook keeps its Python kernel. A session
-is *active* while its kernel runs or for ``--kernel-idle-timeout`` (Srcbook's ``sessionTimeout``)
-after its last use, *suspended* otherwise; using it resumes it. Timeouts are in milliseconds.
+(``sales-analysis-q4-2024-3f9a2c``), so sessions persist with their notebooks (the registry is
+``workspace/srcbook_sessions.py``). TypeScript and JavaScript run on the Deno kernel; an imported
+Python notebook keeps its Python kernel. A session is *active* while its kernel runs or for
+``--kernel-idle-timeout`` (Srcbook's ``sessionTimeout``) after its last use, *suspended*
+otherwise; using it resumes it. Timeouts are in milliseconds.
 
 Events: during ``cell_execute`` each ``notebook.cell.executing``, ``notebook.cell.output``,
 ``notebook.cell.completed`` and ``notebook.error`` event is a progress notification whose message
-is the event as JSON; every tool that changes a session ends with ``notebook.state.changed``, and
-clients listening to ``notebook://session/{id}/state`` get resource-updated notifications.
+is the event as JSON; every tool that changes a session ends with ``notebook.state.changed``.
+Every event is also kept in the session's event log, the resource
+``notebook://session/{id}/events``, whose listeners hear of each (``srcbook_resources``).
 """
 
 from __future__ import annotations
 
-import json
-import re
-import secrets
 import time
-import unicodedata
-import weakref
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ImageContent, TextContent
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from nbrelay.config import OPTION_BY_NAME
-from nbrelay.errors import (
-    InvalidArgument,
-    KernelError,
-    NbrelayError,
-    NotebookNotFound,
-    Vocabulary,
-)
-from nbrelay.kernels.jobs import CellRun, Job
+from nbrelay.errors import InvalidArgument, Vocabulary
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
-from nbrelay.notebook.jsvalue import js_literal
-from nbrelay.notebook.model import Notebook, new_notebook
-from nbrelay.notebook.text import clean_text
-from nbrelay.stores.base import Snapshot
+from nbrelay.notebook.model import new_notebook
 from nbrelay.timestamps import utc_iso
 from nbrelay.tools import resources, services
 from nbrelay.tools._boundary import Registrar, compact_json
-from nbrelay.tools.results import VisualData
+from nbrelay.tools.srcbook_resources import register_resources as register_resources
+from nbrelay.tools.srcbook_results import (
+    CellDeleted,
+    CellPlace,
+    Deleted,
+    Events,
+    ExecuteResult,
+    SessionView,
+    VisualResult,
+    cell_result,
+    javascript_refusal,
+    script_value,
+    view,
+)
 from nbrelay.workspace import Workspace
+from nbrelay.workspace.srcbook_sessions import (
+    DENO,
+    check_tsconfig,
+    import_name,
+    prepare_import,
+    sessions_of,
+    tsconfig_note,
+)
 
-STATE_URI = "notebook://session/{session_id}/state"
-HISTORY_URI = "notebook://session/{session_id}/history"
 DEFAULT_TIMEOUT_MS = 30_000
 EXPORT_MAX_CHARS = 1_000_000
-DENO = "deno"
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,120}$")
-_STATE_URI = re.compile(r"^notebook://session/([A-Za-z0-9][A-Za-z0-9_-]{0,120})/(state|history)$")
-
-
-# -- results -------------------------------------------------------------------------------
-
-
-class SessionView(BaseModel):
-    session_id: str
-    name: str
-    language: str
-    status: Literal["active", "suspended"]
-    cell_count: int
-    path: str
-    kernel: str | None = None
-    description: str | None = None
-    tsconfig: dict[str, Any] | None = None
-    created_at: str | None = None
-    last_activity: str | None = None
-    note: str | None = None
-
-
-class Deleted(BaseModel):
-    session_id: str
-    deleted: bool
-
-
-class CellPlace(BaseModel):
-    cell_id: str
-    position: int
-
-
-class CellDeleted(BaseModel):
-    cell_id: str
-    deleted: bool
-
-
-class RunError(BaseModel):
-    name: str
-    message: str
-    traceback: str | None = None
-
-
-class CellResult(BaseModel):
-    cell_id: str
-    position: int
-    status: str
-    stdout: str
-    stderr: str
-    result: str | None = None
-    display: list[str] | None = None
-    error: RunError | None = None
-    execution_count: int | None = None
-    execution_time_ms: int
-
-
-class ExecuteResult(BaseModel):
-    session_id: str
-    cell_id: str
-    status: str
-    stdout: str
-    stderr: str
-    result: str | None = None
-    display: list[str] | None = None
-    error: RunError | None = None
-    execution_count: int | None = None
-    execution_time_ms: int
-    cells: list[CellResult] | None = None
-    note: str | None = None
-
-
-class VisualResult(VisualData):
-    session_id: str
-    cell_id: str
-
-
-# -- sessions ------------------------------------------------------------------------------
-
-
-@dataclass
-class Sessions:
-    """When each session was last used by this server (the rest lives in the notebooks)."""
-
-    ws: Workspace
-    used: dict[str, float] = field(default_factory=dict)
-
-    def path(self, session_id: str) -> str:
-        value: object = session_id
-        if not isinstance(value, str) or not _SESSION_ID.match(session_id):
-            raise InvalidArgument(
-                f"{session_id!r} is not a session id.",
-                hint="Session ids come from notebook_create or notebook_import; notebook_list "
-                "shows them.",
-            )
-        return self.ws.relative(session_id + ".ipynb")
-
-    async def open(self, session_id: str, *, touch: bool = True) -> Snapshot:
-        """The session's notebook (``touch`` marks it used, resuming a suspended session)."""
-        try:
-            snap = await self.ws.read(self.path(session_id))
-        except NotebookNotFound:
-            snap = None
-        if snap is None or not isinstance(_meta(snap.notebook), dict):
-            raise InvalidArgument(
-                f"no session has id {session_id!r}.",
-                hint='notebook_list(filter="all") lists the sessions; notebook_create starts one.',
-            )
-        if touch:
-            self.used[session_id] = time.time()
-        return snap
-
-    def active(self, session_id: str, path: str) -> bool:
-        if self.ws.kernel_info(path) is not None:
-            return True
-        last = self.used.get(session_id)
-        idle = self.ws.settings.kernel_idle_timeout
-        return last is not None and (idle <= 0 or time.time() - last < idle)
-
-    def view(self, session_id: str, snap: Snapshot, note: str | None = None) -> SessionView:
-        meta = _meta(snap.notebook) or {}
-        kernel = self.ws.kernel_info(snap.path)
-        last = max(
-            self.used.get(session_id, 0.0),
-            kernel.last_activity if kernel else 0.0,
-        )
-        tsconfig = meta.get("tsconfig")
-        return SessionView(
-            session_id=session_id,
-            name=str(meta.get("name") or session_id),
-            language=str(meta.get("language") or snap.notebook.language or "typescript"),
-            status="active" if self.active(session_id, snap.path) else "suspended",
-            cell_count=len(snap.notebook.cells),
-            path=snap.path,
-            kernel=snap.notebook.kernel_name,
-            description=meta.get("description") or None,
-            tsconfig=tsconfig if isinstance(tsconfig, dict) else None,
-            created_at=meta.get("created") or None,
-            last_activity=utc_iso(last) if last else None,
-            note=note,
-        )
-
-    async def all(self) -> list[tuple[str, Snapshot]]:
-        found = []
-        for entry in await self.ws.list_notebooks("", recursive=False):
-            session_id = entry.path[: -len(".ipynb")]
-            if "/" in entry.path or not _SESSION_ID.match(session_id):
-                continue
-            try:
-                snap = await self.ws.read(entry.path)
-            except NbrelayError:
-                continue
-            if isinstance(_meta(snap.notebook), dict):
-                found.append((session_id, snap))
-        return found
-
-    async def check_room(self) -> None:
-        limit = self.ws.settings.max_sessions
-        if not limit:
-            return
-        active = [s for s, snap in await self.all() if self.active(s, snap.path)]
-        if len(active) >= limit:
-            raise KernelError(
-                f"{len(active)} sessions are active, the most this server allows "
-                f"(maxSessions / --max-sessions {limit}).",
-                hint="End one with notebook_delete, or wait until an idle one is suspended.",
-            )
-
-    def new_id(self, name: str) -> str:
-        plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-        slug = re.sub(r"[^a-z0-9]+", "-", plain.lower()).strip("-")[:40].strip("-")
-        return f"{slug or 'notebook'}-{secrets.token_hex(3)}"
-
-
-_REGISTRY: weakref.WeakKeyDictionary[Workspace, Sessions] = weakref.WeakKeyDictionary()
-
-
-def sessions_of(ws: Workspace) -> Sessions:
-    """The session registry of a workspace, shared by the tools and the resources."""
-    found = _REGISTRY.get(ws)
-    if found is None:
-        found = _REGISTRY[ws] = Sessions(ws)
-    return found
 
 
 def _timeout_schema(schema: dict[str, Any]) -> None:
@@ -246,127 +67,6 @@ def _timeout_schema(schema: dict[str, Any]) -> None:
     it out lets a configured execution timeout apply instead."""
     schema.pop("anyOf", None)
     schema.update(type="integer", default=DEFAULT_TIMEOUT_MS)
-
-
-def _meta(nb: Notebook) -> Any:
-    return (nb.data.get("metadata") or {}).get("srcbook")
-
-
-def _kernelspec(language: str) -> dict[str, str]:
-    return {"name": DENO, "display_name": "Deno", "language": language}
-
-
-# -- execution results ---------------------------------------------------------------------
-
-
-def _error_message(out: dict[str, Any]) -> str:
-    """An error output's message, never empty (``throw new Error()`` has no text of its own)."""
-    value = render.strip_ansi(str(out.get("evalue") or "")).strip()
-    return value or f"{out.get('ename') or 'Error'} (raised without a message)"
-
-
-def _failure(job: Job, cell: CellRun) -> str:
-    """What went wrong in a cell that did not end ``ok``, in words (for ``notebook.error``)."""
-    for out in job.cell_outputs(cell):
-        if out.get("output_type") == "error":
-            return f"{out.get('ename') or 'Error'}: {_error_message(out)}"
-    return cell.message or f"the cell ended with status {cell.status}"
-
-
-def _cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
-    outputs = job.cell_outputs(cell)
-    streams: dict[str, list[str]] = {"stdout": [], "stderr": []}
-    result: str | None = None
-    display: list[str] = []
-    error: RunError | None = None
-    for out in outputs:
-        shown = render.output_text(out)
-        kind = out.get("output_type")
-        if kind == "stream":
-            streams["stderr" if out.get("name") == "stderr" else "stdout"].append(shown.text)
-        elif kind == "execute_result":
-            result = budget.take(shown.text, "the rest is in the notebook")[0]
-        elif kind == "error":
-            text = budget.take(shown.text, "the rest is in the notebook")[0]
-            error = RunError(
-                name=str(out.get("ename") or "Error"),
-                message=_error_message(out),
-                traceback=text or None,
-            )
-        else:
-            display.append(budget.take(shown.text, "the rest is in the notebook")[0])
-    status = str(cell.status)
-    if status == "died" and cell.message.startswith("timed out"):
-        status = "timeout"  # the cause; a kernel that dies of the interrupt (Deno) says so below
-    if status in ("timeout", "died", "cancelled", "interrupted") and error is None:
-        names = {
-            "timeout": "TimeoutError",
-            "died": "KernelDied",
-            "cancelled": "Cancelled",
-            "interrupted": "Interrupted",
-        }
-        error = RunError(name=names[status], message=cell.message or status)
-    return CellResult(
-        cell_id=cell.id or "",
-        position=cell.index,
-        status=status,
-        stdout=budget.take("".join(streams["stdout"]), "the rest is in the notebook")[0],
-        stderr=budget.take("".join(streams["stderr"]), "the rest is in the notebook")[0],
-        result=result,
-        display=display or None,
-        error=error,
-        execution_count=cell.execution_count,
-        execution_time_ms=round(cell.seconds * 1000),
-    )
-
-
-class _Events:
-    """Srcbook's execution events as progress notifications (message = the event as JSON)."""
-
-    def __init__(self, ctx: Context | None, session_id: str, total: int | None = None) -> None:
-        self.ctx = ctx
-        self.session_id = session_id
-        self.total = total
-        self.sent = 0
-        self.started: set[str] = set()
-        self.finished: set[str] = set()
-        self.printed: dict[str, int] = {}
-
-    async def emit(self, event: str, **data: Any) -> None:
-        if self.ctx is None:
-            return
-        self.sent += 1
-        payload = {"event": event, "session_id": self.session_id, **data}
-        message = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-        await self.ctx.report_progress(self.sent, None, clean_text(message))
-
-    async def follow(self, job: Job) -> None:
-        for cell in job.cells:
-            if cell.status == "queued" or cell.id is None:
-                continue
-            if cell.id not in self.started:
-                self.started.add(cell.id)
-                await self.emit("notebook.cell.executing", cell_id=cell.id)
-            text = "".join(render.output_text(o).text for o in job.cell_outputs(cell))
-            seen = self.printed.get(cell.id, 0)
-            if len(text) > seen:
-                self.printed[cell.id] = len(text)
-                await self.emit("notebook.cell.output", cell_id=cell.id, text=text[seen:][-2000:])
-            if cell.status not in ("running", "queued") and cell.id not in self.finished:
-                self.finished.add(cell.id)
-                if cell.status != "ok":
-                    await self.emit(
-                        "notebook.error",
-                        cell_id=cell.id,
-                        status=cell.status,
-                        message=_failure(job, cell),
-                    )
-                await self.emit(
-                    "notebook.cell.completed",
-                    cell_id=cell.id,
-                    status=cell.status,
-                    execution_count=cell.execution_count,
-                )
 
 
 # -- the tools -----------------------------------------------------------------------------
@@ -405,30 +105,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         return settings.execution_timeout * 1000
 
     async def changed(ctx: Context | None, session_id: str) -> None:
-        await _Events(ctx, session_id).emit("notebook.state.changed")
-
-    def prepare(name: str) -> Callable[[Notebook], None]:
-        """Mark an imported notebook as a session; TypeScript, JavaScript and notebooks that
-        name no language run on Deno, other languages (Python) keep their kernel."""
-
-        def apply(nb: Notebook) -> None:
-            meta = nb.data.setdefault("metadata", {})
-            old = meta.get("srcbook") if isinstance(meta.get("srcbook"), dict) else {}
-            has_code = any(c.get("cell_type") == "code" for c in nb.cells)
-            found = nb.language if has_code else None  # text alone names no language
-            language = str(old.get("language") or found or "typescript").lower()
-            if language in ("typescript", "javascript", "ts", "js"):
-                language = "javascript" if language in ("javascript", "js") else "typescript"
-                meta["kernelspec"] = _kernelspec(language)
-                meta["language_info"] = {"name": language}
-            meta["srcbook"] = {
-                **old,
-                "name": old.get("name") or name,
-                "language": language,
-                "created": utc_iso(time.time()),
-            }
-
-        return apply
+        await Events(ctx, session_id, sessions.record).emit("notebook.state.changed")
 
     # -- Notebook Management -----------------------------------------------------------------
 
@@ -451,8 +128,10 @@ def register(reg: Registrar, ws: Workspace) -> None:
         """
         if not name.strip():
             raise InvalidArgument("name is empty.", hint="Give the notebook a name.")
-        await sessions.check_room()
+        if tsconfig is not None:
+            check_tsconfig(tsconfig)
         session_id = sessions.new_id(name)
+        sessions.check_room(session_id)
         nb = new_notebook(kernel_name=DENO, display_name="Deno", language=language)
         meta: dict[str, Any] = {
             "name": name.strip(),
@@ -466,13 +145,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         snap = await ws.create_from(sessions.path(session_id), nb, overwrite=False)
         sessions.used[session_id] = time.time()
         await changed(ctx, session_id)
-        note = None
-        if tsconfig is not None:
-            note = (
-                "tsconfig is kept with the notebook; Deno runs TypeScript without type-checking "
-                "it, so the options do not change how cells run."
-            )
-        return sessions.view(session_id, snap, note)
+        note = tsconfig_note(tsconfig) if tsconfig is not None else None
+        return view(sessions, session_id, snap, note)
 
     @reg.tool(kind="read")
     async def notebook_list(
@@ -483,7 +157,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Returns: Array of notebook sessions with metadata. filter="suspended" lists the sessions
         not in use (kept on disk, resumed by the next call that uses them); "all" lists both.
         """
-        views = [sessions.view(sid, snap) for sid, snap in await sessions.all()]
+        views = [view(sessions, sid, snap) for sid, snap in await sessions.all()]
         if filter != "all":
             views = [v for v in views if v.status == filter]
         views.sort(key=lambda v: (v.created_at or "", v.session_id))
@@ -565,10 +239,18 @@ def register(reg: Registrar, ws: Workspace) -> None:
                 cells=[],
                 note="the notebook has no code cells",
             )
+        events = Events(ctx, session_id, sessions.record)
+        notes: list[str] = []
+        # A kernel about to start gets the tsconfig's JSX options and, unless every cell runs
+        # anyway, the variables of the session's earlier cells (persistSessions).
+        notes += await sessions.start_kernel(snap.path, snap, seconds, replay=not run_all)
+        if sessions.language(snap) == "javascript":
+            refused = await javascript_refusal(sessions, events, snap, cell_id)
+            if refused is not None:
+                return refused
         job = await ws.execute(
             snap.path, None if run_all else [cell_id], time_limit=seconds, stop_on_error=True
         )
-        events = _Events(ctx, session_id)
         wait = seconds * len(job.cells) + settings.interrupt_grace + 60
         try:
             await ws.wait_job(job, wait, events.follow, interval=1.0)
@@ -581,13 +263,13 @@ def register(reg: Registrar, ws: Workspace) -> None:
         await events.emit("notebook.state.changed")
         budget = render.Budget(settings.output_budget, settings.output_budget)
         ran = budget.share(
-            lambda b: [_cell_result(job, c, b) for c in job.cells if c.status != "queued"]
+            lambda b: [cell_result(job, c, b) for c in job.cells if c.status != "queued"]
         )
         ran = [r for r in ran if r.status != "skipped"]
         first_error = next((r.error for r in ran if r.error is not None), None)
         status = next((r.status for r in ran if r.status != "ok"), "ok")
         last = ran[-1] if ran else None
-        notes = list(job.notes)
+        notes += job.notes
         if job.state_lost:
             notes.append("the kernel restarted, so its variables were lost")
         return ExecuteResult(
@@ -661,15 +343,15 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Returns: New session ID for imported notebook (with its metadata). Markdown code blocks
         become code cells.
         """
-        await sessions.check_room()
-        name = _name_of(content, format)
+        name = import_name(content, format)
         session_id = sessions.new_id(name)
+        sessions.check_room(session_id)
         snap = await ws.import_notebook(
-            sessions.path(session_id), content=content, fmt=format, prepare=prepare(name)
+            sessions.path(session_id), content=content, fmt=format, prepare=prepare_import(name)
         )
         sessions.used[session_id] = time.time()
         await changed(ctx, session_id)
-        return sessions.view(session_id, snap)
+        return view(sessions, session_id, snap)
 
     @reg.tool(kind="execute")
     async def cell_visualize(
@@ -692,7 +374,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if (nb.language or "").lower() == "python":
             done = await ws.visualize_cell(snap.path, cell["id"], kind=type, options=options)
         else:
-            value = await _script_value(ws, snap.path, cell, options)
+            value = await script_value(ws, snap.path, cell, options)
             done = await ws.visualize_value(value, kind=type, options=options)
         for key in ("path", "cell"):
             done.pop(key, None)
@@ -702,120 +384,3 @@ def register(reg: Registrar, ws: Workspace) -> None:
             return result
         result.rows = None  # the picture shows them
         return result, ImageContent(type="image", data=png, mime_type="image/png")
-
-
-def _name_of(content: str, fmt: str) -> str:
-    """The name an imported notebook is known by: its Srcbook name, else its first heading."""
-    lines: list[str] = content.splitlines()
-    if fmt in ("json", "ipynb"):
-        try:
-            data = json.loads(content)
-        except ValueError:
-            data = None  # the import itself explains what is wrong
-        if isinstance(data, dict):
-            meta = data.get("metadata")
-            srcbook = meta.get("srcbook") if isinstance(meta, dict) else None
-            if isinstance(srcbook, dict) and isinstance(srcbook.get("name"), str):
-                return str(srcbook["name"])
-            lines = []
-            for cell in data.get("cells") or []:
-                if isinstance(cell, dict) and cell.get("cell_type") == "markdown":
-                    source = cell.get("source", "")
-                    lines += ("".join(source) if isinstance(source, list) else str(source)).split(
-                        "\n"
-                    )
-    heading = next((s.lstrip("#").strip() for s in lines if s.startswith("#")), "")
-    return heading[:80] or "Imported notebook"
-
-
-async def _script_value(
-    ws: Workspace, path: str, cell: dict[str, Any], options: dict[str, Any] | None
-) -> Any:
-    """The data a TypeScript/JavaScript cell shows: ``options.expression`` evaluated in the
-    session's kernel, or the cell's result as Deno displayed it (read as data, never run)."""
-    expression = (options or {}).get("expression")
-    if isinstance(expression, str) and expression.strip():
-        return await ws.evaluate_json(path, expression)
-    for out in cell.get("outputs") or []:
-        if isinstance(out, dict) and out.get("output_type") == "execute_result":
-            text = render.output_text(out).text
-            try:
-                return js_literal(text)
-            except ValueError as exc:
-                raise InvalidArgument(
-                    f"the result of cell {cell['id']!r} is not plain data ({exc}).",
-                    hint='Pass options={"expression": "name"} naming the data to show.',
-                ) from exc
-    raise InvalidArgument(
-        f"cell {cell['id']!r} has no result to visualise: it has not run, or its last line is "
-        "not an expression.",
-        hint='Run it with cell_execute, end it with the value, or pass options={"expression": '
-        '"name"}.',
-    )
-
-
-# -- the resources -------------------------------------------------------------------------
-
-
-def session_of_uri(ws: Workspace, uri: str) -> str | None:
-    """The notebook a ``notebook://session/{id}/...`` URI is about (for change notifications)."""
-    found = _STATE_URI.match(uri)
-    if found is None:
-        return None
-    try:
-        return sessions_of(ws).path(found.group(1))
-    except NbrelayError:
-        return None
-
-
-def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.ChangeFeed) -> None:
-    """Register the two session resources; listeners to them hear of the session's changes."""
-    sessions = sessions_of(ws)
-
-    @server.resource(
-        STATE_URI,
-        name="Notebook State",
-        mime_type="application/json",
-        description="Current notebook state including all cells",
-    )
-    @resources.guarded
-    async def session_state(session_id: str) -> str:
-        snap = await sessions.open(session_id, touch=False)
-        budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
-        rendered = render.render_many(snap.notebook.cells, budget)
-        data = {
-            **sessions.view(session_id, snap).model_dump(mode="json", exclude_none=True),
-            "version": snap.version,
-            "cells": [
-                {
-                    "cell_id": c["id"],
-                    "position": i,
-                    "type": c.get("cell_type"),
-                    "content": c.get("source", ""),
-                    **(
-                        {
-                            "execution_count": c.get("execution_count"),
-                            "outputs": rendered[i],
-                        }
-                        if c.get("cell_type") == "code"
-                        else {}
-                    ),
-                }
-                for i, c in enumerate(snap.notebook.cells)
-            ],
-        }
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-    @server.resource(
-        HISTORY_URI,
-        name="Execution History",
-        mime_type="application/json",
-        description="Historical execution results and outputs",
-    )
-    @resources.guarded
-    async def session_history(session_id: str) -> str:
-        snap = await sessions.open(session_id, touch=False)
-        data = {"session_id": session_id, "executions": ws.execution_history(snap.path)}
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-    feed.add_alias(lambda uri: session_of_uri(ws, uri))
