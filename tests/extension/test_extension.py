@@ -1,0 +1,235 @@
+"""nbrelay served by Jupyter Server itself: ``{base_url}mcp`` on a real server with
+jupyter-collaboration, called by the official MCP client over streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import httpx2
+import nbformat
+import pytest
+from websockets.asyncio.client import connect
+
+from tests.extension.conftest import USER_FIRST, ext_client, make_server, mcp_url
+from tests.helpers import call, notebook, text_of, write_notebook
+from tests.live.person import person
+from tests.live.server import JupyterServer, wait_for
+
+pytestmark = pytest.mark.anyio
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def sources_on_disk(path: Path) -> list[str]:
+    return [c.source for c in nbformat.read(str(path), as_version=4).cells]
+
+
+async def test_requests_without_jupyters_credentials_are_refused(ext_server: JupyterServer) -> None:
+    async with httpx2.AsyncClient(timeout=60) as http:
+        refused = [
+            await http.post(mcp_url(ext_server), json=INITIALIZE, headers=MCP_HEADERS),
+            await http.get(mcp_url(ext_server), headers={"Accept": "text/event-stream"}),
+            await http.post(
+                mcp_url(ext_server),
+                json=INITIALIZE,
+                headers={**MCP_HEADERS, "Authorization": "token not-the-token"},
+            ),
+        ]
+        for resp in refused:
+            assert resp.status_code in (401, 403), resp.text
+            assert "jsonrpc" not in resp.text
+        # With the token the same request opens an MCP session.
+        ok = await http.post(
+            mcp_url(ext_server),
+            json=INITIALIZE,
+            headers={**MCP_HEADERS, "Authorization": f"token {ext_server.token}"},
+        )
+        assert ok.status_code == 200
+        assert ok.headers.get("mcp-session-id")
+        assert '"serverInfo"' in ok.text
+
+
+async def test_an_edit_of_a_notebook_nobody_has_open_is_written_to_its_file(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    folder, local = ext_folder
+    write_notebook(local / "n.ipynb", notebook("a = 1", "b = 2"))
+    async with ext_client(ext_server) as client:
+        listed = await call(client, "list_notebooks", folder=folder)
+        assert [e["path"] for e in listed["notebooks"]] == [f"{folder}/n.ipynb"]
+        await call(client, "insert_cells", path=f"{folder}/n.ipynb", cells=["c = 3"], index=2)
+        edited = await call(
+            client, "edit_cell", path=f"{folder}/n.ipynb", cell=0, find="1", replace="10"
+        )
+    assert "note" not in edited  # no room means no open tab: nothing to warn about
+    assert sources_on_disk(local / "n.ipynb") == ["a = 10", "b = 2", "c = 3"]
+
+
+async def test_the_person_in_the_room_sees_the_agents_edit_and_the_agent_reads_their_typing(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    folder, local = ext_folder
+    path = f"{folder}/n.ipynb"
+    write_notebook(local / "n.ipynb", notebook("x = 1", "y = 2"))
+    async with person(ext_server, path) as someone, ext_client(ext_server) as client:
+        first, second = someone.ids()
+        await call(client, "edit_cell", path=path, cell=first, find="x = 1", replace="x = 100")
+        await call(client, "insert_cells", path=path, cells=["z = 3"], after=second)
+        await wait_for(lambda: someone.sources() == ["x = 100", "y = 2", "z = 3"], seconds=30)
+        someone.type_at_end(second, "0")
+
+        async def agent_sees_typing() -> bool:
+            read = await call(client, "read_cell", path=path, cell=second)
+            return bool(read["cell"]["source"] == "y = 20")
+
+        await wait_for(agent_sees_typing, seconds=30)
+        # The room saves its file itself, shortly after the last change.
+        await wait_for(
+            lambda: sources_on_disk(local / "n.ipynb") == ["x = 100", "y = 20", "z = 3"],
+            seconds=30,
+        )
+
+
+async def _person_runs(server: JupyterServer, kernel_id: str, code: str) -> None:
+    """Run ``code`` in a kernel through the server's kernel WebSocket, as JupyterLab does."""
+    session = uuid.uuid4().hex
+    url = f"ws://127.0.0.1:{server.port}/api/kernels/{kernel_id}/channels?session_id={session}"
+    msg_id = uuid.uuid4().hex
+    request = {
+        "header": {
+            "msg_id": msg_id,
+            "msg_type": "execute_request",
+            "session": session,
+            "username": "person",
+            "version": "5.3",
+            "date": "",
+        },
+        "parent_header": {},
+        "metadata": {},
+        "content": {"code": code, "silent": False, "store_history": True, "allow_stdin": False},
+        "channel": "shell",
+    }
+    async with connect(
+        url, additional_headers={"Authorization": f"token {server.token}"}, max_size=None
+    ) as ws:
+        await ws.send(json.dumps(request))
+        while True:
+            msg = json.loads(await ws.recv())
+            mine = msg.get("parent_header", {}).get("msg_id") == msg_id
+            if mine and msg.get("msg_type") == "execute_reply":
+                assert msg["content"]["status"] == "ok", msg["content"]
+                return
+
+
+async def test_execute_runs_in_the_session_kernel_the_persons_jupyterlab_uses(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    folder, local = ext_folder
+    path = f"{folder}/k.ipynb"
+    write_notebook(local / "k.ipynb", notebook("print(shared)"))
+    auth = {"Authorization": f"token {ext_server.token}"}
+    async with httpx2.AsyncClient(base_url=ext_server.url, headers=auth, timeout=60) as http:
+        # Opening the notebook in JupyterLab makes this session.
+        made = await http.post(
+            "api/sessions",
+            json={
+                "path": path,
+                "type": "notebook",
+                "name": "k.ipynb",
+                "kernel": {"name": "python3"},
+            },
+        )
+        kernel_id = made.json()["kernel"]["id"]
+        await _person_runs(ext_server, kernel_id, "shared = 'set by the person'")
+        async with ext_client(ext_server) as client:
+            ran = await call(client, "execute", path=path, cells="all")
+            assert "set by the person" in json.dumps(ran["cells"][0]["outputs"])
+            await call(client, "execute", path=path, code="from_agent = 7")
+        await _person_runs(ext_server, kernel_id, "assert from_agent == 7")
+        sessions = [s for s in (await http.get("api/sessions")).json() if s["path"] == path]
+        assert [s["kernel"]["id"] for s in sessions] == [kernel_id]  # no second kernel
+        # The agent's client disconnected; the person's kernel still runs.
+        assert (await http.get(f"api/kernels/{kernel_id}")).status_code == 200
+
+
+async def test_jupyters_authorizer_decides_and_the_profile_comes_from_a_trait(
+    start_ext_server: Any,
+) -> None:
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.authorizer_class=nbrelay_test_authz.ReadOnly",
+            "--NbrelayExtension.profile=ipynb-mcp",
+        ]
+    )
+    write_notebook(server.root / "n.ipynb", notebook("a = 1"))
+    before = (server.root / "n.ipynb").read_bytes()
+    async with ext_client(server) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert {"get_formatted_content", "add_cell", "merge_cells"} <= tools
+        assert "read_notebook" not in tools  # the canonical profile's
+        shown = await client.call_tool("get_formatted_content", {"filepath": "n.ipynb"})
+        assert not shown.is_error, text_of(shown)
+        assert "a = 1" in text_of(shown)
+        # This profile reports errors as a field of its result, as its original does.
+        refused = text_of(
+            await client.call_tool(
+                "edit_cell", {"filepath": "n.ipynb", "cell_index": 1, "new_source_content": "a"}
+            )
+        )
+        assert "does not allow" in refused
+        assert "contents:write" in refused
+    assert (server.root / "n.ipynb").read_bytes() == before
+
+
+async def test_jupyter_server_extension_disable_turns_the_endpoint_off(tmp_path: Path) -> None:
+    server = make_server(tmp_path / "off")
+    # --user: the test's own config folder (without it the command would write the test
+    # environment's sys.prefix config, which the wheel's enabling file lives in).
+    env = {**os.environ, **USER_FIRST, "JUPYTER_CONFIG_DIR": str(server.work / "config")}
+    disable = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "server",
+        "extension",
+        "disable",
+        "--user",
+        "nbrelay",
+    ]
+    await anyio.to_thread.run_sync(
+        lambda: subprocess.run(disable, env=env, check=True, capture_output=True, timeout=120)
+    )
+    await anyio.to_thread.run_sync(server.start)
+    try:
+        async with httpx2.AsyncClient(timeout=60) as http:
+            resp = await http.post(
+                mcp_url(server),
+                json=INITIALIZE,
+                headers={**MCP_HEADERS, "Authorization": f"token {server.token}"},
+            )
+            status = await http.get(
+                f"{server.url}api/status", headers={"Authorization": f"token {server.token}"}
+            )
+        assert status.status_code == 200  # the server runs, without nbrelay
+        assert resp.status_code == 404
+        assert "nbrelay | extension was successfully loaded" not in server.log.read_text()
+    finally:
+        server.stop()
