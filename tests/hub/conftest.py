@@ -36,6 +36,7 @@ import psutil
 import pytest
 
 from tests.helpers import PATIENCE, missing_tool
+from tests.http.harness import summarize
 from tests.live.server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +90,9 @@ def _config(hub: Hub) -> str:
         "Authenticator.allowed_users": set(USERS),
         "SimpleLocalProcessSpawner.home_dir_template": str(hub.homes / "{username}"),
         "Spawner.cmd": [str(singleuser_command())],
-        "Spawner.args": ["--ServerApp.allow_root=True"],  # CI runs as root
+        # CI runs as root; the Hub stops a server with SIGINT, which a Jupyter Server only
+        # answers at once with answer_yes (else it asks on stdin and waits for SIGTERM).
+        "Spawner.args": ["--ServerApp.allow_root=True", "--ServerApp.answer_yes=True"],
         "Spawner.env_keep": env_keep,
         "Spawner.environment": {"PYTHONUNBUFFERED": "1"},
         "Spawner.start_timeout": int(PATIENCE),
@@ -261,6 +264,10 @@ class Hub:
             with contextlib.suppress(psutil.Error):
                 p.kill()
         psutil.wait_procs(left, timeout=10)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    summarize(terminalreporter, "tests/hub/")
 
 
 @pytest.fixture(scope="module")
