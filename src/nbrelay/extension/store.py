@@ -1,12 +1,14 @@
 """The notebooks of the Jupyter Server nbrelay runs in, edited in process.
 
-A notebook someone has open in JupyterLab has a room in jupyter-collaboration: its Yjs document
-lives in this process, so an edit is a granular CRDT transaction on that document
-(``notebook.ydoc``, the same operations live mode sends over a WebSocket), which every person in
-the room sees at once; the room saves the file itself shortly after. A notebook nobody has open
-is read and written through the server's contents manager (``stores.contents`` over
-``ServerContents``), as the REST API would. Every operation asks Jupyter's authorizer first
-(``contents`` read or write).
+With jupyter-collaboration, every notebook nbrelay works on is in a room: the one a person
+with the notebook open in JupyterLab is in, or, for a notebook open nowhere, one nbrelay opens in
+the server as a browser tab would (and closes again once it has been idle for ``idle_close``
+seconds with nobody in it). The room's Yjs document lives in this process, so an edit is a
+granular CRDT transaction on it (``notebook.ydoc``, the same operations live mode sends over a
+WebSocket), which every person in the room sees at once; the room saves the file itself shortly
+after (``flush`` saves at once). Without jupyter-collaboration, notebooks are read and written
+through the server's contents manager (``stores.contents`` over ``ServerContents``), as the
+REST API would. Every operation asks Jupyter's authorizer first (``contents`` read or write).
 
 Versions, and the guard on edits by position, follow live mode (``stores.rtc``): a room's version
 is the hash of the notebook as nbformat would write it; an edit by position is refused when
@@ -18,14 +20,15 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pycrdt
 
-from nbrelay.errors import NotebookExists, act
+from nbrelay.errors import NotebookExists, NotebookNotFound, act
 from nbrelay.extension.access import require
 from nbrelay.extension.contents import ServerContents
 from nbrelay.notebook import validate
@@ -46,10 +49,15 @@ from nbrelay.stores.base import (
 from nbrelay.stores.contents import NOT_LIVE_NOTE, ContentsStore, Paths
 from nbrelay.stores.live_extras import ContentsDocuments
 
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
 logger = logging.getLogger("nbrelay.extension")
 
-# (server path) -> the room's jupyter_ydoc document, or None when nobody has the notebook open.
-RoomFinder = Callable[[str], Any]
+# (server path, open one if none) -> the room's jupyter_ydoc document, or None.
+RoomFinder = Callable[[str, bool], Awaitable[Any]]
+# (server path) -> None: close a room nbrelay opened, unless someone is in it.
+RoomCloser = Callable[[str], Awaitable[None]]
 
 
 class _Doc:
@@ -103,7 +111,9 @@ class ServerStore:
         contents_manager: Any,
         *,
         rooms: RoomFinder | None = None,
-        save_room: Callable[[str], Any] | None = None,
+        save_room: Callable[[str], Awaitable[None]] | None = None,
+        close_room: RoomCloser | None = None,
+        idle_close: float = 120.0,
         folder: str = "",
     ) -> None:
         self.api = ServerContents(contents_manager)
@@ -111,6 +121,9 @@ class ServerStore:
         self.contents = ContentsStore(self.api, folder=folder)
         self._rooms = rooms
         self._save_room = save_room
+        self._close_room = close_room
+        self.idle_close = idle_close
+        self._opened: dict[str, float] = {}  # rooms nbrelay opened: server path -> last use
         self._locks: dict[str, anyio.Lock] = {}
         self._known_version: LastSeen[str] = LastSeen()
         self._known_order: LastSeen[tuple[str, ...]] = LastSeen()
@@ -125,7 +138,24 @@ class ServerStore:
             documents=ContentsDocuments(self.api, self.paths),
             live_outputs=self._rooms is not None,
             output_interval=self.output_interval,
+            background=self.attach if self._rooms is not None else None,
         )
+
+    def attach(self, tg: TaskGroup) -> None:
+        """Close idle rooms nbrelay opened, in the workspace's task group."""
+        tg.start_soon(self._reap_idle)
+
+    async def _reap_idle(self) -> None:
+        while True:
+            await anyio.sleep(min(10.0, max(self.idle_close / 4, 0.05)))
+            now = time.monotonic()
+            for path, used in list(self._opened.items()):
+                if now - used > self.idle_close and self._close_room is not None:
+                    self._opened.pop(path, None)
+                    try:
+                        await self._close_room(path)
+                    except Exception:  # housekeeping never takes the server down
+                        logger.exception("closing the room of %s failed", path)
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
@@ -136,10 +166,24 @@ class ServerStore:
             lock = self._locks[rel] = anyio.Lock()
         return lock
 
-    async def _room(self, rel: str) -> _Doc | None:
+    async def _room(self, rel: str, *, open_one: bool = True) -> _Doc | None:
+        """The notebook's room (opened if ``open_one`` and there is none), or None without
+        jupyter-collaboration or when the file is not a notebook the room can load."""
         if self._rooms is None:
             return None
-        document = await self._rooms(self.paths.server(rel))
+        full = self.paths.server(rel)
+        document = await self._rooms(full, False)
+        if document is None and open_one:
+            if not await self.api.exists(full):
+                raise NotebookNotFound(f"notebook {rel!r} does not exist.", hint=act("missing"))
+            try:
+                document = await self._rooms(full, True)
+            except Exception as exc:  # the contents manager says what is wrong with the file
+                logger.info("no room for %s: %s", full, exc)
+                return None
+            self._opened[full] = time.monotonic()
+        elif full in self._opened:
+            self._opened[full] = time.monotonic()
         ydoc = getattr(document, "ydoc", None)
         return _Doc(ydoc) if isinstance(ydoc, pycrdt.Doc) else None
 
@@ -167,7 +211,7 @@ class ServerStore:
     async def peek(self, path: str) -> Snapshot:
         rel = self.relative(path)
         await require("read", "contents")
-        room = await self._room(rel)
+        room = await self._room(rel, open_one=False)  # watching opens no room
         if room is None:
             return await self.contents.peek(rel)
         return room.snapshot(rel)[0]
@@ -250,13 +294,24 @@ class ServerStore:
     async def flush(self, path: str) -> str | None:
         """Have the room save its file now (a notebook without a room is saved by each edit)."""
         rel = self.relative(path)
-        if self._save_room is None or await self._room(rel) is None:
+        if self._save_room is None or await self._room(rel, open_one=False) is None:
             return None
         try:
             await self._save_room(self.paths.server(rel))
         except Exception as exc:  # the room reports its own save errors in the server log
             return f"{type(exc).__name__}: {exc}"
         return None
+
+    async def save_opened(self) -> None:
+        """Save the rooms nbrelay opened (the server is stopping: a room's pending save would be
+        cancelled with it)."""
+        if self._save_room is None:
+            return
+        for full in list(self._opened):
+            try:
+                await self._save_room(full)
+            except Exception:
+                logger.exception("saving %s failed", full)
 
     async def remove(self, path: str) -> None:
         rel = self.relative(path)
