@@ -75,15 +75,28 @@ class _Rooms:
     def __init__(self, ydoc: Any, serverapp: Any) -> None:
         self.ydoc = ydoc
         self.serverapp = serverapp
+        self._ids: dict[str, str] = {}  # server path -> room id, of rooms found before
 
     def _room_id(self, path: str) -> tuple[str, str]:
         file_id = str(self.serverapp.web_app.settings["file_id_manager"].index(path))
         return file_id, f"json:notebook:{file_id}"
 
     async def document(self, path: str, create: bool) -> Any:
-        return await self.ydoc.get_document(
+        # The room found last time for this path, if it is still there and still this file's
+        # (a dictionary lookup: an edit should not pay for the file id database each time).
+        room_id = self._ids.get(path)
+        if room_id is not None:
+            room = self.ydoc.ywebsocket_server.rooms.get(room_id)
+            document = getattr(room, "_document", None)
+            if document is not None and getattr(document, "path", None) == path:
+                return document
+            self._ids.pop(path, None)
+        document = await self.ydoc.get_document(
             path=path, content_type="notebook", file_format="json", copy=False, create=create
         )
+        if document is not None:
+            self._ids[path] = self._room_id(path)[1]
+        return document
 
     async def _get(self, room_id: str) -> Any | None:
         try:

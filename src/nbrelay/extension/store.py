@@ -68,16 +68,6 @@ class _Doc:
         self.ymeta: pycrdt.Map[Any] = ydoc.get("meta", type=pycrdt.Map)
         self.ycells: pycrdt.Array[Any] = ydoc.get("cells", type=pycrdt.Array)
 
-    def snapshot(self, rel: str) -> tuple[Snapshot, list[str]]:
-        nb = notebook_from_doc(self.ymeta, self.ycells, name=rel)
-        snap = Snapshot(
-            path=rel,
-            notebook=nb,
-            version=version_of(serialize(nb)),
-            problems=tuple(validate.problems(nb)),
-        )
-        return snap, list(nb.ids)
-
 
 def _without_run_state(planner: Planner) -> Planner:
     """A planner whose edits carry no ``execution_state`` (JupyterLab's run state lives in a
@@ -124,6 +114,10 @@ class ServerStore:
         self._close_room = close_room
         self.idle_close = idle_close
         self._opened: dict[str, float] = {}  # rooms nbrelay opened: server path -> last use
+        # The snapshot of each room's document until its next transaction, and the documents
+        # observed for that.
+        self._snapshots: dict[str, tuple[pycrdt.Doc[Any], Snapshot]] = {}
+        self._watched: dict[str, pycrdt.Doc[Any]] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._known_version: LastSeen[str] = LastSeen()
         self._known_order: LastSeen[tuple[str, ...]] = LastSeen()
@@ -152,6 +146,8 @@ class ServerStore:
             for path, used in list(self._opened.items()):
                 if now - used > self.idle_close and self._close_room is not None:
                     self._opened.pop(path, None)
+                    self._snapshots.pop(self.paths.back(path), None)
+                    self._watched.pop(self.paths.back(path), None)
                     try:
                         await self._close_room(path)
                     except Exception:  # housekeeping never takes the server down
@@ -187,6 +183,31 @@ class ServerStore:
         ydoc = getattr(document, "ydoc", None)
         return _Doc(ydoc) if isinstance(ydoc, pycrdt.Doc) else None
 
+    def _snapshot(self, rel: str, room: _Doc, *, valid: bool = False) -> tuple[Snapshot, list[str]]:
+        """The room's notebook, kept until the document's next transaction (anyone's). After
+        an edit of nbrelay's own on a valid snapshot (``valid``), the new one is not validated
+        again: the edit's cells were validated before it was applied, and validating every cell
+        was most of an edit's time."""
+        cached = self._snapshots.get(rel)
+        if cached is not None and cached[0] is room.ydoc:
+            return cached[1], list(cached[1].notebook.ids)
+        nb = notebook_from_doc(room.ymeta, room.ycells, name=rel)
+        snap = Snapshot(
+            path=rel,
+            notebook=nb,
+            version=version_of(serialize(nb)),
+            problems=() if valid else tuple(validate.problems(nb)),
+        )
+        if self._watched.get(rel) is not room.ydoc:
+            self._watched[rel] = room.ydoc
+
+            def changed(_event: Any) -> None:
+                self._snapshots.pop(rel, None)
+
+            room.ydoc.observe(changed)
+        self._snapshots[rel] = (room.ydoc, snap)
+        return snap, list(nb.ids)
+
     def _remember(self, snap: Snapshot, order: list[str] | tuple[str, ...]) -> None:
         self._known_version[snap.path] = snap.version
         self._known_order[snap.path] = tuple(order)
@@ -203,7 +224,7 @@ class ServerStore:
         room = await self._room(rel)
         if room is None:
             return await self.contents.load(rel)
-        snap, order = room.snapshot(rel)
+        snap, order = self._snapshot(rel, room)
         known = self._known_version.get(rel)
         self._remember(snap, order)
         return replace(snap, changed_outside=known is not None and known != snap.version)
@@ -214,7 +235,7 @@ class ServerStore:
         room = await self._room(rel, open_one=False)  # watching opens no room
         if room is None:
             return await self.contents.peek(rel)
-        return room.snapshot(rel)[0]
+        return self._snapshot(rel, room)[0]
 
     # -- writing -------------------------------------------------------------------------
 
@@ -243,7 +264,7 @@ class ServerStore:
                 # without a room is open nowhere, so the file is the whole truth.
                 return replace(outcome, notes=tuple(n for n in outcome.notes if n != NOT_LIVE_NOTE))
             # From here to the transaction nothing awaits: no one else can change the room.
-            before, order = room.snapshot(rel)
+            before, order = self._snapshot(rel, room)
             refuse_stale(rel, expected_version, before.version)
             known = self._known_version.get(rel)
             outside = known is not None and known != before.version
@@ -268,7 +289,7 @@ class ServerStore:
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
             apply_edits(room.ydoc, room.ycells, order, plan.edits)
-            after, after_order = room.snapshot(rel)
+            after, after_order = self._snapshot(rel, room, valid=not before.problems)
             self._remember(after, after_order)
         return EditOutcome(before, after, plan, changed_outside=outside)
 
@@ -286,7 +307,7 @@ class ServerStore:
                 self._remember(snap, snap.notebook.ids)
                 return snap
             replace_all(room.ydoc, room.ymeta, room.ycells, notebook)
-            snap, order = room.snapshot(rel)
+            snap, order = self._snapshot(rel, room)
             self._remember(snap, order)
         await self.flush(rel)
         return snap
@@ -318,6 +339,7 @@ class ServerStore:
         await require("write", "contents")
         async with self._lock(rel):
             await self.contents.remove(rel)
+            self._snapshots.pop(rel, None)
             for seen in (self._known_version, self._known_order, self._known_sources):
                 seen.pop(rel)
 
@@ -329,6 +351,7 @@ class ServerStore:
         src_rel = self.relative(src)
         async with self._lock(src_rel):
             moved = await self.contents.rename(src, dst, overwrite=overwrite, keep_source=False)
+            self._snapshots.pop(src_rel, None)
             for seen in (self._known_version, self._known_order, self._known_sources):
                 seen.pop(src_rel)
         return moved
