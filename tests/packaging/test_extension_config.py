@@ -30,3 +30,16 @@ def test_the_nbrelay_package_is_the_extensions_entry_point() -> None:
     assert NbrelayExtension.name == "nbrelay"
     traits = NbrelayExtension.class_own_traits() | NbrelayExtension.class_traits(config=True)
     assert {"profile", "tools", "read_only", "no_execute", "output_budget"} <= set(traits)
+
+
+def test_the_readme_lists_every_trait_of_the_extension() -> None:
+    from nbrelay.extension.app import EXTENSION_OPTIONS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Inside Jupyter (server extension)\n", 1)[1].split("\n## ", 1)[0]
+    listed = [
+        line.split("`")[1].removeprefix("c.NbrelayExtension.")
+        for line in section.splitlines()
+        if line.startswith("| `c.NbrelayExtension.")
+    ]
+    assert listed == list(EXTENSION_OPTIONS)
