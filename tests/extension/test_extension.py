@@ -258,3 +258,20 @@ async def test_jupyter_server_extension_disable_turns_the_endpoint_off(tmp_path:
         assert "nbrelay | extension was successfully loaded" not in server.log.read_text()
     finally:
         server.stop()
+
+
+async def test_without_collaboration_notebooks_go_through_the_contents_manager(
+    start_ext_server: Any,
+) -> None:
+    server: JupyterServer = start_ext_server(collaboration=False)
+    write_notebook(server.root / "n.ipynb", notebook("print(6 * 7)"))
+    async with ext_client(server) as client:
+        inserted = await call(client, "insert_cells", path="n.ipynb", cells=["b = 2"])
+        # Written before the call returns, and the agent is told no tab shows it live.
+        assert sources_on_disk(server.root / "n.ipynb") == ["print(6 * 7)", "b = 2"]
+        assert "no jupyter-collaboration" in inserted["note"]
+        ran = await call(client, "execute", path="n.ipynb", cells=[0])
+        assert "note" not in ran
+    saved = nbformat.read(str(server.root / "n.ipynb"), as_version=4)
+    assert saved.cells[0].outputs[0]["text"] == "42\n"
+    assert "execution_state" not in saved.cells[0]
