@@ -47,10 +47,18 @@ class ExtServer(JupyterServer):
         return ["/usr/bin/env", *(f"{k}={v}" for k, v in USER_FIRST.items()), *super()._command()]
 
 
-def make_server(base: Path, *, enable: bool = True, args: Sequence[str] = ()) -> JupyterServer:
+def make_server(
+    base: Path, *, enable: bool = True, collaboration: bool = True, args: Sequence[str] = ()
+) -> JupyterServer:
     """A server (not started) whose config folder enables nbrelay (or leaves it as is)."""
     work = base / "work"
-    server = ExtServer(root=base / "root", work=work, port=free_port(), extra_args=list(args))
+    server = ExtServer(
+        root=base / "root",
+        work=work,
+        port=free_port(),
+        collaboration=collaboration,
+        extra_args=list(args),
+    )
     confd = work / "config" / "jupyter_server_config.d"
     confd.mkdir(parents=True, exist_ok=True)
     if enable:
@@ -84,8 +92,12 @@ def ext_folder(ext_server: JupyterServer) -> tuple[str, Path]:
 def start_ext_server(tmp_path: Path) -> Iterator[Callable[..., JupyterServer]]:
     started: list[JupyterServer] = []
 
-    def start(*, enable: bool = True, args: Sequence[str] = ()) -> JupyterServer:
-        server = make_server(tmp_path / f"s{len(started)}", enable=enable, args=args)
+    def start(
+        *, enable: bool = True, collaboration: bool = True, args: Sequence[str] = ()
+    ) -> JupyterServer:
+        server = make_server(
+            tmp_path / f"s{len(started)}", enable=enable, collaboration=collaboration, args=args
+        )
         started.append(server)
         server.start()
         return server

@@ -38,8 +38,12 @@ INITIALIZE = {
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
-def sources_on_disk(path: Path) -> list[str]:
-    return [c.source for c in nbformat.read(str(path), as_version=4).cells]
+def sources_on_disk(path: Path) -> list[str] | None:
+    """The file's cell sources, or None while it is being written (a save in progress)."""
+    try:
+        return [c.source for c in nbformat.read(str(path), as_version=4).cells]
+    except (OSError, ValueError, nbformat.reader.NotJSONError):
+        return None
 
 
 async def test_requests_without_jupyters_credentials_are_refused(ext_server: JupyterServer) -> None:
@@ -67,20 +71,41 @@ async def test_requests_without_jupyters_credentials_are_refused(ext_server: Jup
         assert '"serverInfo"' in ok.text
 
 
-async def test_an_edit_of_a_notebook_nobody_has_open_is_written_to_its_file(
+async def test_a_notebook_open_nowhere_is_edited_in_a_room_whose_file_is_saved(
     ext_server: JupyterServer, ext_folder: tuple[str, Path]
 ) -> None:
     folder, local = ext_folder
+    path = f"{folder}/n.ipynb"
     write_notebook(local / "n.ipynb", notebook("a = 1", "b = 2"))
     async with ext_client(ext_server) as client:
         listed = await call(client, "list_notebooks", folder=folder)
-        assert [e["path"] for e in listed["notebooks"]] == [f"{folder}/n.ipynb"]
-        await call(client, "insert_cells", path=f"{folder}/n.ipynb", cells=["c = 3"], index=2)
+        assert [e["path"] for e in listed["notebooks"]] == [path]
+        read = await call(client, "read_notebook", path=path)
+        await call(client, "insert_cells", path=path, cells=["c = 3"], index=2)
         edited = await call(
-            client, "edit_cell", path=f"{folder}/n.ipynb", cell=0, find="1", replace="10"
+            client,
+            "edit_cell",
+            path=path,
+            cell=0,
+            find="1",
+            replace="10",
+            expected_version=(await call(client, "read_notebook", path=path))["version"],
         )
-    assert "note" not in edited  # no room means no open tab: nothing to warn about
-    assert sources_on_disk(local / "n.ipynb") == ["a = 10", "b = 2", "c = 3"]
+        assert edited["version"] != read["version"]
+        assert "note" not in edited
+        # The room saves the file shortly after the edit; save_notebook waits for it.
+        await call(client, "save_notebook", path=path)
+        await wait_for(
+            lambda: sources_on_disk(local / "n.ipynb") == ["a = 10", "b = 2", "c = 3"], seconds=30
+        )
+        # A person who opens it now joins the same room.
+        async with person(ext_server, path) as someone:
+            assert someone.sources() == ["a = 10", "b = 2", "c = 3"]
+        # A missing notebook is an error naming it, not a room.
+        missing = await client.call_tool("read_notebook", {"path": f"{folder}/none.ipynb"})
+        assert missing.is_error
+        assert "none.ipynb" in text_of(missing)
+        assert not (local / "none.ipynb").exists()
 
 
 async def test_the_person_in_the_room_sees_the_agents_edit_and_the_agent_reads_their_typing(
@@ -233,3 +258,20 @@ async def test_jupyter_server_extension_disable_turns_the_endpoint_off(tmp_path:
         assert "nbrelay | extension was successfully loaded" not in server.log.read_text()
     finally:
         server.stop()
+
+
+async def test_without_collaboration_notebooks_go_through_the_contents_manager(
+    start_ext_server: Any,
+) -> None:
+    server: JupyterServer = start_ext_server(collaboration=False)
+    write_notebook(server.root / "n.ipynb", notebook("print(6 * 7)"))
+    async with ext_client(server) as client:
+        inserted = await call(client, "insert_cells", path="n.ipynb", cells=["b = 2"])
+        # Written before the call returns, and the agent is told no tab shows it live.
+        assert sources_on_disk(server.root / "n.ipynb") == ["print(6 * 7)", "b = 2"]
+        assert "no jupyter-collaboration" in inserted["note"]
+        ran = await call(client, "execute", path="n.ipynb", cells=[0])
+        assert "note" not in ran
+    saved = nbformat.read(str(server.root / "n.ipynb"), as_version=4)
+    assert saved.cells[0].outputs[0]["text"] == "42\n"
+    assert "execution_state" not in saved.cells[0]

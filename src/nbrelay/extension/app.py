@@ -68,6 +68,69 @@ def _trait(opt: Option) -> TraitType[Any, Any]:
     return trait.tag(config=True)
 
 
+class _Rooms:
+    """jupyter-collaboration's rooms, through its extension app (``get_document``) and its
+    websocket server (the room objects, to save or close one)."""
+
+    def __init__(self, ydoc: Any, serverapp: Any) -> None:
+        self.ydoc = ydoc
+        self.serverapp = serverapp
+        self._ids: dict[str, str] = {}  # server path -> room id, of rooms found before
+
+    def _room_id(self, path: str) -> tuple[str, str]:
+        file_id = str(self.serverapp.web_app.settings["file_id_manager"].index(path))
+        return file_id, f"json:notebook:{file_id}"
+
+    async def document(self, path: str, create: bool) -> Any:
+        # The room found last time for this path, if it is still there and still this file's
+        # (a dictionary lookup: an edit should not pay for the file id database each time).
+        room_id = self._ids.get(path)
+        if room_id is not None:
+            room = self.ydoc.ywebsocket_server.rooms.get(room_id)
+            document = getattr(room, "_document", None)
+            if document is not None and getattr(document, "path", None) == path:
+                return document
+            self._ids.pop(path, None)
+        document = await self.ydoc.get_document(
+            path=path, content_type="notebook", file_format="json", copy=False, create=create
+        )
+        if document is not None:
+            self._ids[path] = self._room_id(path)[1]
+        return document
+
+    async def _get(self, room_id: str) -> Any | None:
+        try:
+            return await self.ydoc.ywebsocket_server.get_room(room_id)
+        except Exception:  # RoomNotFound
+            return None
+
+    @staticmethod
+    async def _save(room: Any) -> None:
+        save = getattr(room, "_save_to_disc", None)  # what JupyterLab's save button calls
+        task = save() if save is not None else None
+        if task is not None:
+            await task
+
+    async def save(self, path: str) -> None:
+        room = await self._get(self._room_id(path)[1])
+        if room is not None:
+            await self._save(room)
+
+    async def close(self, path: str) -> None:
+        """Save and close a room nbrelay opened, unless someone joined it meanwhile (then it is
+        theirs, and jupyter-collaboration closes it after they leave)."""
+        file_id, room_id = self._room_id(path)
+        async with self.ydoc._room_locks[room_id]:
+            room = await self._get(room_id)
+            if room is None or room.clients:
+                return
+            await self._save(room)
+            await self.ydoc.ywebsocket_server.delete_room(room=room)
+            loaders = self.ydoc.file_loaders
+            if file_id in loaders and loaders[file_id].number_of_subscriptions == 0:
+                await loaders.remove(file_id)
+
+
 class _Relay:
     """The MCP server of one Jupyter Server, and the task that runs its session manager."""
 
@@ -78,29 +141,20 @@ class _Relay:
         from nbrelay.workspace import Workspace
 
         self.settings = settings
-        rooms = save_room = None
-        if ydoc is not None:
-
-            async def rooms(path: str) -> Any:
-                return await ydoc.get_document(
-                    path=path, content_type="notebook", file_format="json", copy=False
-                )
-
-            async def save_room(path: str) -> None:
-                file_id = serverapp.web_app.settings["file_id_manager"].index(path)
-                room = await ydoc.ywebsocket_server.get_room(f"json:notebook:{file_id}")
-                save = getattr(room, "_save_to_disc", None)
-                task = save() if save is not None else None
-                if task is not None:
-                    await task
-
-        store = ServerStore(serverapp.contents_manager, rooms=rooms, save_room=save_room)
+        rooms = _Rooms(ydoc, serverapp) if ydoc is not None else None
+        store = ServerStore(
+            serverapp.contents_manager,
+            rooms=rooms.document if rooms else None,
+            save_room=rooms.save if rooms else None,
+            close_room=rooms.close if rooms else None,
+        )
         kernels = ServerKernels(
             serverapp.session_manager,
             serverapp.kernel_manager,
             serverapp.kernel_spec_manager,
             server_path=store.paths.server,
         )
+        self.store = store
         workspace = Workspace(settings, store, kernels=kernels)
         self.server = build_server(settings, workspace)
         self.server.middleware.insert(0, caller_middleware)
@@ -134,6 +188,8 @@ class _Relay:
         await self.server.session_manager.handle_request(scope, receive, send)
 
     async def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.store.save_opened(), 10)
         self._stop.set()
         if self._task is not None:
             with contextlib.suppress(Exception):

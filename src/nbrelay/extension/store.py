@@ -1,12 +1,14 @@
 """The notebooks of the Jupyter Server nbrelay runs in, edited in process.
 
-A notebook someone has open in JupyterLab has a room in jupyter-collaboration: its Yjs document
-lives in this process, so an edit is a granular CRDT transaction on that document
-(``notebook.ydoc``, the same operations live mode sends over a WebSocket), which every person in
-the room sees at once; the room saves the file itself shortly after. A notebook nobody has open
-is read and written through the server's contents manager (``stores.contents`` over
-``ServerContents``), as the REST API would. Every operation asks Jupyter's authorizer first
-(``contents`` read or write).
+With jupyter-collaboration, every notebook nbrelay works on is in a room: the one a person
+with the notebook open in JupyterLab is in, or, for a notebook open nowhere, one nbrelay opens in
+the server as a browser tab would (and closes again once it has been idle for ``idle_close``
+seconds with nobody in it). The room's Yjs document lives in this process, so an edit is a
+granular CRDT transaction on it (``notebook.ydoc``, the same operations live mode sends over a
+WebSocket), which every person in the room sees at once; the room saves the file itself shortly
+after (``flush`` saves at once). Without jupyter-collaboration, notebooks are read and written
+through the server's contents manager (``stores.contents`` over ``ServerContents``), as the
+REST API would. Every operation asks Jupyter's authorizer first (``contents`` read or write).
 
 Versions, and the guard on edits by position, follow live mode (``stores.rtc``): a room's version
 is the hash of the notebook as nbformat would write it; an edit by position is refused when
@@ -18,14 +20,15 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pycrdt
 
-from nbrelay.errors import NotebookExists, act
+from nbrelay.errors import NotebookExists, NotebookNotFound, act
 from nbrelay.extension.access import require
 from nbrelay.extension.contents import ServerContents
 from nbrelay.notebook import validate
@@ -46,10 +49,15 @@ from nbrelay.stores.base import (
 from nbrelay.stores.contents import NOT_LIVE_NOTE, ContentsStore, Paths
 from nbrelay.stores.live_extras import ContentsDocuments
 
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
 logger = logging.getLogger("nbrelay.extension")
 
-# (server path) -> the room's jupyter_ydoc document, or None when nobody has the notebook open.
-RoomFinder = Callable[[str], Any]
+# (server path, open one if none) -> the room's jupyter_ydoc document, or None.
+RoomFinder = Callable[[str, bool], Awaitable[Any]]
+# (server path) -> None: close a room nbrelay opened, unless someone is in it.
+RoomCloser = Callable[[str], Awaitable[None]]
 
 
 class _Doc:
@@ -59,16 +67,6 @@ class _Doc:
         self.ydoc = ydoc
         self.ymeta: pycrdt.Map[Any] = ydoc.get("meta", type=pycrdt.Map)
         self.ycells: pycrdt.Array[Any] = ydoc.get("cells", type=pycrdt.Array)
-
-    def snapshot(self, rel: str) -> tuple[Snapshot, list[str]]:
-        nb = notebook_from_doc(self.ymeta, self.ycells, name=rel)
-        snap = Snapshot(
-            path=rel,
-            notebook=nb,
-            version=version_of(serialize(nb)),
-            problems=tuple(validate.problems(nb)),
-        )
-        return snap, list(nb.ids)
 
 
 def _without_run_state(planner: Planner) -> Planner:
@@ -103,7 +101,9 @@ class ServerStore:
         contents_manager: Any,
         *,
         rooms: RoomFinder | None = None,
-        save_room: Callable[[str], Any] | None = None,
+        save_room: Callable[[str], Awaitable[None]] | None = None,
+        close_room: RoomCloser | None = None,
+        idle_close: float = 120.0,
         folder: str = "",
     ) -> None:
         self.api = ServerContents(contents_manager)
@@ -111,6 +111,13 @@ class ServerStore:
         self.contents = ContentsStore(self.api, folder=folder)
         self._rooms = rooms
         self._save_room = save_room
+        self._close_room = close_room
+        self.idle_close = idle_close
+        self._opened: dict[str, float] = {}  # rooms nbrelay opened: server path -> last use
+        # The snapshot of each room's document until its next transaction, and the documents
+        # observed for that.
+        self._snapshots: dict[str, tuple[pycrdt.Doc[Any], Snapshot]] = {}
+        self._watched: dict[str, pycrdt.Doc[Any]] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._known_version: LastSeen[str] = LastSeen()
         self._known_order: LastSeen[tuple[str, ...]] = LastSeen()
@@ -125,7 +132,26 @@ class ServerStore:
             documents=ContentsDocuments(self.api, self.paths),
             live_outputs=self._rooms is not None,
             output_interval=self.output_interval,
+            background=self.attach if self._rooms is not None else None,
         )
+
+    def attach(self, tg: TaskGroup) -> None:
+        """Close idle rooms nbrelay opened, in the workspace's task group."""
+        tg.start_soon(self._reap_idle)
+
+    async def _reap_idle(self) -> None:
+        while True:
+            await anyio.sleep(min(10.0, max(self.idle_close / 4, 0.05)))
+            now = time.monotonic()
+            for path, used in list(self._opened.items()):
+                if now - used > self.idle_close and self._close_room is not None:
+                    self._opened.pop(path, None)
+                    self._snapshots.pop(self.paths.back(path), None)
+                    self._watched.pop(self.paths.back(path), None)
+                    try:
+                        await self._close_room(path)
+                    except Exception:  # housekeeping never takes the server down
+                        logger.exception("closing the room of %s failed", path)
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
@@ -136,12 +162,51 @@ class ServerStore:
             lock = self._locks[rel] = anyio.Lock()
         return lock
 
-    async def _room(self, rel: str) -> _Doc | None:
+    async def _room(self, rel: str, *, open_one: bool = True) -> _Doc | None:
+        """The notebook's room (opened if ``open_one`` and there is none), or None without
+        jupyter-collaboration or when the file is not a notebook the room can load."""
         if self._rooms is None:
             return None
-        document = await self._rooms(self.paths.server(rel))
+        full = self.paths.server(rel)
+        document = await self._rooms(full, False)
+        if document is None and open_one:
+            if not await self.api.exists(full):
+                raise NotebookNotFound(f"notebook {rel!r} does not exist.", hint=act("missing"))
+            try:
+                document = await self._rooms(full, True)
+            except Exception as exc:  # the contents manager says what is wrong with the file
+                logger.info("no room for %s: %s", full, exc)
+                return None
+            self._opened[full] = time.monotonic()
+        elif full in self._opened:
+            self._opened[full] = time.monotonic()
         ydoc = getattr(document, "ydoc", None)
         return _Doc(ydoc) if isinstance(ydoc, pycrdt.Doc) else None
+
+    def _snapshot(self, rel: str, room: _Doc, *, valid: bool = False) -> tuple[Snapshot, list[str]]:
+        """The room's notebook, kept until the document's next transaction (anyone's). After
+        an edit of nbrelay's own on a valid snapshot (``valid``), the new one is not validated
+        again: the edit's cells were validated before it was applied, and validating every cell
+        was most of an edit's time."""
+        cached = self._snapshots.get(rel)
+        if cached is not None and cached[0] is room.ydoc:
+            return cached[1], list(cached[1].notebook.ids)
+        nb = notebook_from_doc(room.ymeta, room.ycells, name=rel)
+        snap = Snapshot(
+            path=rel,
+            notebook=nb,
+            version=version_of(serialize(nb)),
+            problems=() if valid else tuple(validate.problems(nb)),
+        )
+        if self._watched.get(rel) is not room.ydoc:
+            self._watched[rel] = room.ydoc
+
+            def changed(_event: Any) -> None:
+                self._snapshots.pop(rel, None)
+
+            room.ydoc.observe(changed)
+        self._snapshots[rel] = (room.ydoc, snap)
+        return snap, list(nb.ids)
 
     def _remember(self, snap: Snapshot, order: list[str] | tuple[str, ...]) -> None:
         self._known_version[snap.path] = snap.version
@@ -159,7 +224,7 @@ class ServerStore:
         room = await self._room(rel)
         if room is None:
             return await self.contents.load(rel)
-        snap, order = room.snapshot(rel)
+        snap, order = self._snapshot(rel, room)
         known = self._known_version.get(rel)
         self._remember(snap, order)
         return replace(snap, changed_outside=known is not None and known != snap.version)
@@ -167,10 +232,10 @@ class ServerStore:
     async def peek(self, path: str) -> Snapshot:
         rel = self.relative(path)
         await require("read", "contents")
-        room = await self._room(rel)
+        room = await self._room(rel, open_one=False)  # watching opens no room
         if room is None:
             return await self.contents.peek(rel)
-        return room.snapshot(rel)[0]
+        return self._snapshot(rel, room)[0]
 
     # -- writing -------------------------------------------------------------------------
 
@@ -199,7 +264,7 @@ class ServerStore:
                 # without a room is open nowhere, so the file is the whole truth.
                 return replace(outcome, notes=tuple(n for n in outcome.notes if n != NOT_LIVE_NOTE))
             # From here to the transaction nothing awaits: no one else can change the room.
-            before, order = room.snapshot(rel)
+            before, order = self._snapshot(rel, room)
             refuse_stale(rel, expected_version, before.version)
             known = self._known_version.get(rel)
             outside = known is not None and known != before.version
@@ -224,7 +289,7 @@ class ServerStore:
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
             apply_edits(room.ydoc, room.ycells, order, plan.edits)
-            after, after_order = room.snapshot(rel)
+            after, after_order = self._snapshot(rel, room, valid=not before.problems)
             self._remember(after, after_order)
         return EditOutcome(before, after, plan, changed_outside=outside)
 
@@ -242,7 +307,7 @@ class ServerStore:
                 self._remember(snap, snap.notebook.ids)
                 return snap
             replace_all(room.ydoc, room.ymeta, room.ycells, notebook)
-            snap, order = room.snapshot(rel)
+            snap, order = self._snapshot(rel, room)
             self._remember(snap, order)
         await self.flush(rel)
         return snap
@@ -250,7 +315,7 @@ class ServerStore:
     async def flush(self, path: str) -> str | None:
         """Have the room save its file now (a notebook without a room is saved by each edit)."""
         rel = self.relative(path)
-        if self._save_room is None or await self._room(rel) is None:
+        if self._save_room is None or await self._room(rel, open_one=False) is None:
             return None
         try:
             await self._save_room(self.paths.server(rel))
@@ -258,11 +323,23 @@ class ServerStore:
             return f"{type(exc).__name__}: {exc}"
         return None
 
+    async def save_opened(self) -> None:
+        """Save the rooms nbrelay opened (the server is stopping: a room's pending save would be
+        cancelled with it)."""
+        if self._save_room is None:
+            return
+        for full in list(self._opened):
+            try:
+                await self._save_room(full)
+            except Exception:
+                logger.exception("saving %s failed", full)
+
     async def remove(self, path: str) -> None:
         rel = self.relative(path)
         await require("write", "contents")
         async with self._lock(rel):
             await self.contents.remove(rel)
+            self._snapshots.pop(rel, None)
             for seen in (self._known_version, self._known_order, self._known_sources):
                 seen.pop(rel)
 
@@ -274,6 +351,7 @@ class ServerStore:
         src_rel = self.relative(src)
         async with self._lock(src_rel):
             moved = await self.contents.rename(src, dst, overwrite=overwrite, keep_source=False)
+            self._snapshots.pop(src_rel, None)
             for seen in (self._known_version, self._known_order, self._known_sources):
                 seen.pop(src_rel)
         return moved
