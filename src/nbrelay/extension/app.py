@@ -303,6 +303,9 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
         """nbrelay's settings from the traits set in Jupyter's config (then $NBRELAY_*)."""
         given = self.config.get(type(self).__name__, {})
         flags = {name: getattr(self, name) for name in EXTENSION_OPTIONS if name in given}
+        for name, value in flags.items():
+            if isinstance(value, list):  # ["a,b", "c"] (the command line gives one string)
+                flags[name] = ",".join(str(v) for v in value)
         env = {k: v for k, v in os.environ.items() if k.startswith("NBRELAY_")}
         wanted = {o.env for o in (OPTION_BY_NAME[n] for n in EXTENSION_OPTIONS)}
         try:
