@@ -291,3 +291,19 @@ async def test_without_collaboration_notebooks_go_through_the_contents_manager(
     saved = nbformat.read(str(server.root / "n.ipynb"), as_version=4)
     assert saved.cells[0].outputs[0]["text"] == "42\n"
     assert "execution_state" not in saved.cells[0]
+
+
+async def test_a_room_nbrelay_opened_is_saved_and_closed_once_idle(start_ext_server: Any) -> None:
+    server: JupyterServer = start_ext_server(args=["--NbrelayExtension.room_idle_close=0.5"])
+    write_notebook(server.root / "n.ipynb", notebook("a = 1"))
+    closed = "nbrelay closed the room of n.ipynb"
+    async with ext_client(server) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2")
+        await wait_for(lambda: closed in server.log.read_text(), seconds=30)
+        assert sources_on_disk(server.root / "n.ipynb") == ["a = 2"]  # saved before closing
+        # The next call opens a room again, from the file.
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="2", replace="3")
+        read = await call(client, "read_notebook", path="n.ipynb")
+        assert read["cells"][0]["source"] == "a = 3"
+        await wait_for(lambda: server.log.read_text().count(closed) >= 2, seconds=30)
+    assert sources_on_disk(server.root / "n.ipynb") == ["a = 3"]
