@@ -19,7 +19,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from tests.extension.conftest import USER_FIRST, ext_client, make_server, mcp_url
-from tests.helpers import call, notebook, text_of, write_notebook
+from tests.helpers import call, call_error, notebook, text_of, write_notebook
 from tests.live.person import person
 from tests.live.server import JupyterServer, wait_for
 
@@ -195,17 +195,36 @@ async def test_execute_runs_in_the_session_kernel_the_persons_jupyterlab_uses(
         assert (await http.get(f"api/kernels/{kernel_id}")).status_code == 200
 
 
-async def test_jupyters_authorizer_decides_and_the_profile_comes_from_a_trait(
-    start_ext_server: Any,
-) -> None:
+async def test_jupyters_authorizer_decides_what_each_tool_may_do(start_ext_server: Any) -> None:
     server: JupyterServer = start_ext_server(
         args=[
             "--ServerApp.authorizer_class=nbrelay_test_authz.ReadOnly",
-            "--NbrelayExtension.profile=ipynb-mcp",
+            "--NbrelayExtension.tools=read_notebook,edit_cell,execute",
         ]
     )
     write_notebook(server.root / "n.ipynb", notebook("a = 1"))
     before = (server.root / "n.ipynb").read_bytes()
+    async with ext_client(server) as client:
+        tools = sorted(t.name for t in (await client.list_tools()).tools)
+        assert tools == ["edit_cell", "execute", "read_notebook"]  # the tools trait
+        read = await call(client, "read_notebook", path="n.ipynb")
+        assert read["cells"][0]["source"] == "a = 1"
+        refused = await call_error(
+            client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2"
+        )
+        assert "does not allow" in refused
+        assert "contents:write" in refused
+        not_run = await call_error(client, "execute", path="n.ipynb", code="import os")
+        assert "kernels:execute" in not_run
+    assert (server.root / "n.ipynb").read_bytes() == before
+    async with httpx2.AsyncClient(timeout=60) as http:
+        auth = {"Authorization": f"token {server.token}"}
+        assert (await http.get(f"{server.url}api/sessions", headers=auth)).json() == []
+
+
+async def test_the_profile_comes_from_a_trait(start_ext_server: Any) -> None:
+    server: JupyterServer = start_ext_server(args=["--NbrelayExtension.profile=ipynb-mcp"])
+    write_notebook(server.root / "n.ipynb", notebook("a = 1"))
     async with ext_client(server) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert {"get_formatted_content", "add_cell", "merge_cells"} <= tools
@@ -213,15 +232,12 @@ async def test_jupyters_authorizer_decides_and_the_profile_comes_from_a_trait(
         shown = await client.call_tool("get_formatted_content", {"filepath": "n.ipynb"})
         assert not shown.is_error, text_of(shown)
         assert "a = 1" in text_of(shown)
-        # This profile reports errors as a field of its result, as its original does.
-        refused = text_of(
-            await client.call_tool(
-                "edit_cell", {"filepath": "n.ipynb", "cell_index": 1, "new_source_content": "a"}
-            )
+        added = await client.call_tool(
+            "add_cell",
+            {"filepath": "n.ipynb", "cell_index": 2, "cell_type": "code", "source_content": "b"},
         )
-        assert "does not allow" in refused
-        assert "contents:write" in refused
-    assert (server.root / "n.ipynb").read_bytes() == before
+        assert not added.is_error, text_of(added)
+    await wait_for(lambda: sources_on_disk(server.root / "n.ipynb") == ["a = 1", "b"], seconds=30)
 
 
 async def test_jupyter_server_extension_disable_turns_the_endpoint_off(tmp_path: Path) -> None:
@@ -275,3 +291,19 @@ async def test_without_collaboration_notebooks_go_through_the_contents_manager(
     saved = nbformat.read(str(server.root / "n.ipynb"), as_version=4)
     assert saved.cells[0].outputs[0]["text"] == "42\n"
     assert "execution_state" not in saved.cells[0]
+
+
+async def test_a_room_nbrelay_opened_is_saved_and_closed_once_idle(start_ext_server: Any) -> None:
+    server: JupyterServer = start_ext_server(args=["--NbrelayExtension.room_idle_close=0.5"])
+    write_notebook(server.root / "n.ipynb", notebook("a = 1"))
+    closed = "nbrelay closed the room of n.ipynb"
+    async with ext_client(server) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2")
+        await wait_for(lambda: closed in server.log.read_text(), seconds=30)
+        assert sources_on_disk(server.root / "n.ipynb") == ["a = 2"]  # saved before closing
+        # The next call opens a room again, from the file.
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="2", replace="3")
+        read = await call(client, "read_notebook", path="n.ipynb")
+        assert read["cells"][0]["source"] == "a = 3"
+        await wait_for(lambda: server.log.read_text().count(closed) >= 2, seconds=30)
+    assert sources_on_disk(server.root / "n.ipynb") == ["a = 3"]

@@ -129,12 +129,15 @@ class _Rooms:
             loaders = self.ydoc.file_loaders
             if file_id in loaders and loaders[file_id].number_of_subscriptions == 0:
                 await loaders.remove(file_id)
+        self.serverapp.log.info("nbrelay closed the room of %s (idle, nobody in it)", path)
 
 
 class _Relay:
     """The MCP server of one Jupyter Server, and the task that runs its session manager."""
 
-    def __init__(self, settings: Settings, serverapp: Any, ydoc: Any | None) -> None:
+    def __init__(
+        self, settings: Settings, serverapp: Any, ydoc: Any | None, *, room_idle_close: float
+    ) -> None:
         from mcp.server.transport_security import TransportSecuritySettings
 
         from nbrelay.server import build_server
@@ -147,6 +150,7 @@ class _Relay:
             rooms=rooms.document if rooms else None,
             save_room=rooms.save if rooms else None,
             close_room=rooms.close if rooms else None,
+            idle_close=room_idle_close,
         )
         kernels = ServerKernels(
             serverapp.session_manager,
@@ -299,10 +303,19 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
 
     relay: _Relay | None = None
 
+    room_idle_close = Float(
+        120.0,
+        help="Seconds after which a notebook's room that nbrelay opened (the notebook was "
+        "open nowhere) is saved and closed, if it was not used and nobody joined it.",
+    ).tag(config=True)
+
     def settings_from_traits(self) -> Settings:
         """nbrelay's settings from the traits set in Jupyter's config (then $NBRELAY_*)."""
         given = self.config.get(type(self).__name__, {})
         flags = {name: getattr(self, name) for name in EXTENSION_OPTIONS if name in given}
+        for name, value in flags.items():
+            if isinstance(value, list):  # ["a,b", "c"] (the command line gives one string)
+                flags[name] = ",".join(str(v) for v in value)
         env = {k: v for k, v in os.environ.items() if k.startswith("NBRELAY_")}
         wanted = {o.env for o in (OPTION_BY_NAME[n] for n in EXTENSION_OPTIONS)}
         try:
@@ -321,7 +334,12 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
         return None
 
     def initialize_handlers(self) -> None:
-        self.relay = _Relay(self.settings_from_traits(), self.serverapp, self._ydoc())
+        self.relay = _Relay(
+            self.settings_from_traits(),
+            self.serverapp,
+            self._ydoc(),
+            room_idle_close=max(0.1, float(self.room_idle_close)),
+        )
         self.handlers.append((r"/mcp", McpHandler, {"relay": self.relay}))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:

@@ -6,7 +6,7 @@ notebook without a session gets one, as JupyterLab would make it. Messages go ov
 kernel's ZeroMQ channels with a client of nbrelay's own (the person's connection is untouched);
 ``kernels.execution`` keeps only the replies to nbrelay's requests. nbrelay shuts down only the
 sessions it started; a person's kernel is only disconnected from. Every operation asks
-Jupyter's authorizer first (``kernels`` execute).
+Jupyter's authorizer first (``kernels`` execute; listing kernelspecs, ``kernelspecs`` read).
 """
 
 from __future__ import annotations
@@ -253,6 +253,7 @@ class ServerKernels:
         return specs
 
     async def kernelspecs(self) -> list[KernelSpecInfo]:
+        await require("read", "kernelspecs")
         return list((await self._specs()).values())
 
     async def session(self, key: str, *, kernel_name: str, cwd: str) -> ServerSession:
@@ -319,6 +320,9 @@ class ServerKernels:
         session.owned = fresh.owned
 
     async def shutdown(self, key: str) -> bool:
+        if key not in self._sessions:
+            return False
+        await require("execute", "kernels")  # no caller: the idle reaper, allowed
         session = self._sessions.pop(key, None)
         if session is None:
             return False
