@@ -12,6 +12,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 COPY pyproject.toml README.md /src/
 COPY src /src/src
+COPY jupyter-config /src/jupyter-config
 RUN pip install /src && rm -rf /src \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin nbrelay \
     && install -d -o nbrelay -g nbrelay -m 0755 /notebooks \

@@ -1,0 +1,352 @@
+"""The server extension: settings as traits, the workspace over the server's managers, and the
+``{base_url}mcp`` handler that relays each authenticated request to the MCP SDK's streamable
+HTTP session manager (which runs in the server's own event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.application import ExtensionApp
+from tornado import web
+from tornado.iostream import StreamClosedError
+from traitlets import Bool, Float, Int, List, TraitError, TraitType, Unicode
+
+from nbrelay import config
+from nbrelay.config import OPTION_BY_NAME, Option, Settings
+from nbrelay.errors import NbrelayError
+from nbrelay.extension.access import SCOPE_KEY, Caller, caller_middleware
+from nbrelay.extension.kernels import ServerKernels
+from nbrelay.extension.store import ServerStore
+
+Message = MutableMapping[str, Any]
+
+# The options of nbrelay that mean something inside a Jupyter Server (the rest configure a
+# server of nbrelay's own: its folder, port, tokens, or the local kernels it would launch).
+EXTENSION_OPTIONS: tuple[str, ...] = (
+    "profile",
+    "tools",
+    "read_only",
+    "no_execute",
+    "output_schemas",
+    "output_budget",
+    "undo_depth",
+    "browser",
+    "export_timeout",
+    "max_http_sessions",
+    "execution_timeout",
+    "max_execution_timeout",
+    "execution_wait",
+    "interrupt_grace",
+    "kernel_idle_timeout",
+    "max_sessions",
+    "cell_output_limit",
+    "notebook",
+)
+
+
+def _trait(opt: Option) -> TraitType[Any, Any]:
+    """The traitlets trait of an option (validated again by ``config.load``)."""
+    options: dict[str, Any] = {"allow_none": opt.default is None, "help": opt.help}
+    trait: TraitType[Any, Any]
+    if opt.kind is bool:
+        trait = Bool(opt.default, **options)
+    elif opt.kind is int:
+        trait = Int(opt.default, **options)
+    elif opt.kind is float:
+        trait = Float(opt.default, **options)
+    elif opt.kind is list:
+        trait = List(Unicode(), default_value=list(opt.default), help=opt.help)
+    else:
+        trait = Unicode(None if opt.default is None else str(opt.default), **options)
+    return trait.tag(config=True)
+
+
+class _Rooms:
+    """jupyter-collaboration's rooms, through its extension app (``get_document``) and its
+    websocket server (the room objects, to save or close one)."""
+
+    def __init__(self, ydoc: Any, serverapp: Any) -> None:
+        self.ydoc = ydoc
+        self.serverapp = serverapp
+        self._ids: dict[str, str] = {}  # server path -> room id, of rooms found before
+
+    def _room_id(self, path: str) -> tuple[str, str]:
+        file_id = str(self.serverapp.web_app.settings["file_id_manager"].index(path))
+        return file_id, f"json:notebook:{file_id}"
+
+    async def document(self, path: str, create: bool) -> Any:
+        # The room found last time for this path, if it is still there and still this file's
+        # (a dictionary lookup: an edit should not pay for the file id database each time).
+        room_id = self._ids.get(path)
+        if room_id is not None:
+            room = self.ydoc.ywebsocket_server.rooms.get(room_id)
+            document = getattr(room, "_document", None)
+            if document is not None and getattr(document, "path", None) == path:
+                return document
+            self._ids.pop(path, None)
+        document = await self.ydoc.get_document(
+            path=path, content_type="notebook", file_format="json", copy=False, create=create
+        )
+        if document is not None:
+            self._ids[path] = self._room_id(path)[1]
+        return document
+
+    async def _get(self, room_id: str) -> Any | None:
+        try:
+            return await self.ydoc.ywebsocket_server.get_room(room_id)
+        except Exception:  # RoomNotFound
+            return None
+
+    @staticmethod
+    async def _save(room: Any) -> None:
+        save = getattr(room, "_save_to_disc", None)  # what JupyterLab's save button calls
+        task = save() if save is not None else None
+        if task is not None:
+            await task
+
+    async def save(self, path: str) -> None:
+        room = await self._get(self._room_id(path)[1])
+        if room is not None:
+            await self._save(room)
+
+    async def close(self, path: str) -> None:
+        """Save and close a room nbrelay opened, unless someone joined it meanwhile (then it is
+        theirs, and jupyter-collaboration closes it after they leave)."""
+        file_id, room_id = self._room_id(path)
+        async with self.ydoc._room_locks[room_id]:
+            room = await self._get(room_id)
+            if room is None or room.clients:
+                return
+            await self._save(room)
+            await self.ydoc.ywebsocket_server.delete_room(room=room)
+            loaders = self.ydoc.file_loaders
+            if file_id in loaders and loaders[file_id].number_of_subscriptions == 0:
+                await loaders.remove(file_id)
+        self.serverapp.log.info("nbrelay closed the room of %s (idle, nobody in it)", path)
+
+
+class _Relay:
+    """The MCP server of one Jupyter Server, and the task that runs its session manager."""
+
+    def __init__(
+        self, settings: Settings, serverapp: Any, ydoc: Any | None, *, room_idle_close: float
+    ) -> None:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from nbrelay.server import build_server
+        from nbrelay.workspace import Workspace
+
+        self.settings = settings
+        rooms = _Rooms(ydoc, serverapp) if ydoc is not None else None
+        store = ServerStore(
+            serverapp.contents_manager,
+            rooms=rooms.document if rooms else None,
+            save_room=rooms.save if rooms else None,
+            close_room=rooms.close if rooms else None,
+            idle_close=room_idle_close,
+        )
+        kernels = ServerKernels(
+            serverapp.session_manager,
+            serverapp.kernel_manager,
+            serverapp.kernel_spec_manager,
+            server_path=store.paths.server,
+        )
+        self.store = store
+        workspace = Workspace(settings, store, kernels=kernels)
+        self.server = build_server(settings, workspace)
+        self.server.middleware.insert(0, caller_middleware)
+        # Host and Origin are Jupyter's to check (its allow_origin, allow_remote_access).
+        self.server.streamable_http_app(
+            streamable_http_path="/mcp",
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_sessions=settings.max_http_sessions,
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+
+    async def _run(self) -> None:
+        async with self.server.session_manager.run():
+            self._ready.set()
+            await self._stop.wait()
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+        ready = asyncio.create_task(self._ready.wait())
+        await asyncio.wait({ready, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if not self._ready.is_set():
+            ready.cancel()
+            self._task.result()  # raises what stopped it
+
+    async def handle(self, scope: Message, receive: Any, send: Any) -> None:
+        if not self._ready.is_set():
+            await self.start()
+        await self.server.session_manager.handle_request(scope, receive, send)
+
+    async def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.store.save_opened(), 10)
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._task, 10)
+
+
+class McpHandler(APIHandler):
+    """``{base_url}mcp``: MCP over streamable HTTP for authenticated Jupyter users."""
+
+    relay: _Relay
+
+    def initialize(self, relay: _Relay) -> None:
+        self.relay = relay
+        self._gone = asyncio.Event()
+        self._content_type = "application/json"
+
+    def on_connection_close(self) -> None:
+        self._gone.set()
+
+    @web.authenticated
+    async def get(self) -> None:
+        await self._relay()
+
+    @web.authenticated
+    async def post(self) -> None:
+        await self._relay()
+
+    @web.authenticated
+    async def delete(self) -> None:
+        await self._relay()
+
+    def _scope(self) -> Message:
+        req = self.request
+        host, _, port = (req.host or "").rpartition(":")
+        return {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": req.version.removeprefix("HTTP/") or "1.1",
+            "method": req.method or "GET",
+            "scheme": req.protocol,
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "root_path": "",
+            "query_string": (req.query or "").encode("latin-1"),
+            "headers": [
+                (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in req.headers.get_all()
+            ],
+            "client": (req.remote_ip or "", 0),
+            "server": (host or req.host or "", int(port) if port.isdigit() else 0),
+            SCOPE_KEY: Caller(self, self.current_user),
+        }
+
+    async def _relay(self) -> None:
+        body = self.request.body or b""
+        delivered = False
+
+        async def receive() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await self._gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            if self._gone.is_set():
+                return
+            if message["type"] == "http.response.start":
+                self.set_status(int(message["status"]))
+                for raw_name, raw_value in message.get("headers") or ():
+                    name = bytes(raw_name).decode("latin-1")
+                    value = bytes(raw_value).decode("latin-1")
+                    if name.lower() == "content-type":
+                        self._content_type = value
+                    elif name.lower() != "content-length":
+                        self.add_header(name, value)
+                if self._content_type.startswith("text/event-stream"):
+                    self.set_header("Content-Type", self._content_type)
+                    self.set_header("Cache-Control", "no-cache")
+            elif message["type"] == "http.response.body":
+                chunk = bytes(message.get("body") or b"")
+                if chunk:
+                    self.write(chunk)
+                if message.get("more_body"):
+                    try:
+                        await self.flush()
+                    except StreamClosedError:
+                        self._gone.set()
+
+        await self.relay.handle(self._scope(), receive, send)
+        if not self._finished and not self._gone.is_set():
+            self.finish(set_content_type=self._content_type)
+
+
+_TRAITS: dict[str, Any] = {name: _trait(OPTION_BY_NAME[name]) for name in EXTENSION_OPTIONS}
+# Traits become part of a class when it is made: the options' traits live on a base class.
+_meta: Any = type(ExtensionApp)
+_Options: Any = _meta("_NbrelayOptions", (ExtensionApp,), _TRAITS)
+
+
+class NbrelayExtension(_Options):  # type: ignore[misc]
+    """nbrelay's MCP endpoint inside Jupyter Server (``c.NbrelayExtension.<option> = ...``)."""
+
+    name = "nbrelay"
+    description = "nbrelay: MCP (streamable HTTP) at {base_url}mcp for AI agents"
+    load_other_extensions = True
+
+    relay: _Relay | None = None
+
+    room_idle_close = Float(
+        120.0,
+        help="Seconds after which a notebook's room that nbrelay opened (the notebook was "
+        "open nowhere) is saved and closed, if it was not used and nobody joined it.",
+    ).tag(config=True)
+
+    def settings_from_traits(self) -> Settings:
+        """nbrelay's settings from the traits set in Jupyter's config (then $NBRELAY_*)."""
+        given = self.config.get(type(self).__name__, {})
+        flags = {name: getattr(self, name) for name in EXTENSION_OPTIONS if name in given}
+        for name, value in flags.items():
+            if isinstance(value, list):  # ["a,b", "c"] (the command line gives one string)
+                flags[name] = ",".join(str(v) for v in value)
+        env = {k: v for k, v in os.environ.items() if k.startswith("NBRELAY_")}
+        wanted = {o.env for o in (OPTION_BY_NAME[n] for n in EXTENSION_OPTIONS)}
+        try:
+            settings = config.load(flags, {k: v for k, v in env.items() if k in wanted})
+        except NbrelayError as exc:
+            raise TraitError(f"c.{type(self).__name__}: {exc}") from exc
+        root = Path(getattr(self.serverapp, "root_dir", ".") or ".")
+        return settings.replace(root=root)
+
+    def _ydoc(self) -> Any | None:
+        """jupyter-collaboration's extension (its rooms), if the server runs it."""
+        for apps in self.serverapp.extension_manager.extension_apps.values():
+            for app in apps:
+                if hasattr(app, "get_document") and hasattr(app, "ywebsocket_server"):
+                    return app
+        return None
+
+    def initialize_handlers(self) -> None:
+        self.relay = _Relay(
+            self.settings_from_traits(),
+            self.serverapp,
+            self._ydoc(),
+            room_idle_close=max(0.1, float(self.room_idle_close)),
+        )
+        self.handlers.append((r"/mcp", McpHandler, {"relay": self.relay}))
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        if self.relay is not None:
+            await self.relay.start()
+            self.log.info("nbrelay: MCP (streamable HTTP) at %smcp", serverapp.base_url)
+
+    async def stop_extension(self) -> None:
+        if self.relay is not None:
+            await self.relay.stop()

@@ -1,0 +1,124 @@
+"""A real Jupyter Server (JupyterLab + jupyter-collaboration) with nbrelay's server extension.
+
+``ext_server`` is one server for the module's tests (each test works in a folder of its own);
+``start_ext_server`` starts others (a denying authorizer, a profile trait, the extension turned
+off), stopped by PID at the end. The extension is enabled the way ``jupyter server extension
+enable --user`` does it, in the server's own config folder, so these tests do not depend on how
+nbrelay was installed (the packaging test checks the wheel's own ``config.d`` file).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.live.server import JupyterServer, free_port
+
+_numbers = itertools.count(1)
+
+# A Jupyter authorizer that lets its users read everything and change or run nothing.
+READ_ONLY_AUTHORIZER = """
+from jupyter_server.auth.authorizer import Authorizer
+
+
+class ReadOnly(Authorizer):
+    def is_authorized(self, handler, user, action, resource):
+        return action == "read"
+"""
+
+
+# Jupyter reads the user's config folder before the environment's: the test server's own
+# folder then decides whether nbrelay is on, whatever the test environment's config.d says.
+USER_FIRST = {"JUPYTER_PREFER_ENV_PATH": "0"}
+
+
+class ExtServer(JupyterServer):
+    """A JupyterLab server whose own config folder comes first."""
+
+    def _command(self) -> list[str]:
+        return ["/usr/bin/env", *(f"{k}={v}" for k, v in USER_FIRST.items()), *super()._command()]
+
+
+def make_server(
+    base: Path, *, enable: bool = True, collaboration: bool = True, args: Sequence[str] = ()
+) -> JupyterServer:
+    """A server (not started) whose config folder enables nbrelay (or leaves it as is)."""
+    work = base / "work"
+    server = ExtServer(
+        root=base / "root",
+        work=work,
+        port=free_port(),
+        collaboration=collaboration,
+        extra_args=list(args),
+    )
+    confd = work / "config" / "jupyter_server_config.d"
+    confd.mkdir(parents=True, exist_ok=True)
+    if enable:
+        extensions = {"ServerApp": {"jpserver_extensions": {"nbrelay": True}}}
+        (confd / "nbrelay.json").write_text(json.dumps(extensions))
+    # ``python -m jupyter_server`` runs in the work folder, which is on its sys.path.
+    (work / "nbrelay_test_authz.py").write_text(READ_ONLY_AUTHORIZER)
+    return server
+
+
+@pytest.fixture(scope="module")
+def ext_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    server = make_server(tmp_path_factory.mktemp("ext"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def ext_folder(ext_server: JupyterServer) -> tuple[str, Path]:
+    """A fresh folder in the server's root: (its server path, its local path)."""
+    name = f"e{next(_numbers):04d}"
+    path = ext_server.root / name
+    path.mkdir()
+    return name, path
+
+
+@pytest.fixture
+def start_ext_server(tmp_path: Path) -> Iterator[Callable[..., JupyterServer]]:
+    started: list[JupyterServer] = []
+
+    def start(
+        *, enable: bool = True, collaboration: bool = True, args: Sequence[str] = ()
+    ) -> JupyterServer:
+        server = make_server(
+            tmp_path / f"s{len(started)}", enable=enable, collaboration=collaboration, args=args
+        )
+        started.append(server)
+        server.start()
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
+
+
+def mcp_url(server: JupyterServer) -> str:
+    return f"{server.url}mcp"
+
+
+@asynccontextmanager
+async def ext_client(server: JupyterServer, token: str | None = None) -> AsyncIterator[Client]:
+    """The official MCP client on the server's ``/mcp``, with Jupyter's token."""
+    headers = {"Authorization": f"token {token or server.token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=120) as http,
+        Client(streamable_http_client(mcp_url(server), http_client=http)) as client,
+    ):
+        yield client

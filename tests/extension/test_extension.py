@@ -1,0 +1,309 @@
+"""nbrelay served by Jupyter Server itself: ``{base_url}mcp`` on a real server with
+jupyter-collaboration, called by the official MCP client over streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import httpx2
+import nbformat
+import pytest
+from websockets.asyncio.client import connect
+
+from tests.extension.conftest import USER_FIRST, ext_client, make_server, mcp_url
+from tests.helpers import call, call_error, notebook, text_of, write_notebook
+from tests.live.person import person
+from tests.live.server import JupyterServer, wait_for
+
+pytestmark = pytest.mark.anyio
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def sources_on_disk(path: Path) -> list[str] | None:
+    """The file's cell sources, or None while it is being written (a save in progress)."""
+    try:
+        return [c.source for c in nbformat.read(str(path), as_version=4).cells]
+    except (OSError, ValueError, nbformat.reader.NotJSONError):
+        return None
+
+
+async def test_requests_without_jupyters_credentials_are_refused(ext_server: JupyterServer) -> None:
+    async with httpx2.AsyncClient(timeout=60) as http:
+        refused = [
+            await http.post(mcp_url(ext_server), json=INITIALIZE, headers=MCP_HEADERS),
+            await http.get(mcp_url(ext_server), headers={"Accept": "text/event-stream"}),
+            await http.post(
+                mcp_url(ext_server),
+                json=INITIALIZE,
+                headers={**MCP_HEADERS, "Authorization": "token not-the-token"},
+            ),
+        ]
+        for resp in refused:
+            assert resp.status_code in (401, 403), resp.text
+            assert "jsonrpc" not in resp.text
+        # With the token the same request opens an MCP session.
+        ok = await http.post(
+            mcp_url(ext_server),
+            json=INITIALIZE,
+            headers={**MCP_HEADERS, "Authorization": f"token {ext_server.token}"},
+        )
+        assert ok.status_code == 200
+        assert ok.headers.get("mcp-session-id")
+        assert '"serverInfo"' in ok.text
+
+
+async def test_a_notebook_open_nowhere_is_edited_in_a_room_whose_file_is_saved(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    folder, local = ext_folder
+    path = f"{folder}/n.ipynb"
+    write_notebook(local / "n.ipynb", notebook("a = 1", "b = 2"))
+    async with ext_client(ext_server) as client:
+        listed = await call(client, "list_notebooks", folder=folder)
+        assert [e["path"] for e in listed["notebooks"]] == [path]
+        read = await call(client, "read_notebook", path=path)
+        await call(client, "insert_cells", path=path, cells=["c = 3"], index=2)
+        edited = await call(
+            client,
+            "edit_cell",
+            path=path,
+            cell=0,
+            find="1",
+            replace="10",
+            expected_version=(await call(client, "read_notebook", path=path))["version"],
+        )
+        assert edited["version"] != read["version"]
+        assert "note" not in edited
+        # The room saves the file shortly after the edit; save_notebook waits for it.
+        await call(client, "save_notebook", path=path)
+        await wait_for(
+            lambda: sources_on_disk(local / "n.ipynb") == ["a = 10", "b = 2", "c = 3"], seconds=30
+        )
+        # A person who opens it now joins the same room.
+        async with person(ext_server, path) as someone:
+            assert someone.sources() == ["a = 10", "b = 2", "c = 3"]
+        # A missing notebook is an error naming it, not a room.
+        missing = await client.call_tool("read_notebook", {"path": f"{folder}/none.ipynb"})
+        assert missing.is_error
+        assert "none.ipynb" in text_of(missing)
+        assert not (local / "none.ipynb").exists()
+
+
+async def test_the_person_in_the_room_sees_the_agents_edit_and_the_agent_reads_their_typing(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    folder, local = ext_folder
+    path = f"{folder}/n.ipynb"
+    write_notebook(local / "n.ipynb", notebook("x = 1", "y = 2"))
+    async with person(ext_server, path) as someone, ext_client(ext_server) as client:
+        first, second = someone.ids()
+        await call(client, "edit_cell", path=path, cell=first, find="x = 1", replace="x = 100")
+        await call(client, "insert_cells", path=path, cells=["z = 3"], after=second)
+        await wait_for(lambda: someone.sources() == ["x = 100", "y = 2", "z = 3"], seconds=30)
+        someone.type_at_end(second, "0")
+
+        async def agent_sees_typing() -> bool:
+            read = await call(client, "read_cell", path=path, cell=second)
+            return bool(read["cell"]["source"] == "y = 20")
+
+        await wait_for(agent_sees_typing, seconds=30)
+        # The room saves its file itself, shortly after the last change.
+        await wait_for(
+            lambda: sources_on_disk(local / "n.ipynb") == ["x = 100", "y = 20", "z = 3"],
+            seconds=30,
+        )
+
+
+async def _person_runs(server: JupyterServer, kernel_id: str, code: str) -> None:
+    """Run ``code`` in a kernel through the server's kernel WebSocket, as JupyterLab does."""
+    session = uuid.uuid4().hex
+    url = f"ws://127.0.0.1:{server.port}/api/kernels/{kernel_id}/channels?session_id={session}"
+    msg_id = uuid.uuid4().hex
+    request = {
+        "header": {
+            "msg_id": msg_id,
+            "msg_type": "execute_request",
+            "session": session,
+            "username": "person",
+            "version": "5.3",
+            "date": "",
+        },
+        "parent_header": {},
+        "metadata": {},
+        "content": {"code": code, "silent": False, "store_history": True, "allow_stdin": False},
+        "channel": "shell",
+    }
+    async with connect(
+        url, additional_headers={"Authorization": f"token {server.token}"}, max_size=None
+    ) as ws:
+        await ws.send(json.dumps(request))
+        while True:
+            msg = json.loads(await ws.recv())
+            mine = msg.get("parent_header", {}).get("msg_id") == msg_id
+            if mine and msg.get("msg_type") == "execute_reply":
+                assert msg["content"]["status"] == "ok", msg["content"]
+                return
+
+
+async def test_execute_runs_in_the_session_kernel_the_persons_jupyterlab_uses(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    folder, local = ext_folder
+    path = f"{folder}/k.ipynb"
+    write_notebook(local / "k.ipynb", notebook("print(shared)"))
+    auth = {"Authorization": f"token {ext_server.token}"}
+    async with httpx2.AsyncClient(base_url=ext_server.url, headers=auth, timeout=60) as http:
+        # Opening the notebook in JupyterLab makes this session.
+        made = await http.post(
+            "api/sessions",
+            json={
+                "path": path,
+                "type": "notebook",
+                "name": "k.ipynb",
+                "kernel": {"name": "python3"},
+            },
+        )
+        kernel_id = made.json()["kernel"]["id"]
+        await _person_runs(ext_server, kernel_id, "shared = 'set by the person'")
+        async with ext_client(ext_server) as client:
+            ran = await call(client, "execute", path=path, cells="all")
+            assert "set by the person" in json.dumps(ran["cells"][0]["outputs"])
+            await call(client, "execute", path=path, code="from_agent = 7")
+        await _person_runs(ext_server, kernel_id, "assert from_agent == 7")
+        sessions = [s for s in (await http.get("api/sessions")).json() if s["path"] == path]
+        assert [s["kernel"]["id"] for s in sessions] == [kernel_id]  # no second kernel
+        # The agent's client disconnected; the person's kernel still runs.
+        assert (await http.get(f"api/kernels/{kernel_id}")).status_code == 200
+
+
+async def test_jupyters_authorizer_decides_what_each_tool_may_do(start_ext_server: Any) -> None:
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.authorizer_class=nbrelay_test_authz.ReadOnly",
+            "--NbrelayExtension.tools=read_notebook,edit_cell,execute",
+        ]
+    )
+    write_notebook(server.root / "n.ipynb", notebook("a = 1"))
+    before = (server.root / "n.ipynb").read_bytes()
+    async with ext_client(server) as client:
+        tools = sorted(t.name for t in (await client.list_tools()).tools)
+        assert tools == ["edit_cell", "execute", "read_notebook"]  # the tools trait
+        read = await call(client, "read_notebook", path="n.ipynb")
+        assert read["cells"][0]["source"] == "a = 1"
+        refused = await call_error(
+            client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2"
+        )
+        assert "does not allow" in refused
+        assert "contents:write" in refused
+        not_run = await call_error(client, "execute", path="n.ipynb", code="import os")
+        assert "kernels:execute" in not_run
+    assert (server.root / "n.ipynb").read_bytes() == before
+    async with httpx2.AsyncClient(timeout=60) as http:
+        auth = {"Authorization": f"token {server.token}"}
+        assert (await http.get(f"{server.url}api/sessions", headers=auth)).json() == []
+
+
+async def test_the_profile_comes_from_a_trait(start_ext_server: Any) -> None:
+    server: JupyterServer = start_ext_server(args=["--NbrelayExtension.profile=ipynb-mcp"])
+    write_notebook(server.root / "n.ipynb", notebook("a = 1"))
+    async with ext_client(server) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert {"get_formatted_content", "add_cell", "merge_cells"} <= tools
+        assert "read_notebook" not in tools  # the canonical profile's
+        shown = await client.call_tool("get_formatted_content", {"filepath": "n.ipynb"})
+        assert not shown.is_error, text_of(shown)
+        assert "a = 1" in text_of(shown)
+        added = await client.call_tool(
+            "add_cell",
+            {"filepath": "n.ipynb", "cell_index": 2, "cell_type": "code", "source_content": "b"},
+        )
+        assert not added.is_error, text_of(added)
+    await wait_for(lambda: sources_on_disk(server.root / "n.ipynb") == ["a = 1", "b"], seconds=30)
+
+
+async def test_jupyter_server_extension_disable_turns_the_endpoint_off(tmp_path: Path) -> None:
+    server = make_server(tmp_path / "off")
+    # --user: the test's own config folder (without it the command would write the test
+    # environment's sys.prefix config, which the wheel's enabling file lives in).
+    env = {**os.environ, **USER_FIRST, "JUPYTER_CONFIG_DIR": str(server.work / "config")}
+    disable = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "server",
+        "extension",
+        "disable",
+        "--user",
+        "nbrelay",
+    ]
+    await anyio.to_thread.run_sync(
+        lambda: subprocess.run(disable, env=env, check=True, capture_output=True, timeout=120)
+    )
+    await anyio.to_thread.run_sync(server.start)
+    try:
+        async with httpx2.AsyncClient(timeout=60) as http:
+            resp = await http.post(
+                mcp_url(server),
+                json=INITIALIZE,
+                headers={**MCP_HEADERS, "Authorization": f"token {server.token}"},
+            )
+            status = await http.get(
+                f"{server.url}api/status", headers={"Authorization": f"token {server.token}"}
+            )
+        assert status.status_code == 200  # the server runs, without nbrelay
+        assert resp.status_code == 404
+        assert "nbrelay | extension was successfully loaded" not in server.log.read_text()
+    finally:
+        server.stop()
+
+
+async def test_without_collaboration_notebooks_go_through_the_contents_manager(
+    start_ext_server: Any,
+) -> None:
+    server: JupyterServer = start_ext_server(collaboration=False)
+    write_notebook(server.root / "n.ipynb", notebook("print(6 * 7)"))
+    async with ext_client(server) as client:
+        inserted = await call(client, "insert_cells", path="n.ipynb", cells=["b = 2"])
+        # Written before the call returns, and the agent is told no tab shows it live.
+        assert sources_on_disk(server.root / "n.ipynb") == ["print(6 * 7)", "b = 2"]
+        assert "no jupyter-collaboration" in inserted["note"]
+        ran = await call(client, "execute", path="n.ipynb", cells=[0])
+        assert "note" not in ran
+    saved = nbformat.read(str(server.root / "n.ipynb"), as_version=4)
+    assert saved.cells[0].outputs[0]["text"] == "42\n"
+    assert "execution_state" not in saved.cells[0]
+
+
+async def test_a_room_nbrelay_opened_is_saved_and_closed_once_idle(start_ext_server: Any) -> None:
+    server: JupyterServer = start_ext_server(args=["--NbrelayExtension.room_idle_close=0.5"])
+    write_notebook(server.root / "n.ipynb", notebook("a = 1"))
+    closed = "nbrelay closed the room of n.ipynb"
+    async with ext_client(server) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2")
+        await wait_for(lambda: closed in server.log.read_text(), seconds=30)
+        assert sources_on_disk(server.root / "n.ipynb") == ["a = 2"]  # saved before closing
+        # The next call opens a room again, from the file.
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="2", replace="3")
+        read = await call(client, "read_notebook", path="n.ipynb")
+        assert read["cells"][0]["source"] == "a = 3"
+        await wait_for(lambda: server.log.read_text().count(closed) >= 2, seconds=30)
+    assert sources_on_disk(server.root / "n.ipynb") == ["a = 3"]
