@@ -3,8 +3,10 @@ jupyter-collaboration, called by the official MCP client over streamable HTTP.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -15,6 +17,7 @@ import anyio
 import anyio.to_thread
 import httpx2
 import nbformat
+import psutil
 import pytest
 from websockets.asyncio.client import connect
 
@@ -307,3 +310,48 @@ async def test_a_room_nbrelay_opened_is_saved_and_closed_once_idle(start_ext_ser
         assert read["cells"][0]["source"] == "a = 3"
         await wait_for(lambda: server.log.read_text().count(closed) >= 2, seconds=30)
     assert sources_on_disk(server.root / "n.ipynb") == ["a = 3"]
+
+
+def _running(pid: int) -> bool:
+    """Whether a process runs (a zombie, waiting to be reaped, has stopped)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_sigint_stops_a_server_after_an_agent_ran_code(start_ext_server: Any) -> None:
+    # Started without a terminal (as a service or JupyterHub's spawner starts it): SIGINT
+    # must stop the server, shut down the kernel nbrelay started and let the process exit,
+    # with the room nbrelay opened (and its store's worker thread) still there.
+    server: JupyterServer = start_ext_server(args=["--ServerApp.answer_yes=True"])
+    async with ext_client(server) as client:
+        await call(
+            client, "create_notebook", path="n.ipynb", cells=["import os; print(os.getpid())"]
+        )
+        ran = await call(client, "execute", path="n.ipynb", cells="all")
+    assert ran["status"] == "done", ran
+    kernel_pid = int(ran["cells"][0]["outputs"][0]["text"])
+    assert _running(kernel_pid)
+    proc = server.proc
+    assert proc is not None
+    try:
+        os.kill(proc.pid, signal.SIGINT)
+        # A bound against hanging (without a clean stop the process never exits), no target.
+        exited = await anyio.to_thread.run_sync(lambda: _exited(proc, 60))
+        assert exited, f"the server did not exit after SIGINT:\n{server.tail()}"
+        await wait_for(lambda: not _running(kernel_pid), seconds=30)
+        assert "Kernel shutdown" in server.log.read_text()
+    finally:
+        server.stop()  # by PID: the server's process group, if it is still there
+        if _running(kernel_pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(kernel_pid, signal.SIGKILL)
+
+
+def _exited(proc: subprocess.Popen[bytes], seconds: float) -> bool:
+    try:
+        proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True

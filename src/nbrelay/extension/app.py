@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -346,6 +348,29 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
         if self.relay is not None:
             await self.relay.start()
             self.log.info("nbrelay: MCP (streamable HTTP) at %smcp", serverapp.base_url)
+            self._stop_on_sigint(serverapp)
+
+    def _stop_on_sigint(self, serverapp: Any) -> None:
+        """Stop the server cleanly on SIGINT when Jupyter left it to Python's default.
+
+        Without a terminal on stdin Jupyter installs no SIGINT handler: the signal then ends
+        the event loop with KeyboardInterrupt and no shutdown runs (no extension's stop hook,
+        no kernel shutdown), while the rooms nbrelay opened keep jupyter-collaboration's
+        websocket server task and its store's non-daemon worker thread, so the process never
+        exits. SIGINT then stops the server the way SIGTERM does (what JupyterHub configures);
+        a second SIGINT interrupts at once.
+        """
+        stop = getattr(serverapp, "_signal_stop", None)
+        if stop is None or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return  # Jupyter's own handler (a terminal), or someone else's
+
+        def on_sigint(sig: int, frame: Any) -> None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            stop(sig, frame)
+
+        signal.signal(signal.SIGINT, on_sigint)
 
     async def stop_extension(self) -> None:
         if self.relay is not None:
