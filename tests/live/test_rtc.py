@@ -381,3 +381,43 @@ async def test_nbrelay_serve_in_live_mode_over_stdio(
         ran = await call(client, "execute", path=f"{folder}/s.ipynb", cells=[0])
         assert ran["cells"][0]["outputs"][0]["text"] == "4"
     assert disk(local / "s.ipynb")[1] == ["2 + 2"]
+
+
+async def test_rooms_being_joined_when_nbrelay_stops_are_closed_and_none_starts_after(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    """A room runs (shielded) until it is closed, so the server's task group cannot end while
+    one runs. A room still being joined (started, held by no list yet) is closed with the
+    others, and a room closed before it began never connects."""
+    from nbrelay.stores.yprotocol import Room
+
+    folder, local = live_folder
+    write_notebook(local / "n.ipynb", notebook("a"))
+    store = live_store(jupyter, folder)
+    session = await store.api.collaboration_session(store.paths.server("n.ipynb"))
+    assert session is not None
+
+    def new_room() -> Room:
+        return Room(
+            store.api,
+            f"json:notebook:{session['fileId']}",
+            session_id=str(session.get("sessionId") or ""),
+            name="n.ipynb",
+            user=store.user,
+        )
+
+    joining, late = new_room(), new_room()
+    with anyio.fail_after(PATIENCE):
+        async with store.running():
+            try:
+                await store._start(joining)  # connected, in no list (as while it syncs)
+                await store._close_rooms()
+                assert joining.closed.is_set(), "a room being joined was left running"
+                await late.close()  # closed before it began: the server is stopping
+                with pytest.raises(RemoteError, match="shutting down"):
+                    await store._start(late)
+                assert late.ws is None
+            finally:  # without the fix, let the test fail instead of hanging the run
+                await joining.close()
+                await late.close()
+    await store.aclose()

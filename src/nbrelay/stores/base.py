@@ -172,8 +172,11 @@ class NotebookStore(Protocol):
         """Release connections and locks. Called once when the server stops."""
         ...
 
-    # ``capabilities: Capabilities`` (a property) belongs here as soon as the live store
-    # declares it; until then ``capabilities(store)`` below reads it.
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this store can do beyond this interface (the workspace asks this, never the
+        store's type or attributes)."""
+        ...
 
 
 @runtime_checkable
@@ -283,25 +286,6 @@ class Capabilities:
     """Seconds between saves of a running cell's outputs."""
     background: Callable[[TaskGroup], None] | None = None
     """Starts the store's background tasks in the task group the server runs."""
-
-
-def capabilities(store: NotebookStore) -> Capabilities:
-    """The store's declared ``capabilities`` property (the file and contents stores).
-
-    Transitional: a store that declares none (only the live store, until it does) is described
-    from what it has (its ``attach``, ``live_outputs`` and ``output_interval``). Delete this
-    fallback, and call ``store.capabilities`` directly, once every store declares its own.
-    """
-    declared = getattr(store, "capabilities", None)
-    if isinstance(declared, Capabilities):
-        return declared
-    return Capabilities(
-        documents=store if isinstance(store, DocumentStore) else None,
-        sessions=store if isinstance(store, LiveSessions) else None,
-        live_outputs=bool(getattr(store, "live_outputs", False)),
-        output_interval=float(getattr(store, "output_interval", 2.0)),
-        background=getattr(store, "attach", None),
-    )
 
 
 # -- rules every store applies to an edit -------------------------------------------------------

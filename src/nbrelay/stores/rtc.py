@@ -43,6 +43,7 @@ from nbrelay.notebook.edits import Edit, UpdateCell
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores import rtc_saving
 from nbrelay.stores.base import (
+    Capabilities,
     EditOutcome,
     Entry,
     LastSeen,
@@ -121,6 +122,15 @@ class RTCStore(RoomHost):
         self._known_order: LastSeen[tuple[str, ...]] = LastSeen()
         self._known_sources: LastSeen[dict[str, str]] = LastSeen()
         self._seen_reloads: dict[str, tuple[Room, int]] = {}
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            sessions=self,
+            live_outputs=self.live_outputs,
+            output_interval=self.output_interval,
+            background=self.attach,
+        )
 
     @property
     def live_outputs(self) -> bool:

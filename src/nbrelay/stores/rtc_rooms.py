@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Self
 
 import anyio
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, Unsupported, act
 from nbrelay.jupyter_api import JupyterAPI
@@ -63,6 +63,11 @@ class RoomHost:
         self._presence_lock = anyio.Lock()
         self._tg: TaskGroup | None = None
         self._closed = False
+        # Every room started and not yet ended, listed or not: a room runs shielded until it is
+        # closed, so one that no list holds (joined while the server stopped) would keep the
+        # server's task group open forever. Closing the rooms closes these too.
+        self._started: set[Room] = set()
+        self._stopping = False  # the rooms were closed for good: start no new one
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
@@ -72,6 +77,7 @@ class RoomHost:
     def attach(self, tg: TaskGroup) -> None:
         """Run the rooms' background tasks in ``tg`` (the workspace's, while the server runs)."""
         self._tg = tg
+        self._stopping = False
         tg.start_soon(self._reap_idle)
 
     @contextlib.asynccontextmanager
@@ -82,6 +88,7 @@ class RoomHost:
             try:
                 yield self
             finally:
+                self._stopping = True
                 with anyio.CancelScope(shield=True):
                     await self._close_rooms()
                 self._tg = None
@@ -101,6 +108,8 @@ class RoomHost:
             self._presence = None
         for room in rooms:
             await self._leave(room)
+        for room in list(self._started):  # rooms being joined, which no list holds yet
+            await room.close()
 
     async def _leave(self, room: Room) -> None:
         """Save what nbrelay changed in the room if the saver has not yet, then leave it."""
@@ -121,6 +130,7 @@ class RoomHost:
                 except Exception:  # never let housekeeping take the server's task group down
                     logger.exception("closing idle rooms failed")
         finally:
+            self._stopping = True
             with anyio.CancelScope(shield=True):
                 await self._close_rooms()
 
@@ -144,14 +154,27 @@ class RoomHost:
     # -- rooms ----------------------------------------------------------------------------
 
     async def _start(self, room: Room) -> None:
-        if self._closed:
+        if self._closed or self._stopping:
             raise RemoteError("nbrelay is shutting down; the notebook was not opened.")
         if self._tg is None:
             raise RemoteError(
                 "live mode is not running (internal: the store was used outside running()).",
                 hint="This is a bug in nbrelay; please report it.",
             )
-        await self._tg.start(room.run)
+        self._started.add(room)
+        try:
+            await self._tg.start(self._host, room)
+        except BaseException:
+            self._started.discard(room)
+            raise
+
+    async def _host(
+        self, room: Room, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        try:
+            await room.run(task_status=task_status)
+        finally:
+            self._started.discard(room)
 
     async def _room(self, rel: str) -> Room | None:
         """The synced room of a notebook, joining it if needed; None without RTC on the server."""

@@ -96,6 +96,7 @@ class Room:
         self._save_ids = itertools.count(1)
         self._remote = False
         self._scope: anyio.CancelScope | None = None
+        self._close_wanted = False  # ``close`` ran, perhaps before ``run`` had its scope
         self.ws: ClientConnection | None = None
 
     # -- lifetime -------------------------------------------------------------------------
@@ -108,6 +109,8 @@ class Room:
         try:
             # Shielded: a room ends when it is closed (``close``), so that the store can save it
             # first even while the task group around it is being cancelled.
+            if self._close_wanted:  # closed before it began (the server is stopping)
+                raise RemoteError("nbrelay is shutting down; the notebook was not opened.")
             with anyio.CancelScope(shield=True) as scope:
                 self._scope = scope
                 async with self.api.websocket(
@@ -167,6 +170,7 @@ class Room:
 
     async def close(self) -> None:
         """Leave the room (used for idle rooms and on shutdown)."""
+        self._close_wanted = True
         if self._scope is not None:
             self._scope.cancel()
         with anyio.move_on_after(5, shield=True):

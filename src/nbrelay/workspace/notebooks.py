@@ -32,7 +32,6 @@ from nbrelay.stores.base import (
     NotebookStore,
     Planner,
     Snapshot,
-    capabilities,
 )
 
 
@@ -67,7 +66,7 @@ class Notebooks:
     def capabilities(self) -> Capabilities:
         """What the store can do (asked each time: the live store learns late whether the
         server has real-time collaboration)."""
-        return capabilities(self.store)
+        return self.store.capabilities
 
     # -- reading --------------------------------------------------------------------------
 
