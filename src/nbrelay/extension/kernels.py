@@ -23,7 +23,16 @@ from jupyter_core.utils import ensure_async
 
 from nbrelay.errors import KernelError, act
 from nbrelay.extension.access import require
-from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, Msg, msg_type, parent_id
+from nbrelay.kernels.base import (
+    KernelInfo,
+    KernelSpecInfo,
+    Msg,
+    msg_type,
+    parent_id,
+    server_spec,
+    session_kernel,
+    specs_by_name,
+)
 
 logger = logging.getLogger("nbrelay.extension")
 
@@ -242,15 +251,7 @@ class ServerKernels:
 
     async def _specs(self) -> dict[str, KernelSpecInfo]:
         found = await ensure_async(self.kernel_spec_manager.get_all_specs())
-        specs: dict[str, KernelSpecInfo] = {}
-        for name, entry in (found or {}).items():
-            spec = (entry or {}).get("spec") or {}
-            specs[str(name)] = KernelSpecInfo(
-                name=str(name),
-                display_name=str(spec.get("display_name") or name),
-                language=str(spec.get("language") or ""),
-            )
-        return specs
+        return specs_by_name(found)
 
     async def kernelspecs(self) -> list[KernelSpecInfo]:
         await require("read", "kernelspecs")
@@ -262,14 +263,8 @@ class ServerKernels:
             found = self._sessions.get(key)
             if found is not None and not found._closed:
                 return found
-            specs = await self._specs()
-            if kernel_name not in specs:
-                raise KernelError(
-                    f"the Jupyter Server has no kernelspec {kernel_name!r}.",
-                    hint=f"Its kernelspecs: {', '.join(sorted(specs)) or 'none'}; set the "
-                    "notebook's kernel to one of them.",
-                )
-            session = await self._open(key, kernel_name, specs[kernel_name].language)
+            spec = server_spec(await self._specs(), kernel_name)
+            session = await self._open(key, kernel_name, spec.language)
             self._sessions[key] = session
         try:
             session.connect()
@@ -298,16 +293,13 @@ class ServerKernels:
     def _make(
         self, key: str, model: Mapping[str, Any], *, owned: bool, language: str
     ) -> ServerSession:
-        kernel = model.get("kernel") or {}
-        kernel_id = str(kernel.get("id") or "")
-        if not kernel_id:
-            raise KernelError(f"the Jupyter Server gave no kernel for {key!r}.")
+        kernel_id, name, session_id = session_kernel(key, model)
         return ServerSession(
             self,
             key=key,
             kernel_id=kernel_id,
-            session_id=str(model["id"]) if model.get("id") else None,
-            name=str(kernel.get("name") or ""),
+            session_id=session_id,
+            name=name,
             language=language,
             owned=owned,
         )

@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from nbrelay.errors import KernelError
+
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
@@ -91,6 +93,40 @@ class KernelSpecInfo:
     display_name: str
     language: str
     owned: bool = False  # registered by nbrelay itself (for example the Deno kernel)
+
+
+def specs_by_name(found: Mapping[str, Any] | None) -> dict[str, KernelSpecInfo]:
+    """A Jupyter Server's kernelspecs by name, from its ``{name: {"spec": {...}}}`` listing."""
+    specs: dict[str, KernelSpecInfo] = {}
+    for name, entry in (found or {}).items():
+        spec = (entry or {}).get("spec") or {}
+        specs[str(name)] = KernelSpecInfo(
+            name=str(name),
+            display_name=str(spec.get("display_name") or name),
+            language=str(spec.get("language") or ""),
+        )
+    return specs
+
+
+def server_spec(specs: Mapping[str, KernelSpecInfo], kernel_name: str) -> KernelSpecInfo:
+    """The Jupyter Server's kernelspec ``kernel_name``; a ``KernelError`` naming the others."""
+    if kernel_name not in specs:
+        raise KernelError(
+            f"the Jupyter Server has no kernelspec {kernel_name!r}.",
+            hint=f"Its kernelspecs: {', '.join(sorted(specs)) or 'none'}; set the "
+            "notebook's kernel to one of them.",
+        )
+    return specs[kernel_name]
+
+
+def session_kernel(key: str, model: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """A Jupyter session model's kernel id, kernel name and session id (None for a bare
+    kernel); a ``KernelError`` when the server gave no kernel."""
+    kernel = model.get("kernel") or {}
+    kernel_id = str(kernel.get("id") or "")
+    if not kernel_id:
+        raise KernelError(f"the Jupyter Server gave no kernel for {key!r}.")
+    return kernel_id, str(kernel.get("name") or ""), str(model["id"]) if model.get("id") else None
 
 
 @dataclass(frozen=True)

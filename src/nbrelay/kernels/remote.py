@@ -35,7 +35,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI, api_path
 from nbrelay.kernels import remote_api
-from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, Msg, msg_type
+from nbrelay.kernels.base import (
+    KernelInfo,
+    KernelSpecInfo,
+    Msg,
+    msg_type,
+    server_spec,
+    session_kernel,
+)
 
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
@@ -344,14 +351,8 @@ class RemoteKernels:
             found = self._sessions.get(key)
             if found is not None and not found._closed:
                 return found
-            specs = await self._kernelspecs()
-            if kernel_name not in specs:
-                raise KernelError(
-                    f"the Jupyter Server has no kernelspec {kernel_name!r}.",
-                    hint=f"Its kernelspecs: {', '.join(sorted(specs)) or 'none'}; set the "
-                    "notebook's kernel to one of them.",
-                )
-            session = await self._open(key, kernel_name, specs[kernel_name].language)
+            spec = server_spec(await self._kernelspecs(), kernel_name)
+            session = await self._open(key, kernel_name, spec.language)
             self._sessions[key] = session
         await self.connect(session)
         if not session.owned:
@@ -382,11 +383,7 @@ class RemoteKernels:
     def _make(
         self, key: str, model: Mapping[str, Any], *, owned: bool, language: str
     ) -> RemoteSession:
-        kernel = model.get("kernel") or {}
-        kernel_id = str(kernel.get("id") or "")
-        if not kernel_id:
-            raise KernelError(f"the Jupyter Server gave no kernel for {key!r}.")
-        name = str(kernel.get("name") or "")
+        kernel_id, name, session_id = session_kernel(key, model)
         specs = self._specs or {}
         return RemoteSession(
             self,
@@ -394,7 +391,7 @@ class RemoteKernels:
             kernel_id=kernel_id,
             name=name,
             language=specs[name].language if name in specs else language,
-            session_id=str(model["id"]) if model.get("id") else None,
+            session_id=session_id,
             owned=owned,
         )
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound
 from nbrelay.jupyter_api import JupyterAPI, api_path
-from nbrelay.kernels.base import KernelSpecInfo
+from nbrelay.kernels.base import KernelSpecInfo, specs_by_name
 from nbrelay.timestamps import utc_iso
 
 
@@ -22,15 +22,7 @@ async def kernelspecs(api: JupyterAPI) -> dict[str, KernelSpecInfo]:
     """The server's kernelspecs by name."""
     resp = await api.request("GET", "api/kernelspecs", ok=(200,), what="kernelspecs")
     body = resp.body if isinstance(resp.body, dict) else {}
-    specs: dict[str, KernelSpecInfo] = {}
-    for name, entry in (body.get("kernelspecs") or {}).items():
-        spec = (entry or {}).get("spec") or {}
-        specs[str(name)] = KernelSpecInfo(
-            name=str(name),
-            display_name=str(spec.get("display_name") or name),
-            language=str(spec.get("language") or ""),
-        )
-    return specs
+    return specs_by_name(body.get("kernelspecs"))
 
 
 async def kernel_model(api: JupyterAPI, kernel_id: str) -> dict[str, Any] | None:
