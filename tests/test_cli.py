@@ -61,6 +61,7 @@ def test_read_only_mode_exposes_only_reading_tools(tmp_path: Path) -> None:
         "read_cell",
         "search_notebook",
         "read_output",
+        "notebook_view",  # the MCP Apps view's tool, listed only to clients that show views
     }
 
 

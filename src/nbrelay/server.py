@@ -200,7 +200,7 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
         lifespan=lifespan,
         tools=reg.tools,
         subscriptions=feed.bus,
-        middleware=[sendable, feed.middleware],
+        middleware=[sendable, feed.middleware, apps.views_for_apps_clients],
         # MCP Apps: the notebook view (nbrelay.tools.apps)
         extensions=[apps.extension(settings.profile, reg.tools, current=reg.current_notebook)],
     )

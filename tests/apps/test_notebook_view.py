@@ -78,7 +78,7 @@ def _wire(result: CallToolResult) -> dict[str, Any]:
 
 
 async def test_tools_point_at_the_view_and_the_view_is_served(tmp_path: Path) -> None:
-    async with Client(_server(_root(tmp_path))) as client:
+    async with Client(_server(_root(tmp_path)), extensions=[AppsSupport()]) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         for name in ("read_notebook", "execute"):
             assert (tools[name].meta or {}).get("ui") == {"resourceUri": VIEW_URI}, name
@@ -322,13 +322,17 @@ async def test_the_view_follows_a_run_as_it_goes_in_chromium(tmp_path: Path) -> 
 async def test_notebook_view_is_for_views_only_and_hidden_from_models(tmp_path: Path) -> None:
     root = _root(tmp_path)
     async with Client(_server(root)) as plain:
-        tools = {t.name: t for t in (await plain.list_tools()).tools}
+        unseen = {t.name: t for t in (await plain.list_tools()).tools}
         refused = await plain.call_tool("notebook_view", {"path": "a.ipynb"})
-    assert (tools["notebook_view"].meta or {})["ui"]["visibility"] == ["app"]
+    # Without Apps: not listed (no context spent on it), and refused if called anyway.
+    assert "notebook_view" not in unseen
+    assert all("ui" not in (t.meta or {}) for t in unseen.values())
     assert refused.is_error
     assert "read_notebook" in text_of(refused)
     async with Client(_server(root), extensions=[AppsSupport()]) as apps:
+        tools = {t.name: t for t in (await apps.list_tools()).tools}
         polled = await apps.call_tool("notebook_view", {"path": "a.ipynb"})
+    assert (tools["notebook_view"].meta or {})["ui"]["visibility"] == ["app"]
     assert not polled.is_error, text_of(polled)
     assert polled.structured_content == {
         "path": "a.ipynb",

@@ -47,16 +47,21 @@ async def test_profile_tools_show_the_view(
 ) -> None:
     root = _root(tmp_path)
     async with Client(_server(root, profile)) as plain:
-        listed = {t.name: t for t in (await plain.list_tools()).tools}
+        unseen = {t.name: t for t in (await plain.list_tools()).tools}
         before = await plain.call_tool(tool, arguments)
     assert not before.is_error, text_of(before)
+    # A client without Apps gets the profile's own listing: no view tool, no _meta.ui.
+    assert apps.POLL_TOOL not in unseen
+    assert all("ui" not in (t.meta or {}) for t in unseen.values())
+    assert before.meta is None or apps.VIEW_KEY not in before.meta
+    async with Client(_server(root, profile), extensions=[AppsSupport()]) as shows:
+        listed = {t.name: t for t in (await shows.list_tools()).tools}
+        after = await shows.call_tool(tool, arguments)
+        polled = await shows.call_tool(apps.POLL_TOOL, {"path": "a.ipynb"})
     for name in apps.VIEW_TOOLS[profile]:
         assert (listed[name].meta or {}).get("ui") == {"resourceUri": apps.VIEW_URI}, name
     assert listed[apps.POLL_TOOL].meta == apps.POLL_META
-    assert before.meta is None or apps.VIEW_KEY not in before.meta
-    async with Client(_server(root, profile), extensions=[AppsSupport()]) as shows:
-        after = await shows.call_tool(tool, arguments)
-        polled = await shows.call_tool(apps.POLL_TOOL, {"path": "a.ipynb"})
+    assert sorted(listed) == sorted([*unseen, apps.POLL_TOOL])
     assert text_of(after) == text_of(before)  # the model reads the same
     assert after.meta is not None
     view = after.meta[apps.VIEW_KEY]

@@ -22,9 +22,9 @@ pytestmark = pytest.mark.anyio
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("NBRELAY_REGEN_GOLDEN") == "1"
-# The canonical profile's tools/list as sent, in bytes (19,382 before it was trimmed, then
-# 14,315; 12,272 with the conventions said once and notebook_view listed): what every agent pays
-# per turn. `--tools read/edit/run` presets send less.
+# The canonical profile's tools/list as sent to a client without MCP Apps, in bytes (19,382
+# before it was trimmed, then 14,315; 11,874 with the conventions said once): what every agent
+# pays per turn. `--tools read/edit/run` presets send less.
 CANONICAL_BUDGET = 12_288
 
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 from mcp.server.apps import Apps, ResourceCsp, client_supports_apps
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolRequestParams, CallToolResult, TextContent
+from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, TextContent
 
 from nbrelay.errors import InvalidArgument, NbrelayError
 from nbrelay.notebook.text import clean_text
@@ -203,6 +203,36 @@ def add_view_tool(reg: Registrar, ws: Workspace, profile: str = "canonical") -> 
     async def notebook_view(path: NbPath, ctx: Context[Any]) -> Any:
         """For the MCP Apps view only."""
         return await poll(ctx, ws, path.lstrip("/") if slash_is_root else path)
+
+
+async def views_for_apps_clients(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Middleware: a client that did not negotiate MCP Apps gets ``tools/list`` exactly as
+    without the view (no view-only tool, no ``_meta.ui``): compatibility profiles list exactly
+    their seed's tools, and the view costs such a client no bytes of context."""
+    result = await call_next(ctx)
+    if ctx.method != "tools/list" or _supports_apps(ctx):
+        return result
+    if isinstance(result, ListToolsResult):
+        data = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    elif isinstance(result, dict):
+        data = dict(result)
+    else:
+        return result
+    tools = []
+    for tool in data.get("tools") or []:
+        meta = dict(tool.get("_meta") or {})
+        ui = meta.pop("ui", None)
+        if isinstance(ui, dict) and ui.get("visibility") == ["app"]:
+            continue  # for views only
+        if ui is not None:
+            tool = {k: v for k, v in tool.items() if k != "_meta"} | (
+                {"_meta": meta} if meta else {}
+            )
+        tools.append(tool)
+    data["tools"] = tools
+    return data
 
 
 def wants_view(ctx: Context[Any] | None) -> bool:
