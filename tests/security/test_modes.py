@@ -13,6 +13,7 @@ from mcp_types import ToolAnnotations
 
 from nbrelay.config import Settings
 from nbrelay.server import PROFILES, build_server, build_workspace
+from nbrelay.tools import apps
 from nbrelay.tools._boundary import Registrar
 
 pytestmark = pytest.mark.anyio
@@ -40,11 +41,13 @@ async def _tools(
 
 def _kinds(profile: str, tmp_path: Path, *, no_execute: bool = False) -> dict[str, str]:
     """Every tool's kind as the profile registers it (profiles may register a tool that runs
-    code as one that does not under --no-execute)."""
+    code as one that does not under --no-execute), but the MCP Apps view's own tool, which a
+    client without Apps (as here) is not shown."""
     reg = Registrar()
     settings = _settings(tmp_path, profile, no_execute, False)
     PROFILES[profile](reg, build_workspace(settings))
-    return dict(reg.kinds)
+    assert apps.POLL_TOOL in reg.kinds
+    return {name: kind for name, kind in reg.kinds.items() if name != apps.POLL_TOOL}
 
 
 @pytest.mark.parametrize("profile", PROFILES)
