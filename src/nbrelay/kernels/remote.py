@@ -33,7 +33,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError, act
-from nbrelay.jupyter_api import JupyterAPI, api_path
+from nbrelay.jupyter_api import JupyterAPI, ack_at_once, api_path
 from nbrelay.kernels import remote_api
 from nbrelay.kernels.base import (
     KernelInfo,
@@ -128,6 +128,7 @@ class RemoteSession:
                     task_status.started()
                     try:
                         async for frame in ws:
+                            ack_at_once(ws)
                             if isinstance(frame, str):
                                 self._dispatch(frame)
                     except ConnectionClosed:

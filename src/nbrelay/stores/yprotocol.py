@@ -27,7 +27,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, act
-from nbrelay.jupyter_api import JupyterAPI
+from nbrelay.jupyter_api import JupyterAPI, ack_at_once
 from nbrelay.notebook.edits import Edit
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.ydoc import apply_edits, replace_all
@@ -263,6 +263,7 @@ class Room:
 
         try:
             async for message in ws:
+                ack_at_once(ws)
                 if isinstance(message, bytes) and message:
                     self._dispatch(message)
             self.close_code = ws.close_code
