@@ -27,8 +27,8 @@ from nbrelay.kernels.base import (
     KernelInfo,
     KernelSpecInfo,
     Msg,
+    answers_kernel_info,
     msg_type,
-    parent_id,
     server_spec,
     session_kernel,
     specs_by_name,
@@ -186,23 +186,12 @@ class ServerSession:
         self.last_activity = time.time()
 
     async def wait_ready(self) -> None:
-        """Ask for kernel_info until the kernel answers on shell *and* its iopub status for that
-        request reaches nbrelay's fresh subscription (output sent before it is in place would be
-        lost)."""
-        deadline = time.monotonic() + _READY_TIMEOUT
-        while time.monotonic() < deadline:
-            msg_id = await self.send("kernel_info_request", {})
-            with anyio.move_on_after(2):
-                while parent_id(await self.shell()) != msg_id:
-                    pass
-                while parent_id(await self.iopub()) != msg_id:
-                    pass
-                return
-        self._state = "dead"
-        raise KernelError(
-            f"the {self.name} kernel did not answer within {_READY_TIMEOUT:g} s.",
-            hint="Check the Jupyter Server's log for the kernel's errors.",
-        )
+        if not await answers_kernel_info(self, _READY_TIMEOUT):
+            self._state = "dead"
+            raise KernelError(
+                f"the {self.name} kernel did not answer within {_READY_TIMEOUT:g} s.",
+                hint="Check the Jupyter Server's log for the kernel's errors.",
+            )
 
     async def shutdown(self) -> None:
         if self._closed:

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import anyio
 
 from nbrelay.errors import KernelError
 
@@ -313,3 +316,21 @@ class KernelProvider(Protocol):
     async def aclose(self) -> None:
         """Shut down every kernel (warm ones included). Called once when the server stops."""
         ...
+
+
+async def answers_kernel_info(session: KernelSession, within: float) -> bool:
+    """Ask for kernel_info until the kernel answers on shell *and* its iopub status for that
+    request reaches nbrelay (False if not within ``within`` seconds). A reply alone is not
+    enough: a kernel may still be starting, and a server's iopub subscription can lag behind
+    shell (after a restart, or a fresh connection), so output sent before it is in place would
+    be lost."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        msg_id = await session.send("kernel_info_request", {})
+        with anyio.move_on_after(2):
+            while parent_id(await session.shell()) != msg_id:
+                pass
+            while parent_id(await session.iopub()) != msg_id:
+                pass
+            return True
+    return False

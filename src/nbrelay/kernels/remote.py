@@ -39,6 +39,7 @@ from nbrelay.kernels.base import (
     KernelInfo,
     KernelSpecInfo,
     Msg,
+    answers_kernel_info,
     msg_type,
     server_spec,
     session_kernel,
@@ -266,28 +267,14 @@ class RemoteSession:
                     break
 
     async def _wait_ready(self) -> None:
-        """Ask for kernel_info until the kernel answers on shell *and* its iopub status for that
-        request reaches us. The kernel may still be starting, and after a restart the server's
-        iopub subscription can lag behind shell: output published before it is in place is
-        lost, so a reply alone does not mean a cell's output would arrive."""
-        deadline = time.monotonic() + _READY_TIMEOUT
-        while time.monotonic() < deadline:
-            msg_id = await self.send("kernel_info_request", {})
-            with anyio.move_on_after(2):
-                while True:
-                    reply = await self.shell()
-                    if (reply.get("parent_header") or {}).get("msg_id") == msg_id:
-                        break
-                while True:
-                    msg = await self.iopub()
-                    if (msg.get("parent_header") or {}).get("msg_id") == msg_id:
-                        self._drain()
-                        return
-        self._state = "dead"
-        raise KernelError(
-            f"the {self.name} kernel did not answer within {_READY_TIMEOUT:g} s after starting.",
-            hint="Check the Jupyter Server's log for the kernel's errors.",
-        )
+        """Until the kernel answers, with its iopub reaching nbrelay (it may still be starting)."""
+        if not await answers_kernel_info(self, _READY_TIMEOUT):
+            self._state = "dead"
+            raise KernelError(
+                f"the {self.name} kernel did not answer within {_READY_TIMEOUT:g} s after starting.",
+                hint="Check the Jupyter Server's log for the kernel's errors.",
+            )
+        self._drain()
 
     async def shutdown(self) -> None:
         if self._closed:
