@@ -51,9 +51,12 @@ logger = logging.getLogger("nbrelay")
 Kind = Literal["read", "inspect", "write", "destructive", "execute"]
 P = ParamSpec("P")
 # A profile's tools: module-level functions ``fn(state, ...)`` and their kinds, in the order
-# tools/list shows them. ``"runs"``: a tool that runs code by default (exec=true), registered with
-# the kind the profile gives for it (it only edits on a server that runs no code).
-ToolTable = Sequence[tuple[Callable[..., Awaitable[Any]], Kind | Literal["runs"]]]
+# tools/list shows them; a third item is the tool's ``_meta`` (an MCP Apps view). ``"runs"``: a
+# tool that runs code by default (exec=true), registered with the kind the profile gives for it
+# (it only edits on a server that runs no code).
+ToolFunction = Callable[..., Awaitable[Any]]
+ToolKind = Kind | Literal["runs"]
+ToolTable = Sequence[tuple[ToolFunction, ToolKind] | tuple[ToolFunction, ToolKind, dict[str, Any]]]
 
 # Only hints that differ from the spec's defaults (readOnly false, destructive true,
 # idempotent false, openWorld true) are spelled out; openWorld only where it qualifies a change
@@ -116,10 +119,17 @@ class Registrar:
         """An error's text in this profile's words (for profiles that return errors as fields)."""
         return exc.render(self.words)
 
-    def add(self, tools: ToolTable, state: Any, *, runs: Kind = "execute") -> None:
-        """Register a profile's ``tools`` with ``state`` (its workspace or context) bound."""
-        for fn, kind in tools:
-            self.tool(kind=runs if kind == "runs" else kind)(bind(fn, state))
+    def add(
+        self, tools: ToolTable, state: Any, *, runs: Kind = "execute", example: bool = True
+    ) -> None:
+        """Register a profile's ``tools`` with ``state`` (its workspace or context) bound;
+        ``example`` as in ``tool``."""
+        for fn, kind, *meta in tools:
+            self.tool(
+                kind=runs if kind == "runs" else kind,
+                example=example,
+                meta=meta[0] if meta else None,
+            )(bind(fn, state))
 
     def tool(
         self,

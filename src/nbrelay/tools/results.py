@@ -302,6 +302,12 @@ def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
     )
 
 
+def created_result(snap: Snapshot) -> EditResult:
+    """A notebook just created (or imported): every cell is new."""
+    changed = [CellLoc(index=i, id=c) for i, c in enumerate(snap.notebook.ids)]
+    return EditResult(path=snap.path, version=snap.version, changed=changed)
+
+
 def add_run(result: EditResult, run: ExecutionResult | None) -> None:
     """Attach the run that followed an edit: the run saved outputs, so its version is the
     notebook's current one; the result carries that one version, at the top."""

@@ -18,7 +18,16 @@ from nbrelay.errors import KernelError, NbrelayError, NotebookInvalid
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import render
 from nbrelay.notebook.text import clean_text
-from nbrelay.tools.results import ExecutionResult, RunCell, RunOutput, image_pointer
+from nbrelay.stores.base import EditOutcome
+from nbrelay.tools.results import (
+    EditResult,
+    ExecutionResult,
+    RunCell,
+    RunOutput,
+    add_run,
+    edit_result,
+    image_pointer,
+)
 from nbrelay.workspace import Workspace
 
 MAX_IMAGE_SIDE = 1568  # pixels; larger images are downscaled before they are sent
@@ -197,9 +206,25 @@ async def run_after_edit(
         return None
     with saved_then_run():
         job = await ws.execute(path, code)
+    return await finished(ws, job, ctx)
+
+
+async def finished(ws: Workspace, job: Job, ctx: Context | None) -> ExecutionResult:
+    """A run followed to its end (progress notifications on the way), as its result."""
     await follow(ws, job, None, ctx)
     view = execution_view(ws, job)
     return view if isinstance(view, ExecutionResult) else view[0]
+
+
+async def edited(
+    ws: Workspace, path: str, outcome: EditOutcome, ctx: Context | None, *, execute: bool
+) -> EditResult:
+    """An edit's result; with ``execute``, the code cells it touched are run first and that run
+    is attached (insert-and-run, edit-and-run)."""
+    result = edit_result(outcome)
+    if execute:
+        add_run(result, await run_after_edit(ws, path, list(outcome.plan.touched), ctx))
+    return result
 
 
 @contextlib.contextmanager

@@ -1,0 +1,156 @@
+"""Changing cells: insert, edit, delete, move, merge, split, clear outputs.
+
+``insert_cells`` and ``edit_cell`` can run what they changed (``execute=true``); the run is
+attached to the edit's result (``nbrelay.tools.runs.edited``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from nbrelay.tools import results
+from nbrelay.tools.arguments import NbPath, NewCells, Ref, Refs, Version, specs
+from nbrelay.tools.results import EditResult
+from nbrelay.tools.runs import edited
+from nbrelay.workspace import Workspace
+
+
+async def insert_cells(
+    ws: Workspace,
+    path: NbPath,
+    cells: NewCells,
+    index: Annotated[int | None, Field(description="Before this index; default: append.")] = None,
+    after: Annotated[int | str | None, Field(description="Or after this cell.")] = None,
+    expected_version: Version = None,
+    execute: bool = False,
+    ctx: Context | None = None,
+) -> EditResult:
+    """Insert cells; returns their ids and indexes.
+
+    Example: insert_cells(path="eda.ipynb", after="a1b2c3d4", cells=["df.describe()"]).
+    """
+    if execute:
+        ws.require_execution()
+    outcome = await ws.insert_cells(
+        path, specs(cells), index=index, after=after, expected_version=expected_version
+    )
+    return await edited(ws, path, outcome, ctx, execute=execute)
+
+
+async def edit_cell(
+    ws: Workspace,
+    path: NbPath,
+    cell: Ref,
+    source: str | None = None,
+    find: Annotated[
+        str | None, Field(description="Exact text to replace; must occur once.")
+    ] = None,
+    replace: str | None = None,
+    replace_all: bool = False,
+    cell_type: Literal["code", "markdown", "raw"] | None = None,
+    metadata: Annotated[
+        dict[str, Any] | None, Field(description="Keys to merge; null deletes.")
+    ] = None,
+    tags: list[str] | None = None,
+    expected_version: Version = None,
+    execute: bool = False,
+    ctx: Context | None = None,
+) -> EditResult:
+    """Change one cell: whole `source` or literal `find`/`replace` (best for small edits; returns a diff), type, metadata, tags; keeps outputs.
+
+    Example: edit_cell(path="eda.ipynb", cell=3, find="head()", replace="head(10)").
+    """
+    if execute:
+        ws.require_execution()
+    outcome = await ws.edit_cell(
+        path,
+        cell,
+        source=source,
+        find=find,
+        replace=replace,
+        replace_all=replace_all,
+        cell_type=cell_type,
+        metadata=metadata,
+        tags=tags,
+        expected_version=expected_version,
+    )
+    return await edited(ws, path, outcome, ctx, execute=execute)
+
+
+async def delete_cells(
+    ws: Workspace, path: NbPath, cells: Refs, expected_version: Version = None
+) -> EditResult:
+    """Delete cells; undo can restore them.
+
+    Example: delete_cells(path="eda.ipynb", cells=[0, "a1b2c3d4", "5:8"]).
+    """
+    return results.edit_result(
+        await ws.delete_cells(path, cells, expected_version=expected_version)
+    )
+
+
+async def move_cells(
+    ws: Workspace,
+    path: NbPath,
+    cells: Refs,
+    to: Annotated[int, Field(ge=0)],
+    expected_version: Version = None,
+) -> EditResult:
+    """Move cells (kept in order) so the first lands at index `to`.
+
+    Example (cells 5 and 6 to the top): move_cells(path="eda.ipynb", cells=["5:7"], to=0).
+    """
+    return results.edit_result(
+        await ws.move_cells(path, cells, to, expected_version=expected_version)
+    )
+
+
+async def merge_cells(
+    ws: Workspace,
+    path: NbPath,
+    cells: Refs,
+    separator: str = "\n",
+    expected_version: Version = None,
+) -> EditResult:
+    """Merge adjacent cells into the first (keeps its id and type); clears outputs.
+
+    Example: merge_cells(path="eda.ipynb", cells=["2:4"]).
+    """
+    outcome = await ws.merge_cells(
+        path, cells, separator=separator, expected_version=expected_version
+    )
+    return results.edit_result(outcome)
+
+
+async def split_cell(
+    ws: Workspace,
+    path: NbPath,
+    cell: Ref,
+    lines: list[int],
+    expected_version: Version = None,
+) -> EditResult:
+    """Split a cell before each 0-based line in `lines`; the first part keeps the id; clears outputs.
+
+    Example (lines 0-3 and 4-9): split_cell(path="eda.ipynb", cell=2, lines=[4]).
+    """
+    return results.edit_result(
+        await ws.split_cell(path, cell, lines, expected_version=expected_version)
+    )
+
+
+async def clear_outputs(
+    ws: Workspace,
+    path: NbPath,
+    cells: Refs | None = None,
+    expected_version: Version = None,
+) -> EditResult:
+    """Clear outputs and execution counts (default: all cells).
+
+    Example: clear_outputs(path="eda.ipynb", cells=["3:6"]).
+    """
+    return results.edit_result(
+        await ws.clear_outputs(path, cells, expected_version=expected_version)
+    )

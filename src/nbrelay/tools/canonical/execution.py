@@ -1,0 +1,125 @@
+"""Running code and reading what it printed: execute, run handles, one output in full.
+
+Long runs send MCP progress notifications with what the cell printed (at least every 10 s) and,
+past ``wait`` seconds, return a handle to poll. Cancelling the MCP request interrupts the kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel, Field
+
+from nbrelay.errors import InvalidArgument
+from nbrelay.notebook import render
+from nbrelay.notebook.address import resolve_one
+from nbrelay.tools import apps
+from nbrelay.tools.arguments import NbPath, Ref, Wait
+from nbrelay.tools.runs import execution_view, follow, image_content, joined_text
+from nbrelay.workspace import Workspace
+
+
+class OutputRead(BaseModel):
+    path: str
+    cell: int
+    id: str
+    output: int
+    type: str
+    mime: str
+    total: int
+    offset: int
+    text: str | None = None
+    next_offset: int | None = None
+
+
+async def execute(
+    ws: Workspace,
+    path: NbPath,
+    ctx: Context,
+    cells: Annotated[
+        list[int | str] | None,
+        Field(description='Index, id or "a:b"; [":"] or "all" = every cell.'),
+    ] = None,
+    code: Annotated[str | None, Field(description="Scratch code, not stored.")] = None,
+    wait: Wait = None,
+    timeout: Annotated[  # noqa: ASYNC109 - the cells' time limit, not this call's
+        float | None, Field(gt=0, description="Seconds per cell.")
+    ] = None,
+    stop_on_error: bool = True,
+    images: bool = False,
+) -> Any:
+    """Run cells or scratch `code` in the notebook's kernel; outputs are saved.
+
+    Past `wait` s it returns a `handle` for get_execution and keeps running. Example: execute(path="a.ipynb", cells=["a1b2c3d4", "3:5"]).
+    """
+    if cells is None and code is None:
+        raise InvalidArgument(
+            "no cells and no code given: execute runs only what it is asked to run.",
+            hint='To run every cell pass cells=[":"] (or cells="all"); some cells: '
+            'cells=[0, "a1b2c3d4", "2:5"]; scratch code: code="print(1)".',
+        )
+    job = await ws.execute(path, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error)
+    await follow(ws, job, wait, ctx)
+    result = execution_view(ws, job, images=images)
+    if apps.wants_view(ctx):  # the notebook as the run left it, for the client's view
+        ran = [c.id for c in job.cells if c.id is not None]
+        return apps.with_view(ctx, result, await ws.read(job.path), ran=ran)
+    return result
+
+
+# Polling a run belongs with running code: --no-execute and --read-only drop it.
+async def get_execution(ws: Workspace, handle: str, ctx: Context, wait: Wait = None) -> Any:
+    """Poll a run by handle: waits up to `wait` s; returns only new output. Example: get_execution(handle="x1", wait=30)."""
+    job = ws.job(handle)
+    await follow(ws, job, wait, ctx)
+    return execution_view(ws, job)
+
+
+async def cancel_execution(ws: Workspace, handle: str) -> Any:
+    """Stop a run: interrupt its cell, skip the rest. Example: cancel_execution(handle="x1")."""
+    job = ws.job(handle)
+    await ws.cancel_job(job)
+    return execution_view(ws, job)
+
+
+async def read_output(
+    ws: Workspace,
+    path: NbPath,
+    cell: Ref,
+    output: Annotated[int, Field(ge=0)] = 0,
+    offset: Annotated[int, Field(ge=0)] = 0,
+    length: Annotated[int | None, Field(ge=1)] = None,
+) -> Any:
+    """Read one output (0-based) in full, or a character slice; images as images.
+
+    Example: read_output(path="a.ipynb", cell=3, offset=6000, length=6000).
+    """
+    snap = await ws.read(path)
+    i = resolve_one(snap.notebook.ids, cell)
+    outs = snap.notebook.cells[i].get("outputs") or []
+    if output >= len(outs):
+        raise InvalidArgument(
+            f"cell {i} has {len(outs)} output(s); output {output} does not exist.",
+            hint="Outputs are numbered from 0, as read_cell shows them.",
+        )
+    out = outs[output]
+    mime, value = render.full_output(out)
+    base = OutputRead(
+        path=snap.path,
+        cell=i,
+        id=snap.notebook.ids[i],
+        output=output,
+        type=str(out.get("output_type")),
+        mime=mime,
+        total=0,
+        offset=offset,
+    )
+    if mime.startswith("image/") and mime != "image/svg+xml":
+        base.total = render.image_bytes_len(str(value))
+        return (base, image_content(mime, str(value)))
+    text = joined_text(value)
+    end = len(text) if length is None else min(offset + length, len(text))
+    base.total, base.text = len(text), text[offset:end]
+    base.next_offset = end if end < len(text) else None
+    return base

@@ -1,0 +1,118 @@
+"""The notebook's kernel: interrupt, restart or shut down, list kernels, install packages."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel, Field
+
+from nbrelay.kernels.base import KernelInfo
+from nbrelay.tools.arguments import NbPath
+from nbrelay.tools.results import ExecutionResult, iso
+from nbrelay.tools.runs import finished
+from nbrelay.workspace import Workspace
+
+
+class KernelView(BaseModel):
+    path: str
+    kernel: str
+    state: str
+    pid: int | None = None
+    cwd: str | None = None
+    started: str | None = None
+    last_activity: str | None = None
+    restarts: int | None = None
+
+
+class SpecView(BaseModel):
+    name: str
+    display_name: str
+    language: str
+
+
+class KernelList(BaseModel):
+    kernels: list[KernelView]
+    kernelspecs: list[SpecView]
+
+
+class KernelResult(BaseModel):
+    path: str
+    kernel: KernelView | None = None
+    note: str
+    execution: ExecutionResult | None = None
+
+
+class InstallResult(BaseModel):
+    path: str
+    python: str
+    ok: bool
+    log: str
+
+
+def kernel_view(info: KernelInfo) -> KernelView:
+    return KernelView(
+        path=info.key,
+        kernel=info.name,
+        state=info.state,
+        pid=info.pid,
+        cwd=info.cwd,
+        started=iso(info.started),
+        last_activity=iso(info.last_activity),
+        restarts=info.restarts or None,
+    )
+
+
+async def interrupt_kernel(ws: Workspace, path: NbPath) -> KernelResult:
+    """Interrupt the running cell (Ctrl-C); variables are kept. Example: interrupt_kernel(path="a.ipynb")."""
+    info = await ws.interrupt_kernel(path)
+    return KernelResult(path=info.key, kernel=kernel_view(info), note="interrupted")
+
+
+async def restart_kernel(
+    ws: Workspace,
+    path: NbPath,
+    ctx: Context,
+    clear_outputs: bool = False,
+    run_all: bool = False,
+    shutdown: bool = False,
+) -> KernelResult:
+    """Restart the kernel (variables lost), optionally clear outputs and run all; shutdown=true stops it.
+
+    Example: restart_kernel(path="a.ipynb", run_all=true).
+    """
+    if shutdown:
+        stopped = await ws.shutdown_kernel(path)
+        note = "kernel shut down" if stopped else "the notebook had no running kernel"
+        return KernelResult(path=ws.relative(path), note=note)
+    info = await ws.restart_kernel(path)
+    result = KernelResult(path=info.key, kernel=kernel_view(info), note="kernel restarted")
+    if clear_outputs:
+        await ws.clear_outputs(path)
+    if run_all:
+        result.execution = await finished(ws, await ws.execute(path, [":"]), ctx)
+    return result
+
+
+async def list_kernels(ws: Workspace) -> KernelList:
+    """List running kernels (one per notebook) and kernelspecs. Example: list_kernels()."""
+    running, specs = await ws.list_kernels()
+    return KernelList(
+        kernels=[kernel_view(k) for k in running],
+        kernelspecs=[
+            SpecView(name=s.name, display_name=s.display_name, language=s.language) for s in specs
+        ],
+    )
+
+
+async def install_packages(
+    ws: Workspace,
+    path: NbPath,
+    packages: Annotated[list[str], Field(description='PEP 508: ["pandas>=2"].')],
+) -> InstallResult:
+    """pip-install into the kernel's Python; options (-e, --index-url) are refused.
+
+    Example: install_packages(path="a.ipynb", packages=["polars>=1"]).
+    """
+    python, code, log = await ws.install_packages(path, packages)
+    return InstallResult(path=ws.relative(path), python=python, ok=code == 0, log=log)

@@ -1,0 +1,115 @@
+"""Finding, creating and reading notebooks (and the MCP Apps view's own tool)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, cast
+
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from nbrelay.notebook import render
+from nbrelay.notebook.address import resolve_one
+from nbrelay.tools import apps, results
+from nbrelay.tools.arguments import Budget, NbPath, NewCells, Ref, specs
+from nbrelay.tools.results import CellRead, EditResult, NotebookList, NotebookView
+from nbrelay.workspace import Workspace
+
+
+async def list_notebooks(
+    ws: Workspace,
+    folder: str = "",
+    recursive: bool = True,
+    pattern: Annotated[str | None, Field(description="Glob, e.g. '*/eda*'.")] = None,
+) -> NotebookList:
+    """List notebooks (.ipynb) under a folder with size and modified time (UTC).
+
+    Example: list_notebooks(folder="reports").
+    """
+    return results.notebook_list(
+        folder, await ws.list_notebooks(folder, recursive=recursive, pattern=pattern)
+    )
+
+
+async def create_notebook(
+    ws: Workspace,
+    path: NbPath,
+    cells: NewCells | None = None,
+    kernel: str = "python3",
+    overwrite: bool = False,
+) -> EditResult:
+    """Create a notebook, optionally with cells; overwrite=true replaces a file.
+
+    Example: create_notebook(path="eda.ipynb", cells=["import pandas as pd", {"type": "markdown", "source": "# EDA"}]).
+    """
+    snap = await ws.create_notebook(
+        path, specs(cells or []), kernel_name=kernel, overwrite=overwrite
+    )
+    return results.created_result(snap)
+
+
+async def read_notebook(
+    ws: Workspace,
+    path: NbPath,
+    ctx: Context,
+    start: Annotated[int, Field(ge=0)] = 0,
+    limit: Annotated[int, Field(ge=1, le=500)] = 50,
+    full: bool = False,
+    output_budget: Budget = None,
+) -> NotebookView:
+    """Read a notebook: per cell its id, type, first lines, output summary (full=true: whole cells); `next_start` if more remain.
+
+    In all tools: paths are relative to the served folder;
+    cells are 0-based indexes (-1 = last) or ids, in lists also 'start:end' ranges (end excluded).
+    Edits given this `version` as expected_version refuse if the notebook changed.
+    Example: read_notebook(path="eda.ipynb", start=50, full=true).
+    """
+    snap = await ws.read(path)
+    cells = snap.notebook.cells
+    end = min(start + limit, len(cells))
+    views = (
+        results.full_views(snap.path, cells, range(start, end), _budget(ws, output_budget))
+        if full
+        else results.OverviewMemo.of(ws).views(snap.path, cells, start, end)
+    )
+    view = NotebookView(
+        path=snap.path,
+        version=snap.version,
+        cell_count=len(cells),
+        kernel=snap.notebook.kernel_name,
+        cells=views,
+        next_start=end if end < len(cells) else None,
+        note=results.snapshot_note(snap),
+        problems=list(snap.problems) or None,
+    )
+    # A client that shows MCP Apps views gets the same result with the view's data in _meta.
+    return cast(NotebookView, apps.with_view(ctx, view, snap))
+
+
+async def notebook_view(ws: Workspace, path: NbPath, ctx: Context[Any]) -> Any:
+    """For the MCP Apps view only."""
+    return await apps.poll(ctx, ws, path)
+
+
+async def read_cell(
+    ws: Workspace,
+    path: NbPath,
+    cell: Ref,
+    output_budget: Budget = None,
+) -> CellRead:
+    """Read one cell whole: source, metadata, outputs (cut to output_budget).
+
+    Example: read_cell(path="eda.ipynb", cell="a1b2c3d4") or read_cell(path="eda.ipynb", cell=-1).
+    """
+    snap = await ws.read(path)
+    i = resolve_one(snap.notebook.ids, cell)
+    view = results.cell_view(
+        snap.notebook.cells[i], i, full=True, budget=_budget(ws, output_budget), path=snap.path
+    )
+    note = results.snapshot_note(snap)
+    return CellRead(path=snap.path, version=snap.version, cell=view, note=note)
+
+
+def _budget(ws: Workspace, asked: int | None) -> render.Budget:
+    """The output budget a read asked for (default: the server's), within the server's."""
+    limit = ws.settings.output_budget
+    return render.Budget(asked if asked is not None else limit, limit)

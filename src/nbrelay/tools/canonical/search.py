@@ -1,0 +1,64 @@
+"""Finding text in a notebook, and replacing it across cells as one edit."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from nbrelay.errors import InvalidArgument
+from nbrelay.tools import results
+from nbrelay.tools.arguments import NbPath, Refs, Version
+from nbrelay.tools.results import EditResult, SearchResult
+from nbrelay.workspace import Workspace
+
+
+async def search_notebook(
+    ws: Workspace,
+    path: NbPath,
+    pattern: Annotated[str, Field(description="Text, or a regex with regex=true.")],
+    regex: bool = False,
+    case_sensitive: bool = False,
+    outputs: Annotated[bool, Field(description="Also search outputs.")] = False,
+    limit: Annotated[int, Field(ge=1, le=1000)] = 100,
+) -> SearchResult:
+    """Find lines matching text or a regex: cell index, id and 0-based line of each.
+
+    Example: search_notebook(path="eda.ipynb", pattern="read_csv").
+    """
+    snap, matches = await ws.search(
+        path, pattern, regex=regex, case_sensitive=case_sensitive, outputs=outputs
+    )
+    return results.search_result(snap, matches, limit)
+
+
+async def replace_in_notebook(
+    ws: Workspace,
+    path: NbPath,
+    find: Annotated[str, Field(description="Text, or a regex with regex=true.")],
+    replace: Annotated[str, Field(description="Regex: \\1, \\g<name>.")],
+    cells: Refs | None = None,
+    regex: bool = False,
+    case_sensitive: bool = True,
+    expected_version: Version = None,
+) -> EditResult:
+    """Find and replace in cell sources (default: all cells) as one edit; returns diffs, keeps outputs.
+
+    Example: rename a variable: replace_in_notebook(path="eda.ipynb", find="\\bdf\\b", replace="sales", regex=true).
+    """
+    outcome = await ws.replace_in_cells(
+        path,
+        find,
+        replace,
+        regex=regex,
+        case_sensitive=case_sensitive,
+        cells=cells,
+        expected_version=expected_version,
+    )
+    if not outcome.plan.detail.get("replacements"):
+        where = "the cells given" if cells is not None else "any cell's source"
+        raise InvalidArgument(
+            f"{find!r} does not occur in {where}; nothing was changed.",
+            hint="search_notebook shows where text occurs; check case_sensitive and regex.",
+        )
+    return results.edit_result(outcome)
