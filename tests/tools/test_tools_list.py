@@ -80,6 +80,20 @@ async def test_canonical_tools_list_fits_the_budget(tmp_path: Path) -> None:
     assert size <= CANONICAL_BUDGET, f"canonical tools/list is {size} bytes"
 
 
+async def test_the_canonical_table_is_the_listing(tmp_path: Path) -> None:
+    """``canonical.TOOLS`` names the canonical tools in the order tools/list shows them (the MCP
+    Apps view's own tool only to clients that show views), and every preset names some of them."""
+    from nbrelay.config import TOOL_PRESETS
+    from nbrelay.tools import apps, canonical
+
+    table = [fn.__name__ for fn, *_ in canonical.TOOLS]
+    listed = [t.name for t in await _listed(tmp_path, "canonical")]
+    assert [name for name in table if name != apps.POLL_TOOL] == listed
+    assert apps.POLL_TOOL in table
+    for preset, names in TOOL_PRESETS.items():
+        assert set(names) <= set(table), preset
+
+
 def test_tools_presets_expose_common_sets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
