@@ -9,7 +9,6 @@ nbrelay was installed (the packaging test checks the wheel's own ``config.d`` fi
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -20,9 +19,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.live.server import JupyterServer, free_port
+from tests.live.server import JupyterServer
+from tests.servers import Folders, free_port, running, servers_of_a_test
 
-_numbers = itertools.count(1)
+_folders = Folders("e")
 
 # A Jupyter authorizer that lets its users read everything and change or run nothing.
 READ_ONLY_AUTHORIZER = """
@@ -71,42 +71,29 @@ def make_server(
 
 @pytest.fixture(scope="module")
 def ext_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    server = make_server(tmp_path_factory.mktemp("ext"))
-    server.start()
-    try:
+    with running(make_server(tmp_path_factory.mktemp("ext"))) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
 def ext_folder(ext_server: JupyterServer) -> tuple[str, Path]:
     """A fresh folder in the server's root: (its server path, its local path)."""
-    name = f"e{next(_numbers):04d}"
-    path = ext_server.root / name
-    path.mkdir()
-    return name, path
+    return _folders.fresh(ext_server.root)
 
 
 @pytest.fixture
 def start_ext_server(tmp_path: Path) -> Iterator[Callable[..., JupyterServer]]:
-    started: list[JupyterServer] = []
+    """Start servers of a test's own (stopped by PID at the end)."""
 
-    def start(
-        *, enable: bool = True, collaboration: bool = True, args: Sequence[str] = ()
+    def make(
+        n: int, *, enable: bool = True, collaboration: bool = True, args: Sequence[str] = ()
     ) -> JupyterServer:
-        server = make_server(
-            tmp_path / f"s{len(started)}", enable=enable, collaboration=collaboration, args=args
+        return make_server(
+            tmp_path / f"s{n}", enable=enable, collaboration=collaboration, args=args
         )
-        started.append(server)
-        server.start()
-        return server
 
-    try:
+    with servers_of_a_test(make) as start:
         yield start
-    finally:
-        for server in started:
-            server.stop()
 
 
 def mcp_url(server: JupyterServer) -> str:

@@ -11,10 +11,8 @@ import contextlib
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,8 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from tests.servers import stop_by_pid, wait_until
 
 N = TypeVar("N", int, float)
 SERVING = re.compile(r"serving MCP over streamable HTTP at (http://\S+/mcp)")
@@ -76,17 +76,6 @@ def server_env(token: str | None, extra: dict[str, str] | None = None) -> dict[s
     return env
 
 
-def stop(proc: subprocess.Popen[Any], *, grace: float = 10.0) -> None:
-    """Stop a process we started, by PID: SIGTERM, then SIGKILL after ``grace`` seconds."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @contextlib.contextmanager
 def http_server(
     root: Path,
@@ -123,21 +112,17 @@ def http_server(
             env=server_env(token, env),
         )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        url = None
-        while url is None:
-            found = SERVING.search(stderr_path.read_text(encoding="utf-8", errors="replace"))
-            if found:
-                url = found.group(1)
-                break
-            if proc.poll() is not None:
-                raise RuntimeError(f"nbrelay exited {proc.returncode}: {stderr_path.read_text()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nbrelay did not start: {stderr_path.read_text()}")
-            time.sleep(0.05)
-        yield RunningServer(proc, url, token, stderr_path, argv)
+        found = wait_until(
+            lambda: SERVING.search(stderr_path.read_text(encoding="utf-8", errors="replace")),
+            "nbrelay did not start",
+            seconds=START_TIMEOUT,
+            proc=proc,
+            log=stderr_path.read_text,
+            interval=0.05,
+        )
+        yield RunningServer(proc, found.group(1), token, stderr_path, argv)
     finally:
-        stop(proc)
+        stop_by_pid(proc)
 
 
 def run_refused(

@@ -22,11 +22,9 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +35,7 @@ import pytest
 
 from tests.helpers import PATIENCE, missing_tool
 from tests.http.harness import summarize
-from tests.live.server import free_port
+from tests.servers import free_port, running, stop_by_pid, tail, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PROXY = REPO / ".tools" / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -135,10 +133,7 @@ class Hub:
         return self.homes / name
 
     def tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return tail(self.log, lines)
 
     # -- the Hub's REST API, as the admin service ------------------------------------------
 
@@ -212,17 +207,15 @@ class Hub:
             return False
         return response.status_code == 200
 
-    def _wait(self, ready: Any, what: str, seconds: float = PATIENCE) -> None:
-        deadline = time.monotonic() + seconds
-        while not ready():
+    def _wait(self, ready: Callable[[], bool], what: str) -> None:
+        """Wait until ``ready()``, remembering every process the Hub starts meanwhile."""
+
+        def check() -> bool:
+            done = ready()
             self._record()
-            if self.proc is None or self.proc.poll() is not None:
-                code = None if self.proc is None else self.proc.returncode
-                raise RuntimeError(f"the Hub exited ({code}):\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{what} within {seconds:g} s:\n{self.tail()}")
-            time.sleep(0.2)
-        self._record()
+            return done
+
+        wait_until(check, what, seconds=PATIENCE, proc=self.proc, log=self.tail)
 
     def _record(self, proc: subprocess.Popen[bytes] | None = None) -> None:
         """Remember every process the Hub started (proxy, servers, kernels) by PID."""
@@ -249,15 +242,7 @@ class Hub:
         if proc is None:
             return
         self._record(proc)
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop_by_pid(proc, grace=grace, kill_group=True)
         # What the Hub did not stop on its way out (psutil checks each is still the same process).
         left = [p for p in self.started.values() if p.is_running()]
         for p in left:
@@ -275,13 +260,9 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     """A running Hub with alice's and bob's servers started."""
     prerequisites()
     base = tmp_path_factory.mktemp("hub")
-    running = Hub(work=base / "hub", homes=base / "home")
-    try:
-        running.start()
-        running.spawn(*USERS)
-        yield running
-    finally:
-        running.stop()
+    with running(Hub(work=base / "hub", homes=base / "home")) as started:
+        started.spawn(*USERS)
+        yield started
 
 
 def user_headers(token: str, scheme: str = "token") -> dict[str, str]:

@@ -4,10 +4,9 @@ servers whose kernels are real processes (stopped by the fixtures that start the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import Client
 
@@ -16,7 +15,8 @@ from nbrelay.server import build_server
 from nbrelay.stores.files import FileStore
 from nbrelay.workspace import Workspace
 from tests.fault_kernels.install import install
-from tests.helpers import PATIENCE, counter_ids
+from tests.helpers import counter_ids
+from tests.servers import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -32,17 +32,8 @@ def jupyter_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return runtime / "nbrelay"
 
 
-async def eventually(check: Callable[[], bool | Awaitable[bool]], seconds: float) -> None:
-    """Poll an outside state (a process, a file) until ``check`` holds; fail after ``seconds``
-    (at least ``PATIENCE``: a bound against hanging, not a timing target)."""
-    with anyio.fail_after(max(seconds, PATIENCE)):
-        while True:
-            done = check()
-            if not isinstance(done, bool):
-                done = await done
-            if done:
-                return
-            await anyio.sleep(0.1)
+# Poll an outside state (a process, a file) until ``check`` holds (bounded: see ``wait_for``).
+eventually = wait_for
 
 
 def settings_for(root: Path, tmp_path: Path, **changes: object) -> Settings:

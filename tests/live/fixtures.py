@@ -7,47 +7,38 @@ notebooks. Tests that restart or break a server start their own with ``start_jup
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from tests.live.server import JupyterServer, free_port
+from tests.live.server import JupyterServer
+from tests.servers import Folders, free_port, running, servers_of_a_test
 
-_numbers = itertools.count(1)
+_folders = Folders("t")
 
 
 @pytest.fixture(scope="session")
 def jupyter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("jupyter")
-    server = JupyterServer(root=base / "root", work=base / "work", port=free_port())
-    server.start()
-    try:
+    with running(JupyterServer(root=base / "root", work=base / "work", port=free_port())) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
 def live_folder(jupyter: JupyterServer) -> tuple[str, Path]:
     """A fresh folder in the session server's root: (its server path, its local path)."""
-    name = f"t{next(_numbers):04d}"
-    path = jupyter.root / name
-    path.mkdir()
-    return name, path
+    return _folders.fresh(jupyter.root)
 
 
 @pytest.fixture
 def start_jupyter(tmp_path: Path) -> Iterator[Callable[..., JupyterServer]]:
     """Start servers of a test's own (stopped by PID at the end)."""
-    started: list[JupyterServer] = []
 
-    def start(
-        *, collaboration: bool = True, kind: str = "lab", args: Sequence[str] = ()
+    def make(
+        n: int, *, collaboration: bool = True, kind: str = "lab", args: Sequence[str] = ()
     ) -> JupyterServer:
-        n = len(started)
-        server = JupyterServer(
+        return JupyterServer(
             root=tmp_path / f"root{n}",
             work=tmp_path / f"work{n}",
             port=free_port(),
@@ -55,12 +46,6 @@ def start_jupyter(tmp_path: Path) -> Iterator[Callable[..., JupyterServer]]:
             kind=kind,
             extra_args=list(args),
         )
-        started.append(server)
-        server.start()
-        return server
 
-    try:
+    with servers_of_a_test(make) as start:
         yield start
-    finally:
-        for server in started:
-            server.stop()

@@ -4,7 +4,8 @@ It listens on 127.0.0.1 on a free port with a fixed token and serves a temporary
 configuration, data, runtime folders, collaboration session store and YStore all live in a
 temporary work folder, never in the repository. ``stop`` ends it by PID: SIGTERM to its process
 group, then SIGKILL after a grace period (a server with RTC clients connected can hang on
-SIGTERM).
+SIGTERM). ``free_port`` and ``wait_for`` are the suite's own (``tests.servers``), named here too
+for the live tests.
 """
 
 from __future__ import annotations
@@ -13,42 +14,18 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import anyio
-
-from tests.helpers import PATIENCE
+from tests.servers import free_port as free_port
+from tests.servers import stop_by_pid, tail, wait_until
+from tests.servers import wait_for as wait_for
 
 TOKEN = "nbrelay-test-token"  # a fixed token for a loopback test server
-
-
-async def wait_for(
-    check: Callable[[], Awaitable[bool] | bool], *, seconds: float, interval: float = 0.1
-) -> None:
-    """Poll ``check`` until it is true; fail after ``seconds`` (at least ``PATIENCE``: a bound
-    against hanging, not a timing target)."""
-    with anyio.fail_after(max(seconds, PATIENCE)):
-        while True:
-            result = check()
-            if not isinstance(result, bool):
-                result = await result
-            if result:
-                return
-            await anyio.sleep(interval)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _user_settings(folder: Path) -> None:
@@ -147,48 +124,38 @@ class JupyterServer:
                 start_new_session=True,
             )
         self.starts += 1
-        deadline = time.monotonic() + timeout
-        status = "api/kernelspecs" if self.kind == "gateway" else "api/status"
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"the Jupyter server exited with {self.proc.returncode}:\n{self.tail()}"
-                )
-            request = urllib.request.Request(  # noqa: S310 - a loopback http URL
-                self.url + status, headers={"Authorization": f"token {self.token}"}
+        try:
+            wait_until(
+                self._answers,
+                "the Jupyter server did not start",
+                seconds=timeout,
+                proc=self.proc,
+                log=self.tail,
             )
-            try:
-                with urllib.request.urlopen(request, timeout=2) as resp:  # noqa: S310
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"the Jupyter server did not start within {timeout:g} s:\n{self.tail()}")
+        except RuntimeError:
+            self.stop()
+            raise
+
+    def _answers(self) -> bool:
+        status = "api/kernelspecs" if self.kind == "gateway" else "api/status"
+        request = urllib.request.Request(  # noqa: S310 - a loopback http URL
+            self.url + status, headers={"Authorization": f"token {self.token}"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=2) as resp:  # noqa: S310
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
 
     def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return tail(self.log, lines)
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM the server's process group, then SIGKILL after ``grace`` seconds."""
+        """SIGTERM the server's process group, then SIGKILL after ``grace`` seconds; kernels the
+        server started run in its process group: none is left."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        # Kernels the server started run in its process group: make sure none is left.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc is not None:
+            stop_by_pid(proc, grace=grace, term_group=True, kill_group=True)
 
     def kill(self) -> None:
         """SIGKILL the server at once (a crash)."""

@@ -32,7 +32,8 @@ from mcp import Client, StdioServerParameters
 from nbrelay.notebook.model import new_cell, new_notebook, parse, serialize
 from nbrelay.stores.files import FileStore
 from tests.helpers import call, call_error, notebook, text_of, write_notebook
-from tests.http.harness import report, server_env, size, stop
+from tests.http.harness import report, server_env, size
+from tests.servers import stop_by_pid
 
 KILLS = size(200, 1000)
 PAD = "y" * 11_000
@@ -120,7 +121,7 @@ def zygote(root: Path, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
         assert proc.stdin is not None
         assert proc.stdout is not None
         proc.stdin.close()
-        stop(proc)
+        stop_by_pid(proc)
         proc.stdout.close()
 
 

@@ -102,6 +102,20 @@ class Notebook:
         return None
 
 
+def utf8_text(raw: bytes, name: str, *, hint: str) -> str:
+    """``raw`` as text (UTF-8, a byte-order mark dropped).
+
+    Raises:
+        NotebookInvalid: the bytes are not UTF-8 (the message names the first bad byte).
+    """
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise NotebookInvalid(
+            f"{name} is not UTF-8 text (byte {exc.start} is invalid).", hint=hint
+        ) from exc
+
+
 def parse(raw: bytes, *, name: str = "notebook") -> Notebook:
     """Parse notebook bytes.
 
@@ -109,13 +123,9 @@ def parse(raw: bytes, *, name: str = "notebook") -> Notebook:
         NotebookInvalid: the bytes are not JSON (the message gives line and column), nest too
             deeply, or are not an nbformat 4 notebook.
     """
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise NotebookInvalid(
-            f"{name} is not UTF-8 text (byte {exc.start} is invalid).",
-            hint="Notebooks are UTF-8 JSON; re-save it from Jupyter or fix the encoding.",
-        ) from exc
+    text = utf8_text(
+        raw, name, hint="Notebooks are UTF-8 JSON; re-save it from Jupyter or fix the encoding."
+    )
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

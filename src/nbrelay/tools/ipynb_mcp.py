@@ -10,6 +10,7 @@ order tools/list shows them.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -24,6 +25,7 @@ from nbrelay.workspace import Workspace
 FilePath = Annotated[
     str, Field(description="The path to the Jupyter notebook file (e.g., `test/example.ipynb`).")
 ]
+NotebookFile = Annotated[str, Field(description="The path to the Jupyter notebook file.")]
 OUTPUT_PREVIEW = 500
 _AGAIN = "Call get_formatted_content to see the notebook as it is now, then retry."
 # How errors say things here (see nbrelay.errors): this profile's tools, cells numbered from 1.
@@ -89,6 +91,15 @@ def _cell_index(nb: Notebook, cell_index: int) -> int:
     return i
 
 
+async def _succeeded(filepath: str, change: Callable[[], Awaitable[object]]) -> Success:
+    """Make ``change``; an error it raises comes back as ``success: false`` with ``error``."""
+    try:
+        await change()
+    except NbrelayError as exc:
+        return Success(success=False, filepath=filepath, error=exc.render(WORDS))
+    return Success(success=True, filepath=filepath)
+
+
 def format_notebook(path: str, nb: Notebook) -> str:
     """The agent-readable summary of a notebook: every cell, outputs cut to a preview."""
     lines = [f"Notebook: {path} ({len(nb.cells)} cells)"]
@@ -125,7 +136,7 @@ async def get_formatted_content(ws: Workspace, filepath: FilePath) -> FormattedC
 
 async def get_full_output(
     ws: Workspace,
-    filepath: Annotated[str, Field(description="The path to the Jupyter notebook file.")],
+    filepath: NotebookFile,
     cell_index: Annotated[
         int, Field(description="The 1-based index of the cell containing the desired output.")
     ],
@@ -164,28 +175,27 @@ async def get_full_output(
 
 async def edit_cell(
     ws: Workspace,
-    filepath: Annotated[str, Field(description="The path to the Jupyter notebook file.")],
+    filepath: NotebookFile,
     cell_index: Annotated[int, Field(description="The 1-based index of the cell to edit.")],
     new_source_content: Annotated[
         str, Field(description="The new source code or markdown content for the cell.")
     ],
 ) -> Success:
     """Modifies the source content of an existing cell in a Jupyter notebook. When a code cell is edited, its existing outputs are automatically cleared as they become stale. cell_index is 1-based."""
-    try:
-        await ws.edit_cell(
+    return await _succeeded(
+        filepath,
+        lambda: ws.edit_cell(
             filepath,
             _zero_based(cell_index, "cell_index"),
             source=new_source_content,
             clear_outputs=True,
-        )
-    except NbrelayError as exc:
-        return Success(success=False, filepath=filepath, error=exc.render(WORDS))
-    return Success(success=True, filepath=filepath)
+        ),
+    )
 
 
 async def add_cell(
     ws: Workspace,
-    filepath: Annotated[str, Field(description="The path to the Jupyter notebook file.")],
+    filepath: NotebookFile,
     cell_index: Annotated[
         int,
         Field(
@@ -223,20 +233,18 @@ async def add_cell(
 
 async def delete_cell(
     ws: Workspace,
-    filepath: Annotated[str, Field(description="The path to the Jupyter notebook file.")],
+    filepath: NotebookFile,
     cell_index: Annotated[int, Field(description="The 1-based index of the cell to delete.")],
 ) -> Success:
     """Deletes a cell from the Jupyter notebook at the specified 1-based index."""
-    try:
-        await ws.delete_cells(filepath, [_zero_based(cell_index, "cell_index")])
-    except NbrelayError as exc:
-        return Success(success=False, filepath=filepath, error=exc.render(WORDS))
-    return Success(success=True, filepath=filepath)
+    return await _succeeded(
+        filepath, lambda: ws.delete_cells(filepath, [_zero_based(cell_index, "cell_index")])
+    )
 
 
 async def merge_cells(
     ws: Workspace,
-    filepath: Annotated[str, Field(description="The path to the Jupyter notebook file.")],
+    filepath: NotebookFile,
     cell_index1: Annotated[int, Field(description="The 1-based index of the first cell.")],
     cell_index2: Annotated[
         int,
@@ -246,7 +254,8 @@ async def merge_cells(
     ],
 ) -> Success:
     """Merges two consecutive cells in a Jupyter notebook. The content of the second cell (`cell_index2`) is appended to the first cell (`cell_index1`), and the second cell is then deleted. The merged cell's type will be 'code' if both original cells were 'code', otherwise it will be 'markdown'."""
-    try:
+
+    async def merge() -> None:
         first = _zero_based(cell_index1, "cell_index1")
         second = _zero_based(cell_index2, "cell_index2")
         if second != first + 1:
@@ -262,9 +271,8 @@ async def merge_cells(
         await ws.merge_cells(
             filepath, [first, second], cell_type=merged, expected_version=snap.version
         )
-    except NbrelayError as exc:
-        return Success(success=False, filepath=filepath, error=exc.render(WORDS))
-    return Success(success=True, filepath=filepath)
+
+    return await _succeeded(filepath, merge)
 
 
 TOOLS: ToolTable = [

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -37,6 +36,7 @@ from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools import results, sdk
+from nbrelay.tools._boundary import compact_json
 from nbrelay.tools.feed import ChangeFeed as ChangeFeed
 from nbrelay.tools.uris import IMAGE_EXTENSIONS, SCHEME
 from nbrelay.tools.uris import output_uri as output_uri
@@ -64,7 +64,7 @@ def _json(model: Any) -> str:
     data = (
         model.model_dump(mode="json", exclude_none=True) if hasattr(model, "model_dump") else model
     )
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return compact_json(data)
 
 
 def notebook_state(ws: Workspace, snap: Snapshot) -> results.NotebookView:

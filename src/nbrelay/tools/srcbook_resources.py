@@ -3,7 +3,6 @@ stream — and which notebook each is about (for change notifications)."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -12,6 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook import render
 from nbrelay.tools import resources
+from nbrelay.tools._boundary import compact_json
 from nbrelay.tools.srcbook_results import view
 from nbrelay.workspace import Workspace
 from nbrelay.workspace.srcbook_sessions import sessions_of
@@ -71,7 +71,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
                 for i, c in enumerate(snap.notebook.cells)
             ],
         }
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return compact_json(data)
 
     @server.resource(
         HISTORY_URI,
@@ -83,7 +83,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
     async def session_history(session_id: str) -> str:
         snap = await sessions.open(session_id, touch=False)
         data = {"session_id": session_id, "executions": ws.execution_history(snap.path)}
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return compact_json(data)
 
     @server.resource(
         EVENTS_URI,
@@ -97,7 +97,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
     async def session_events(session_id: str) -> str:
         await sessions.open(session_id, touch=False)
         data = {"session_id": session_id, "events": list(sessions.events.get(session_id, ()))}
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return compact_json(data)
 
     async def announce(entry: dict[str, Any]) -> None:
         uri = EVENTS_URI.format(session_id=entry["session_id"])

@@ -5,7 +5,7 @@ freshest notebook, then goes through ``Notebooks.edit``; ``undo`` reverts what i
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import CellSpec, Plan
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.search import compile_pattern, substitute
-from nbrelay.stores.base import EditOutcome
+from nbrelay.stores.base import EditOutcome, Planner
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.notebooks import positional as _positional
 
@@ -56,17 +56,10 @@ class Editing:
                     step = edits.plan_set_source(current, i, source)
                     current = current.with_cells(edits.apply(current.cells, step.edits))
                     steps.append(step)
-            return Plan(
-                edits=tuple(e for s in steps for e in s.edits),
-                touched=tuple(dict.fromkeys(t for s in steps for t in s.touched)),
-            )
+            return _chained(steps, tuple(dict.fromkeys(t for s in steps for t in s.touched)))
 
-        return await self._notebooks.edit(
-            path,
-            "edit cells",
-            planner,
-            expected_version=expected_version,
-            positional=any(_positional(ref) for ref, _ in changes),
+        return await self._edit(
+            path, "edit cells", planner, expected_version, (ref for ref, _ in changes)
         )
 
     async def insert_cells(
@@ -152,19 +145,9 @@ class Editing:
             detail: dict[str, Any] = {}
             for s in steps:
                 detail.update(s.detail)
-            return Plan(
-                edits=tuple(e for s in steps for e in s.edits),
-                touched=(nb.cells[i]["id"],),
-                detail=detail,
-            )
+            return _chained(steps, (nb.cells[i]["id"],), detail)
 
-        return await self._notebooks.edit(
-            path,
-            "edit cell",
-            planner,
-            expected_version=expected_version,
-            positional=_positional(cell),
-        )
+        return await self._edit(path, "edit cell", planner, expected_version, (cell,))
 
     async def delete_cells(
         self, path: str, cells: Sequence[CellRef], *, expected_version: str | None = None
@@ -172,13 +155,7 @@ class Editing:
         def planner(nb: Notebook) -> Plan:
             return edits.plan_delete(nb, address.resolve_many(nb.ids, cells))
 
-        return await self._notebooks.edit(
-            path,
-            "delete cells",
-            planner,
-            expected_version=expected_version,
-            positional=any(_positional(c) for c in cells),
-        )
+        return await self._edit(path, "delete cells", planner, expected_version, cells)
 
     async def move_cells(
         self, path: str, cells: Sequence[CellRef], to: int, *, expected_version: str | None = None
@@ -203,13 +180,7 @@ class Editing:
             idx = address.resolve_many(nb.ids, cells)
             return edits.plan_merge(nb, idx, separator, cell_type)
 
-        return await self._notebooks.edit(
-            path,
-            "merge cells",
-            planner,
-            expected_version=expected_version,
-            positional=any(_positional(c) for c in cells),
-        )
+        return await self._edit(path, "merge cells", planner, expected_version, cells)
 
     async def split_cell(
         self,
@@ -223,13 +194,7 @@ class Editing:
             i = address.resolve_one(nb.ids, cell)
             return edits.plan_split(nb, i, lines, self._notebooks.id_factory)
 
-        return await self._notebooks.edit(
-            path,
-            "split cell",
-            planner,
-            expected_version=expected_version,
-            positional=_positional(cell),
-        )
+        return await self._edit(path, "split cell", planner, expected_version, (cell,))
 
     async def clear_outputs(
         self,
@@ -244,13 +209,8 @@ class Editing:
             )
             return edits.plan_clear_outputs(nb, idx)
 
-        return await self._notebooks.edit(
-            path,
-            "clear outputs",
-            planner,
-            expected_version=expected_version,
-            positional=cells is not None and any(_positional(c) for c in cells),
-            record=False,
+        return await self._edit(
+            path, "clear outputs", planner, expected_version, cells or (), record=False
         )
 
     async def replace_in_cells(
@@ -306,19 +266,10 @@ class Editing:
                     diffs.append(
                         {"index": i, "id": cell["id"], "replacements": count, "diff": diff}
                     )
-            return Plan(
-                edits=tuple(e for s in steps for e in s.edits),
-                touched=tuple(c for s in steps for c in s.touched),
-                detail={"replacements": total, "diffs": diffs},
-            )
+            touched = tuple(c for s in steps for c in s.touched)
+            return _chained(steps, touched, {"replacements": total, "diffs": diffs})
 
-        return await self._notebooks.edit(
-            path,
-            "replace in cells",
-            planner,
-            expected_version=expected_version,
-            positional=cells is not None and any(_positional(c) for c in cells),
-        )
+        return await self._edit(path, "replace in cells", planner, expected_version, cells or ())
 
     async def undo(
         self, path: str, steps: int = 1, *, expected_version: str | None = None
@@ -358,3 +309,33 @@ class Editing:
         for _ in changes:
             past.pop()
         return UndoOutcome(outcome, tuple(c.label for c in changes))
+
+    async def _edit(
+        self,
+        path: str,
+        label: str,
+        planner: Planner,
+        expected_version: str | None,
+        refs: Iterable[CellRef | None],
+        *,
+        record: bool = True,
+    ) -> EditOutcome:
+        """Run ``planner`` through ``Notebooks.edit``, as a positional request when any of
+        ``refs`` names a cell by position (an index or a range, not an id)."""
+        return await self._notebooks.edit(
+            path,
+            label,
+            planner,
+            expected_version=expected_version,
+            positional=any(_positional(ref) for ref in refs),
+            record=record,
+        )
+
+
+def _chained(
+    steps: Sequence[Plan], touched: tuple[str, ...], detail: Mapping[str, Any] | None = None
+) -> Plan:
+    """One plan making the edits of ``steps`` in order (each planned on the one before)."""
+    return Plan(
+        edits=tuple(e for s in steps for e in s.edits), touched=touched, detail=detail or {}
+    )

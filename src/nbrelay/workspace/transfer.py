@@ -13,8 +13,8 @@ import anyio.to_thread
 
 from nbrelay import formats
 from nbrelay.config import Settings
-from nbrelay.errors import InvalidArgument, NotebookInvalid, Unsupported
-from nbrelay.notebook.model import Notebook, parse
+from nbrelay.errors import InvalidArgument, Unsupported
+from nbrelay.notebook.model import Notebook, parse, utf8_text
 from nbrelay.stores.base import LocalFiles, Snapshot
 from nbrelay.workspace.notebooks import Notebooks
 
@@ -116,13 +116,9 @@ class Transfer:
         filename = None
         if source is not None:
             filename, raw = await self._files("importing a file").read_file(source)
-            try:
-                content = raw.decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                raise NotebookInvalid(
-                    f"{filename!r} is not UTF-8 text (byte {exc.start} is invalid).",
-                    hint="Import text files: ipynb, Markdown, MyST or a script.",
-                ) from exc
+            content = utf8_text(
+                raw, repr(filename), hint="Import text files: ipynb, Markdown, MyST or a script."
+            )
         text = content or ""
         nb = await anyio.to_thread.run_sync(
             lambda: formats.import_notebook(text, fmt, filename=filename)

@@ -27,9 +27,10 @@ from nbrelay.tools.jupyterlab_rtc.views import (
     SessionResult,
     SessionsResult,
     as_given,
+    done_running,
     kernel_view,
     lab_path,
-    ran,
+    plural,
     range_ref,
     run_cells,
     session_view,
@@ -194,12 +195,8 @@ async def modify_nb_cells(
     outcome = await ws.set_sources(rel, [(range_ref(m.range), m.content) for m in modifications])
     execution = await run_cells(ws, rel, list(outcome.plan.touched), ctx) if exec else None
     n = len(modifications)
-    return Done(
-        message=f"Successfully modified {n} cell range{'s' if n != 1 else ''}" + ran(execution, ws),
-        modified_ranges=n,
-        executed=execution is not None,
-        execution=execution,
-    )
+    message = f"Successfully modified {plural(n, 'cell range')}"
+    return done_running(message, execution, ws, modified_ranges=n)
 
 
 async def insert_nb_cells(
@@ -221,12 +218,8 @@ async def insert_nb_cells(
     )
     ids = list(outcome.plan.touched)
     execution = await run_cells(ws, rel, ids, ctx) if exec else None
-    return Done(
-        message=f"Successfully inserted {len(ids)} cell{'s' if len(ids) != 1 else ''}"
-        + ran(execution, ws),
-        cell_ids=ids,
-        executed=execution is not None,
-        execution=execution,
+    return done_running(
+        f"Successfully inserted {plural(len(ids), 'cell')}", execution, ws, cell_ids=ids
     )
 
 
@@ -244,7 +237,7 @@ async def delete_nb_cells(
         raise InvalidArgument("ranges is empty.", hint='Give ranges like [{"start": 3}].')
     outcome = await ws.delete_cells(lab_path(path), [range_ref(r) for r in ranges])
     n = len(outcome.plan.touched)
-    return Done(message=f"Successfully deleted {n} cell{'s' if n != 1 else ''}", deleted=n)
+    return Done(message=f"Successfully deleted {plural(n, 'cell')}", deleted=n)
 
 
 async def restart_nb_kernel(
@@ -269,9 +262,4 @@ async def restart_nb_kernel(
     message = "Kernel restarted successfully"
     if clear_contents:
         message += ", outputs cleared"
-    return Done(
-        message=message + ran(execution, ws),
-        cleared=clear_contents,
-        executed=execution is not None,
-        execution=execution,
-    )
+    return done_running(message, execution, ws, cleared=clear_contents)

@@ -177,10 +177,21 @@ async def run_cells(
     return view if isinstance(view, ExecutionResult) else view[0]
 
 
-def ran(execution: ExecutionResult | None, ws: Workspace) -> str:
+def done_running(
+    message: str, execution: ExecutionResult | None, ws: Workspace, **counts: Any
+) -> Done:
+    """What a tool that runs the cells it changed (``execution``, None when it ran none) says:
+    ``message``, then whether the code cells ran."""
     if execution is not None:
-        return f" and executed the code cells ({execution.status})"
-    return " (not executed: this server runs no code)" if ws.settings.no_execute else ""
+        message += f" and executed the code cells ({execution.status})"
+    elif ws.settings.no_execute:
+        message += " (not executed: this server runs no code)"
+    return Done(message=message, executed=execution is not None, execution=execution, **counts)
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 cell``, ``2 cells``."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 _AGAIN = "Call read_nb_cells to see the notebook as it is now, then retry."

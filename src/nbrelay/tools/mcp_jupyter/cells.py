@@ -14,6 +14,7 @@ from nbrelay import jupyter_api
 from nbrelay.config import safe_url
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
 from nbrelay.notebook.edits import CellSpec
+from nbrelay.stores.base import EditOutcome
 from nbrelay.tools.mcp_jupyter.context import Served
 from nbrelay.tools.mcp_jupyter.views import (
     OPERATIONS,
@@ -80,13 +81,14 @@ async def modify_notebook_cells(
     snap = await state.ws.unchanged_since_viewed(path, hint=VIEW_HINT)
     run = execute and not state.ws.settings.no_execute
     content = cell_content or ""
-    if operation == "add_code":
-        at = None if index is None else min(index, len(snap.notebook.cells))
-        outcome = await state.ws.insert_cells(
-            path, [CellSpec("code", content)], index=at, expected_version=snap.version
-        )
+    at = None if index is None else min(index, len(snap.notebook.cells))
+    if operation in ("add_code", "edit_code"):
+        outcome = await _write(state, path, snap.version, operation, content, index, at)
         if not run:
             return reply({})
+        if operation == "edit_code":
+            with saved_then_run():
+                return reply(await state.run_cell(path, need_position(index, operation), ctx))
         new = outcome.after.notebook.ids.index(outcome.plan.touched[0])
         try:
             return reply(await state.run_cell(path, new, ctx))
@@ -94,46 +96,51 @@ async def modify_notebook_cells(
             return reply(
                 {"error": exc.render(WORDS), "message": "Cell was added but execution failed"}
             )
-    if operation == "edit_code":
-        await state.ws.edit_cell(
-            path,
-            need_position(index, operation),
-            source=content,
-            cell_type="code",
-            clear_outputs=True,
-            expected_version=snap.version,
-        )
-        if not run:
-            return reply({})
-        with saved_then_run():
-            return reply(await state.run_cell(path, need_position(index, operation), ctx))
     result = {"message": "", "error": ""}
     try:
-        if operation == "add_markdown":
-            at = None if index is None else min(index, len(snap.notebook.cells))
-            await state.ws.insert_cells(
-                path, [CellSpec("markdown", content)], index=at, expected_version=snap.version
-            )
-            result["message"] = (
-                "Markdown cell added" if at is None else f"Markdown cell inserted at position {at}"
-            )
-        elif operation == "edit_markdown":
-            await state.ws.edit_cell(
-                path,
-                need_position(index, operation),
-                source=content,
-                cell_type="markdown",
-                expected_version=snap.version,
-            )
-            result["message"] = "Markdown cell edited"
-        else:
+        if operation == "delete":
             await state.ws.delete_cells(
                 path, [need_position(index, operation)], expected_version=snap.version
             )
             result["message"] = "Cell deleted"
+        else:
+            await _write(state, path, snap.version, operation, content, index, at)
+            result["message"] = (
+                "Markdown cell edited"
+                if operation == "edit_markdown"
+                else "Markdown cell added"
+                if at is None
+                else f"Markdown cell inserted at position {at}"
+            )
     except NbrelayError as exc:
         result["error"] = exc.render(WORDS)
     return reply(result)
+
+
+async def _write(
+    state: Served,
+    path: str,
+    version: str,
+    operation: str,
+    content: str,
+    index: int | None,
+    at: int | None,
+) -> EditOutcome:
+    """add_code/add_markdown insert a cell of that type at ``at`` (None: at the end);
+    edit_code/edit_markdown set the cell at ``index`` (a code cell's outputs are cleared)."""
+    kind = "code" if operation.endswith("_code") else "markdown"
+    if operation.startswith("add_"):
+        return await state.ws.insert_cells(
+            path, [CellSpec(kind, content)], index=at, expected_version=version
+        )
+    return await state.ws.edit_cell(
+        path,
+        need_position(index, operation),
+        source=content,
+        cell_type=kind,
+        clear_outputs=kind == "code",
+        expected_version=version,
+    )
 
 
 async def setup_notebook(
