@@ -190,12 +190,13 @@ def extension(
     return apps
 
 
-def add_view_tool(reg: Registrar, ws: Workspace, profile: str = "canonical") -> None:
-    """Register ``notebook_view``, the view's own tool, for a profile that shows the view
-    (listed with visibility ["app"]: hosts that show views keep it from the model); the view
-    polls it while a run goes on. Registered like the profile's tools, so ``--tools`` and the
-    argument checks apply to it too."""
-    if profile != "canonical" and profile not in VIEW_TOOLS:
+def add_view_tool(reg: Registrar, ws: Workspace, profile: str) -> None:
+    """Register ``notebook_view``, the view's own tool, for a compatibility profile that shows
+    the view (listed with visibility ["app"]: hosts that show views keep it from the model); the
+    view polls it while a run goes on. Registered like the profile's tools, so ``--tools`` and
+    the argument checks apply to it too. The canonical tool set lists its own
+    (``tools.canonical.notebooks.notebook_view``)."""
+    if profile not in VIEW_TOOLS:
         return
     slash_is_root = profile == "jupyterlab-rtc"
 
