@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
@@ -114,7 +115,7 @@ class ZmqChannels(SessionCore):
         return await self._receive("shell_channel")
 
 
-class JupyterSession(SessionCore):
+class JupyterSession(SessionCore, ABC):
     """One kernel of a Jupyter Server: its ids, whether nbrelay started it, its lifecycle."""
 
     _log = logging.getLogger("nbrelay.kernels")
@@ -147,24 +148,24 @@ class JupyterSession(SessionCore):
     def _pid(self) -> int | None:
         return None
 
+    @abstractmethod
     async def connect(self) -> None:
         """Open the kernel's channels (nothing if they are open)."""
-        raise NotImplementedError
 
     def _disconnect(self) -> None:
         """Close the kernel's channels (they may be opened again)."""
 
+    @abstractmethod
     async def _restart_kernel(self) -> None:
         """Have the server restart the kernel, or ``provider.replace`` a lost one; raise a
         ``KernelError`` (through ``_restart_failed``) when it cannot."""
-        raise NotImplementedError
 
     async def _after_restart(self) -> None:
         """Get the channels ready for the restarted kernel."""
 
+    @abstractmethod
     async def _delete(self) -> None:
         """Shut down the session (and its kernel) on the server."""
-        raise NotImplementedError
 
     # -- KernelSession ----------------------------------------------------------------------
 
@@ -218,7 +219,7 @@ class JupyterSession(SessionCore):
 S = TypeVar("S", bound=JupyterSession)
 
 
-class JupyterKernels(Generic[S]):
+class JupyterKernels(ABC, Generic[S]):
     """The kernels a workspace uses on one Jupyter Server, one per notebook key."""
 
     def __init__(self, session_type: type[S], server_path: Callable[[str], str]) -> None:
@@ -232,14 +233,15 @@ class JupyterKernels(Generic[S]):
     async def _authorize(self, action: str, resource: str) -> None:
         """Refuse the current caller ``action`` on ``resource`` (by default: allow)."""
 
+    @abstractmethod
     async def _kernelspecs(self) -> dict[str, KernelSpecInfo]:
-        raise NotImplementedError
+        """The server's kernelspecs by name."""
 
+    @abstractmethod
     async def _find_or_start(
         self, key: str, path: str, kernel_name: str
     ) -> tuple[Mapping[str, Any], bool]:
         """The server's session model for notebook ``path`` and whether nbrelay started it."""
-        raise NotImplementedError
 
     def _language(self, name: str, language: str) -> str:
         """The language of kernelspec ``name`` (``language``: the one asked for)."""
