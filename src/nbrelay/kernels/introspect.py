@@ -38,6 +38,16 @@ for _n in [n for n in globals() if n.startswith('_nbrelay')]:
 """
 
 
+# How the state snippets (``save_state``, ``restore_state``) begin; their own lines follow,
+# indented under ``else``.
+_IMPORT_DILL = """
+try:
+    import dill as _nbrelay_dill
+except ImportError:
+    _nbrelay_emit({'no_dill': True})
+else:"""
+
+
 def _wrap(body: str) -> str:
     return _PRELUDE + "try:\n" + _indent(body) + "\nfinally:\n" + _indent(_CLEANUP)
 
@@ -154,12 +164,8 @@ def save_state(target: str) -> str:
     folder, name = posixpath.split(target)
     body = (
         _FOLDER_AT
+        + _IMPORT_DILL
         + f"""
-try:
-    import dill as _nbrelay_dill
-except ImportError:
-    _nbrelay_emit({{'no_dill': True}})
-else:
     import types as _nbrelay_types, os as _nbrelay_os
     _nbrelay_saved, _nbrelay_skipped, _nbrelay_modules = {{}}, {{}}, {{}}
     for _nbrelay_k, _nbrelay_v in _nbrelay_user_names():
@@ -195,12 +201,8 @@ def restore_state(source: str) -> str:
     folder, name = posixpath.split(source)
     body = (
         _FOLDER_AT
+        + _IMPORT_DILL
         + f"""
-try:
-    import dill as _nbrelay_dill
-except ImportError:
-    _nbrelay_emit({{'no_dill': True}})
-else:
     import importlib as _nbrelay_il, os as _nbrelay_os
     _nbrelay_dir = _nbrelay_folder({folder!r}, False)
     try:

@@ -7,13 +7,13 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from nbrelay.errors import KernelError, act
-from nbrelay.kernels.base import KernelInfo, Msg, msg_type, parent_id
+from nbrelay.errors import KernelError
+from nbrelay.kernels.base import KernelInfo, parent_id
 from nbrelay.kernels.launch import (
     LIVE_GROUPS,
     StderrTail,
@@ -22,6 +22,7 @@ from nbrelay.kernels.launch import (
     drain,
     wait_ready,
 )
+from nbrelay.kernels.sessions import ZmqChannels
 
 if TYPE_CHECKING:
     from jupyter_client.asynchronous.client import AsyncKernelClient
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("nbrelay.kernels.local")
 
 
-class LocalSession:
+class LocalSession(ZmqChannels):
     """One local kernel process and its client (see ``KernelSession``)."""
 
     def __init__(
@@ -46,20 +47,13 @@ class LocalSession:
         startup_timeout: float,
         folder_fds: Callable[[], tuple[int, ...]] | None = None,
     ) -> None:
+        super().__init__(key=key, name=name, language=language)
         self.km = km
         self._folder_fds = folder_fds
         self.kc = kc
-        self.key = key
-        self.name = name
-        self.language = language
         self.cwd = cwd
-        self.started = time.time()
-        self.last_activity = self.started
-        self.restarts = 0
         self._stderr = stderr
         self._startup_timeout = startup_timeout
-        self._state: Literal["starting", "idle", "busy", "dead"] = "idle"
-        self._closed = False
         self._remember_group()
 
     def _remember_group(self) -> None:
@@ -103,41 +97,6 @@ class LocalSession:
         code = process.poll()
         return code if isinstance(code, int) else None
 
-    async def send(self, msg_type: str, content: Mapping[str, Any]) -> str:
-        self.last_activity = time.time()
-        msg = self.kc.session.msg(msg_type, dict(content))
-        self.kc.shell_channel.send(msg)
-        return str(msg["header"]["msg_id"])
-
-    async def _receive(self, channel: Any) -> Msg:
-        import zmq
-
-        socket = channel.socket
-        if socket is None:
-            raise KernelError(f"the {self.name} kernel's connection is closed.")
-        while True:
-            # Cancellation can only happen while polling, never between receive and return.
-            await socket.poll()
-            try:
-                parts = await socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                continue
-            _, smsg = self.kc.session.feed_identities(parts)
-            msg: Msg = self.kc.session.deserialize(smsg)
-            self.last_activity = time.time()
-            return msg
-
-    async def iopub(self) -> Msg:
-        msg = await self._receive(self.kc.iopub_channel)
-        if msg_type(msg) == "status":
-            state = (msg.get("content") or {}).get("execution_state")
-            if state in ("idle", "busy"):
-                self._state = state
-        return msg
-
-    async def shell(self) -> Msg:
-        return await self._receive(self.kc.shell_channel)
-
     async def exit_status(self) -> str | None:
         code = self._returncode()
         if code is None:
@@ -175,17 +134,11 @@ class LocalSession:
             self._state = "dead"
             raise
         except (RuntimeError, OSError) as exc:
-            self._state = "dead"
-            raise KernelError(
-                f"the {self.name} kernel could not be restarted: {exc}.",
-                hint=f"Retry ({act('restart')} again), or run a cell, which starts a new kernel.",
-            ) from exc
+            raise self._restart_failed(f"{exc}.") from exc
         finally:
             close_all(fds)
         await drain(self.kc)
-        self.restarts += 1
-        self._state = "idle"
-        self.last_activity = time.time()
+        self._restarted()
 
     async def shutdown(self) -> None:
         if self._closed:

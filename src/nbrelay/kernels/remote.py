@@ -13,7 +13,8 @@ cluster).
   task puts shell replies and IOPub messages on two queues. Messages are not filtered by parent:
   ``kernels.execution`` does that (a shared kernel also carries the person's traffic).
 * **Lifetime.** nbrelay shuts down only the kernels it started; a kernel that was already there
-  (the person's) is only disconnected from.
+  (the person's) is only disconnected from. The lifecycle is ``kernels.sessions``'s, shared with
+  the server extension's kernels.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ import contextlib
 import json
 import logging
 import math
-import posixpath
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -35,53 +35,27 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once, api_path
 from nbrelay.kernels import remote_api
-from nbrelay.kernels.base import (
-    KernelInfo,
-    KernelSpecInfo,
-    Msg,
-    answers_kernel_info,
-    msg_type,
-    server_spec,
-    session_kernel,
-)
+from nbrelay.kernels.base import KernelSpecInfo, Msg, msg_type
+from nbrelay.kernels.sessions import JupyterKernels, JupyterSession
 
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
 
 logger = logging.getLogger("nbrelay.kernels.remote")
 
-_READY_TIMEOUT = 60.0
-State = Literal["starting", "idle", "busy", "dead"]
 
-
-class RemoteSession:
+class RemoteSession(JupyterSession):
     """One kernel of the server, reached through its WebSocket (see ``KernelSession``)."""
 
-    def __init__(
-        self,
-        provider: RemoteKernels,
-        *,
-        key: str,
-        kernel_id: str,
-        name: str,
-        language: str,
-        session_id: str | None,
-        owned: bool,
-    ) -> None:
-        self.provider = provider
+    provider: RemoteKernels
+    _log = logger
+    _not_ready = " after starting"
+    _shutdown_errors = (NbrelayError,)
+
+    def __init__(self, provider: RemoteKernels, **ids: Any) -> None:
+        super().__init__(provider, **ids)
         self.api = provider.api
-        self.key = key
-        self.kernel_id = kernel_id
-        self.name = name
-        self.language = language
-        self.session_id = session_id
-        self.owned = owned
         self.client_session = uuid.uuid4().hex
-        self.started = time.time()
-        self.last_activity = self.started
-        self.restarts = 0
-        self._state: State = "idle"
-        self._closed = False
         self._died: str | None = None
         self._ws: ClientConnection | None = None
         self._scope: anyio.CancelScope | None = None
@@ -93,20 +67,8 @@ class RemoteSession:
     def _stream() -> tuple[MemoryObjectSendStream[Msg], MemoryObjectReceiveStream[Msg]]:
         return anyio.create_memory_object_stream[Msg](math.inf)
 
-    @property
-    def info(self) -> KernelInfo:
-        return KernelInfo(
-            key=self.key,
-            kernel_id=self.kernel_id,
-            name=self.name,
-            language=self.language,
-            cwd=posixpath.dirname(self.key),
-            started=self.started,
-            last_activity=self.last_activity,
-            state="dead" if (self._died or self._closed) else self._state,
-            pid=None,
-            restarts=self.restarts,
-        )
+    def _gone(self) -> bool:
+        return bool(self._died)
 
     # -- the connection ---------------------------------------------------------------------
 
@@ -174,11 +136,18 @@ class RemoteSession:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._shell_send.send_nowait(msg)
 
+    async def connect(self) -> None:
+        await self.provider.connect(self)
+
+    def _disconnect(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
     async def _ensure_connected(self) -> ClientConnection:
         if self._closed:
             raise KernelError(f"the {self.name} kernel was shut down.")
         if self._ws is None:
-            await self.provider.connect(self)
+            await self.connect()
         ws = self._ws
         if ws is None:
             raise KernelError(
@@ -223,7 +192,7 @@ class RemoteSession:
         if self._died:
             return self._died
         try:
-            model = await self.provider.kernel_model(self.kernel_id)
+            model = await remote_api.kernel_model(self.api, self.kernel_id)
         except RemoteError:
             return None  # the server is unreachable; that says nothing about the kernel
         if model is None:
@@ -238,25 +207,18 @@ class RemoteSession:
         self.last_activity = time.time()
         await remote_api.interrupt(self.api, self.kernel_id, self.name)
 
-    async def restart(self) -> None:
-        self._state = "starting"
+    async def _restart_kernel(self) -> None:
         try:
             await remote_api.restart(self.api, self.kernel_id)
         except NotebookNotFound:
             # The kernel is gone (culled, or the server restarted): start a new one.
             await self.provider.replace(self)
         except NbrelayError as exc:
-            self._state = "dead"
-            raise KernelError(
-                f"the {self.name} kernel could not be restarted: {exc.message}",
-                hint=f"Retry ({act('restart')} again), or run a cell, which starts a new kernel.",
-            ) from exc
+            raise self._restart_failed(exc.message) from exc
+
+    async def _after_restart(self) -> None:
         self._died = None
         self._drain()
-        await self._wait_ready()
-        self.restarts += 1
-        self._state = "idle"
-        self.last_activity = time.time()
 
     def _drain(self) -> None:
         for stream in (self._iopub_recv, self._shell_recv):
@@ -266,35 +228,20 @@ class RemoteSession:
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
 
-    async def _wait_ready(self) -> None:
-        """Until the kernel answers, with its iopub reaching nbrelay (it may still be starting)."""
-        if not await answers_kernel_info(self, _READY_TIMEOUT):
-            self._state = "dead"
-            raise KernelError(
-                f"the {self.name} kernel did not answer within {_READY_TIMEOUT:g} s after starting.",
-                hint="Check the Jupyter Server's log for the kernel's errors.",
-            )
+    async def wait_ready(self) -> None:
+        await super().wait_ready()
         self._drain()
 
     async def shutdown(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._scope is not None:
-            self._scope.cancel()
         for stream in (self._iopub_send, self._iopub_recv, self._shell_send, self._shell_recv):
             stream.close()
-        if not self.owned:
-            return  # someone else's kernel (the person's): leave it running
-        with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-            try:
-                await remote_api.delete(self.api, self.session_id, self.kernel_id)
-            except NbrelayError as exc:
-                logger.info("kernel %s: shutdown failed: %s", self.kernel_id, exc)
-        self._state = "dead"
+        await super().shutdown()
+
+    async def _delete(self) -> None:
+        await remote_api.delete(self.api, self.session_id, self.kernel_id)
 
 
-class RemoteKernels:
+class RemoteKernels(JupyterKernels[RemoteSession]):
     """The kernels a workspace uses on one server (see the module docstring)."""
 
     def __init__(
@@ -304,84 +251,44 @@ class RemoteKernels:
         server_path: Callable[[str], str] = lambda key: key,
         close_api: bool = False,
     ) -> None:
+        super().__init__(RemoteSession, server_path)
         self.api = api
-        self._server_path = server_path
         self._close_api = close_api
-        self._sessions: dict[str, RemoteSession] = {}
         self._specs: dict[str, KernelSpecInfo] | None = None
         self._has_sessions: bool | None = None
         self._tg: TaskGroup | None = None
-        self._lock = anyio.Lock()
 
     def attach(self, tg: TaskGroup) -> None:
         self._tg = tg
-
-    def get(self, key: str) -> RemoteSession | None:
-        return self._sessions.get(key)
-
-    def running(self) -> list[KernelInfo]:
-        return [s.info for s in self._sessions.values()]
-
-    async def kernelspecs(self) -> list[KernelSpecInfo]:
-        return list((await self._kernelspecs()).values())
 
     async def _kernelspecs(self) -> dict[str, KernelSpecInfo]:
         if self._specs is None:
             self._specs = await remote_api.kernelspecs(self.api)
         return self._specs
 
-    async def kernel_model(self, kernel_id: str) -> dict[str, Any] | None:
-        """The server's model of a kernel, or None when it has no such kernel."""
-        return await remote_api.kernel_model(self.api, kernel_id)
+    async def _start(self, session: RemoteSession) -> None:
+        await self.connect(session)  # a failed connection keeps the session: requests reconnect
+        if session.owned:  # a kernel that was already there (the person's) is not waited for
+            await super()._start(session)
 
-    async def session(self, key: str, *, kernel_name: str, cwd: str) -> RemoteSession:
-        async with self._lock:
-            found = self._sessions.get(key)
-            if found is not None and not found._closed:
-                return found
-            spec = server_spec(await self._kernelspecs(), kernel_name)
-            session = await self._open(key, kernel_name, spec.language)
-            self._sessions[key] = session
-        await self.connect(session)
-        if not session.owned:
-            return session
-        try:
-            await session._wait_ready()
-        except KernelError:
-            await self.shutdown(key)
-            raise
-        return session
-
-    async def _open(self, key: str, kernel_name: str, language: str) -> RemoteSession:
-        path = self._server_path(key)
+    async def _find_or_start(
+        self, key: str, path: str, kernel_name: str
+    ) -> tuple[Mapping[str, Any], bool]:
         if self._has_sessions is not False:
             try:
                 existing = await remote_api.find_session(self.api, path)
                 self._has_sessions = True
             except NotebookNotFound:
-                self._has_sessions = False
+                self._has_sessions = False  # a kernel gateway: bare kernels from now on
             else:
                 if existing is not None:
-                    return self._make(key, existing, owned=False, language=language)
-                model = await remote_api.start_session(self.api, key, path, kernel_name)
-                return self._make(key, model, owned=True, language=language)
-        model = await remote_api.start_kernel(self.api, kernel_name)
-        return self._make(key, {"kernel": model}, owned=True, language=language)
+                    return existing, False
+                return await remote_api.start_session(self.api, key, path, kernel_name), True
+        return {"kernel": await remote_api.start_kernel(self.api, kernel_name)}, True
 
-    def _make(
-        self, key: str, model: Mapping[str, Any], *, owned: bool, language: str
-    ) -> RemoteSession:
-        kernel_id, name, session_id = session_kernel(key, model)
+    def _language(self, name: str, language: str) -> str:
         specs = self._specs or {}
-        return RemoteSession(
-            self,
-            key=key,
-            kernel_id=kernel_id,
-            name=name,
-            language=specs[name].language if name in specs else language,
-            session_id=session_id,
-            owned=owned,
-        )
+        return specs[name].language if name in specs else language
 
     async def connect(self, session: RemoteSession) -> None:
         """Open (or reopen) a session's WebSocket in the background task group."""
@@ -400,25 +307,11 @@ class RemoteKernels:
             ) from exc
 
     async def replace(self, session: RemoteSession) -> None:
-        """The server lost a session's kernel: give the session a new one (state is lost)."""
-        if session._scope is not None:
-            session._scope.cancel()
-        fresh = await self._open(session.key, session.name, session.language)
-        session.kernel_id = fresh.kernel_id
-        session.session_id = fresh.session_id
-        session.owned = fresh.owned
+        await super().replace(session)
         session._ws = None
         await self.connect(session)
 
-    async def shutdown(self, key: str) -> bool:
-        session = self._sessions.pop(key, None)
-        if session is None:
-            return False
-        await session.shutdown()
-        return True
-
     async def aclose(self) -> None:
-        for key in list(self._sessions):
-            await self.shutdown(key)
+        await super().aclose()
         if self._close_api:
             await self.api.aclose()

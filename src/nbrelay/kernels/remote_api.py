@@ -54,27 +54,25 @@ async def start_session(api: JupyterAPI, key: str, path: str, kernel_name: str) 
         "type": "notebook",
         "kernel": {"name": kernel_name},
     }
-    try:
-        resp = await api.request("POST", "api/sessions", body=body, ok=(200, 201), what="a session")
-    except NbrelayError as exc:
-        raise KernelError(
-            f"the Jupyter Server could not start a {kernel_name} kernel for {key!r}: {exc.message}",
-            hint=exc.raw_hint,
-        ) from exc
-    return resp.body if isinstance(resp.body, dict) else {}
+    failed = f"the Jupyter Server could not start a {kernel_name} kernel for {key!r}"
+    return await _start(api, "api/sessions", body, "a session", failed)
 
 
 async def start_kernel(api: JupyterAPI, kernel_name: str) -> dict[str, Any]:
     """Start a kernel without a session (a gateway); its model."""
+    failed = f"the kernel server could not start a {kernel_name} kernel"
+    return await _start(api, "api/kernels", {"name": kernel_name}, "a kernel", failed)
+
+
+async def _start(
+    api: JupyterAPI, path: str, body: dict[str, Any], what: str, failed: str
+) -> dict[str, Any]:
+    """POST ``body`` to ``path`` (a session or kernel to start); its model, or a ``KernelError``
+    that begins with ``failed``."""
     try:
-        resp = await api.request(
-            "POST", "api/kernels", body={"name": kernel_name}, ok=(200, 201), what="a kernel"
-        )
+        resp = await api.request("POST", path, body=body, ok=(200, 201), what=what)
     except NbrelayError as exc:
-        raise KernelError(
-            f"the kernel server could not start a {kernel_name} kernel: {exc.message}",
-            hint=exc.raw_hint,
-        ) from exc
+        raise KernelError(f"{failed}: {exc.message}", hint=exc.raw_hint) from exc
     return resp.body if isinstance(resp.body, dict) else {}
 
 
