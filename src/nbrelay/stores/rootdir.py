@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import secrets
@@ -265,18 +266,7 @@ class RootDir:
         if parts[:1] == [".."] or os.path.isabs(rel):
             raise PathError(f"{rel!r} is outside the root folder.")
         fd = os.open(self.root_s, _DIR_FLAGS)
-        try:
-            for part in parts:
-                if create:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return runtime.descend(fd, parts, functools.partial(runtime.open_subfolder, make=create))
 
     def open_folder(self, folder: str, *, create: bool = False) -> int:
         """Open a folder inside the root (making it and its parents with ``create``) by
