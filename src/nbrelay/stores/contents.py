@@ -30,14 +30,7 @@ from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
 from nbrelay.notebook.model import Notebook, from_dict, serialize, version_of
 from nbrelay.stores import paths
-from nbrelay.stores.base import (
-    Capabilities,
-    EditOutcome,
-    Entry,
-    NotebookStore,
-    Planner,
-    Snapshot,
-)
+from nbrelay.stores.base import Capabilities, EditOutcome, Entry, NotebookStore, Planner, Snapshot
 from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.timestamps import epoch_seconds
 
@@ -164,10 +157,7 @@ class ContentsStore(LockedEdits, NotebookStore):
         try:
             model = await self.api.get_contents(full, content=True, hash=True, type="notebook")
         except NotebookNotFound as exc:
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            ) from exc
+            raise paths.missing(rel) from exc
         except RemoteError as exc:
             if "400" in exc.message:
                 raise NotebookInvalid(

@@ -24,24 +24,12 @@ from typing import cast
 import anyio
 import anyio.to_thread
 
-from nbrelay.errors import (
-    NotebookExists,
-    PathError,
-    StoreError,
-    act,
-)
+from nbrelay.errors import NotebookExists, PathError, StoreError, act
 from nbrelay.notebook import nblr, validate
 from nbrelay.notebook.model import Notebook, parse, serialize, version_of
 from nbrelay.notebook.serialize import CellBytes, splice
 from nbrelay.process import map_big_buffers, release_memory
-from nbrelay.stores.base import (
-    Capabilities,
-    EditOutcome,
-    Entry,
-    NotebookStore,
-    Planner,
-    Snapshot,
-)
+from nbrelay.stores.base import Capabilities, EditOutcome, Entry, NotebookStore, Planner, Snapshot
 from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.file_documents import STATE_FOLDER, FileDocuments
 from nbrelay.stores.rootdir import RootDir
@@ -209,17 +197,15 @@ class FileStore(LockedEdits, NotebookStore):
         os.close(self.fs.open_folder(os.path.dirname(real), create=True))
         self.fs.resolve(rel, suffix=suffix)  # the folders just made must not change where it leads
         with self.fs.flock(real):
-            expect: str | None = None
-            if self.fs.lexists(real):
-                if not overwrite:
-                    raise NotebookExists(
-                        f"{rel!r} already exists.",
-                        hint=act("exists"),
-                    )
-                expect = self._snapshot_version(real, rel)
-            return self.fs.write_atomic(real, data, expect=expect)
+            return self.fs.write_atomic(real, data, expect=self._replacing(rel, real, overwrite))
 
-    def _snapshot_version(self, real: str, rel: str) -> str:
+    def _replacing(self, rel: str, real: str, overwrite: bool) -> str | None:
+        """The version of the file a write is about to replace (None: there is none); refused
+        unless ``overwrite``. Called with the file's lock held."""
+        if not self.fs.lexists(real):
+            return None
+        if not overwrite:
+            raise NotebookExists(f"{rel!r} already exists.", hint=act("exists"))
         raw, _ = self.fs.read_bytes(real, rel)
         return version_of(raw)
 
@@ -321,14 +307,7 @@ class FileStore(LockedEdits, NotebookStore):
                 nb = parse(nblr.decode(src_rel, raw), name=src_rel)
                 if nblr.is_nblr(src_rel) != nblr.is_nblr(dst_rel):  # .ipynb <-> .nblr
                     raw = nblr.dump(nb) if nblr.is_nblr(dst_rel) else serialize(nb)
-            expect: str | None = None
-            if self.fs.lexists(dst_real):
-                if not overwrite:
-                    raise NotebookExists(
-                        f"{dst_rel!r} already exists.",
-                        hint=act("exists"),
-                    )
-                expect = self._snapshot_version(dst_real, dst_rel)
+            expect = self._replacing(dst_rel, dst_real, overwrite)
             os.close(self.fs.open_folder(os.path.dirname(dst_real), create=True))
             st = self.fs.write_atomic(dst_real, raw, expect=expect)
             if not keep_source:

@@ -149,10 +149,7 @@ class RootDir:
         try:
             dfd = self.open_folder(os.path.dirname(real))
         except NotebookNotFound as exc:
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            ) from exc
+            raise paths.missing(rel) from exc
         try:
             return os.open(
                 os.path.basename(real),
@@ -160,10 +157,7 @@ class RootDir:
                 dir_fd=dfd,
             )
         except FileNotFoundError as exc:
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            ) from exc
+            raise paths.missing(rel) from exc
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise PathError(f"{rel!r} changed into a symlink while being opened.") from exc
