@@ -202,9 +202,7 @@ class ServerStore(LockedEdits):
         if room is None:
             return await self.contents.load(rel)
         snap, order = self._snapshot(rel, room)
-        known = self._seen.version.get(rel)
-        self._seen.remember(rel, snap, order)
-        return replace(snap, changed_outside=known is not None and known != snap.version)
+        return self._seen.observe(rel, snap, order)
 
     async def peek(self, path: str) -> Snapshot:
         rel = self.relative(path)

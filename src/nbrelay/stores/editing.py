@@ -2,7 +2,7 @@
 last saw, and the plan made and validated in memory.
 
 ``LockedEdits.edit`` holds the notebook's lock while the store reads the freshest content, checks
-and plans the edit (``plan_checked``) and applies it, so a plan can never be made against one
+and plans the edit (``Readers.plan``) and applies it, so a plan can never be made against one
 version and applied to another. Each store supplies only the step that differs: how it reads
 and writes (a file, the contents API, a live room).
 """
@@ -24,7 +24,7 @@ from nbrelay.notebook.merge_read import merge_with_read
 from nbrelay.notebook.model import Cell, Notebook
 from nbrelay.stores.base import EditOutcome, LastSeen, Planner, Snapshot
 
-STALE_HINT = act("stale")
+_STALE_HINT = act("stale")
 
 
 class LockedEdits(ABC):
@@ -65,8 +65,8 @@ class LockedEdits(ABC):
     async def _edit_locked(
         self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
     ) -> EditOutcome:
-        """Read the notebook, plan the edit (``plan_checked``) and apply it, the lock held;
-        record what the reader now knows."""
+        """Read the notebook, check and plan the edit (``Readers.plan``) and apply it, the
+        lock held; record what the reader now knows."""
 
 
 class Readers:
@@ -86,10 +86,10 @@ class Readers:
             self.order[key] = tuple(order)
         self.sources[key] = snap.notebook.sources()
 
-    def observe(self, key: str, snap: Snapshot) -> Snapshot:
+    def observe(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> Snapshot:
         """Remember ``snap`` as read; flagged if someone else changed the notebook since."""
         known = self.version.get(key)
-        self.remember(key, snap)
+        self.remember(key, snap, order)
         changed = known is not None and known != snap.version
         return replace(snap, changed_outside=True) if changed else snap
 
@@ -122,15 +122,15 @@ class Readers:
         all. ``told`` (live mode's notes) ends each refusal.
         """
         rel = before.path
-        refuse_stale(rel, expected, before.version, told)
+        _refuse_stale(rel, expected, before.version, told)
         known = self.version.get(key)
         outside = known is not None and known != before.version
         if guard_positions and expected is None:
             if order is None and outside:
-                raise positions_moved(f"{rel!r} was changed by someone else", before.version, told)
-            known_order = self.order.get(key) if order is not None else None
+                raise _positions_moved(f"{rel!r} was changed by someone else", before.version, told)
+            known_order = self.order.get(key)
             if order is not None and known_order is not None and known_order != tuple(order):
-                raise positions_moved(
+                raise _positions_moved(
                     f"someone else inserted, deleted or moved cells of {rel!r}",
                     before.version,
                     told,
@@ -169,18 +169,18 @@ def _run_state_dropped(cell: Cell) -> Cell:
     return {k: v for k, v in cell.items() if k != "execution_state"}
 
 
-def refuse_stale(rel: str, expected: str | None, current: str, told: str = "") -> None:
+def _refuse_stale(rel: str, expected: str | None, current: str, told: str = "") -> None:
     """Refuse an edit based on ``expected`` when the notebook is now ``current``."""
     if expected is not None and expected != current:
         raise ConflictError(
             f"{rel!r} changed since version {expected}: it is now version {current}. "
             f"Nothing was changed.{told}",
             current=current,
-            hint=STALE_HINT,
+            hint=_STALE_HINT,
         )
 
 
-def positions_moved(what: str, current: str, told: str = "") -> ConflictError:
+def _positions_moved(what: str, current: str, told: str = "") -> ConflictError:
     """The refusal of an edit by position after ``what`` happened since the caller's read."""
     return ConflictError(
         f"{what} since you last read it, and this edit addresses cells by position, which may "

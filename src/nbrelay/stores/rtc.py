@@ -142,10 +142,7 @@ class RTCStore(RoomHost):
                     if attempt:
                         raise self._lost(rel) from None
                     continue
-                known = self._seen.version.get(rel)
-                self._seen.remember(rel, snap, order)
-                changed = known is not None and known != snap.version
-                return replace(snap, changed_outside=changed, notes=notes)
+                return replace(self._seen.observe(rel, snap, order), notes=notes)
         raise self._lost(rel)
 
     async def peek(self, path: str) -> Snapshot:
