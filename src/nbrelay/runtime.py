@@ -21,11 +21,12 @@ ever made, opened or written in a folder another user controls.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from nbrelay.errors import PathError
@@ -124,20 +125,51 @@ def _check_own(fd: int, where: str, *, tighten: bool) -> None:
         os.fchmod(fd, stat.S_IRWXU | (mode & stat.S_ISVTX))
 
 
+def descend(fd: int, names: Iterable[str], open_child: Callable[[int, str], int]) -> int:
+    """Open the folders ``names``, each inside the one before, from the open folder ``fd``: one
+    descriptor at a time, each child opened from its parent's descriptor by ``open_child``
+    (which must not follow a symlink), so no path is ever followed twice and a folder swapped
+    for a symlink on the way is refused. Takes ``fd`` over: a parent is closed once its child
+    is open, and on any error the descriptor held is closed. Returns the last one (the caller
+    closes it). The kernels run this very function too (``kernels.introspect``), so it uses
+    nothing but its arguments and ``os``."""
+    try:
+        for name in names:
+            child = open_child(fd, name)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_subfolder(parent: int, name: str, *, make: bool = False, mode: int = 0o777) -> int:
+    """Open the folder ``name`` in ``parent`` without following a symlink; with ``make``,
+    make it first (``mode``) if it is missing."""
+    if make:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, mode, dir_fd=parent)
+    return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=parent)
+
+
 def _open_child(parent: int, name: str, where: str, *, tighten: bool) -> int:
     """Make (mode 0700) or open the folder ``name`` in ``parent``, without following a symlink,
     and check it."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(name, 0o700, dir_fd=parent)
     try:
-        fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=parent)
+        fd = open_subfolder(parent, name, make=True, mode=0o700)
     except OSError as exc:
         raise _refuse(
             f"{where} is not a folder nbrelay can use ({exc.strerror}): a symlink or a file is "
             "in its place. nbrelay did not use it."
         ) from exc
+    return _checked(fd, lambda d: _check_own(d, where, tighten=tighten))
+
+
+def _checked(fd: int, check: Callable[[int], None]) -> int:
+    """``fd`` once ``check`` passed on it; closed if it failed."""
     try:
-        _check_own(fd, where, tighten=tighten)
+        check(fd)
     except BaseException:
         os.close(fd)
         raise
@@ -152,21 +184,15 @@ def _open_chain(start: str, names: list[str], *, tighten: bool) -> int:
             f"nbrelay cannot open the folder {start} for its private files: {exc.strerror}.",
             hint="Create it, or set XDG_RUNTIME_DIR or TMPDIR (or --lock-dir) to a folder of yours.",
         ) from exc
-    where = start
-    try:
-        if names:
-            _check_parent(fd, start)
-        else:
-            _check_own(fd, start, tighten=tighten)
-        for name in names:
-            where = os.path.join(where, name)
-            child = _open_child(fd, name, where, tighten=tighten)
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    if names:
+        _checked(fd, lambda d: _check_parent(d, start))
+    else:
+        _checked(fd, lambda d: _check_own(d, start, tighten=tighten))
+    wheres = itertools.accumulate(names, os.path.join, initial=start)  # for the messages
+    next(wheres)
+    return descend(
+        fd, names, lambda parent, name: _open_child(parent, name, next(wheres), tighten=tighten)
+    )
 
 
 def open_folder(folder: Path | None = None, *parts: str) -> tuple[int, Path]:

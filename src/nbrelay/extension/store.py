@@ -35,18 +35,9 @@ from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Edit, Plan, UpdateCell
 from nbrelay.notebook.model import Notebook, serialize, version_of
 from nbrelay.notebook.ydoc import apply_edits, notebook_from_doc, replace_all
-from nbrelay.stores.base import (
-    Capabilities,
-    EditOutcome,
-    Entry,
-    LastSeen,
-    Planner,
-    Snapshot,
-    plan_edit,
-    positions_moved,
-    refuse_stale,
-)
+from nbrelay.stores.base import Capabilities, EditOutcome, Entry, Planner, Snapshot
 from nbrelay.stores.contents import NOT_LIVE_NOTE, ContentsStore, Paths
+from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.live_extras import ContentsDocuments
 
 if TYPE_CHECKING:
@@ -91,7 +82,7 @@ def _without_run_state(planner: Planner) -> Planner:
     return plan
 
 
-class ServerStore:
+class ServerStore(LockedEdits):
     """Notebooks of this Jupyter Server: its rooms when open, its contents manager otherwise."""
 
     mode = "live"
@@ -118,10 +109,7 @@ class ServerStore:
         # observed for that.
         self._snapshots: dict[str, tuple[pycrdt.Doc[Any], Snapshot]] = {}
         self._watched: dict[str, pycrdt.Doc[Any]] = {}
-        self._locks: dict[str, anyio.Lock] = {}
-        self._known_version: LastSeen[str] = LastSeen()
-        self._known_order: LastSeen[tuple[str, ...]] = LastSeen()
-        self._known_sources: LastSeen[dict[str, str]] = LastSeen()
+        self._seen = Readers()
         # Running cells' outputs are written this often: into the room (people see them
         # stream), or into the file of a notebook nobody has open.
         self.output_interval = 0.25 if rooms is not None else 2.0
@@ -155,12 +143,6 @@ class ServerStore:
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
-
-    def _lock(self, rel: str) -> anyio.Lock:
-        lock = self._locks.get(rel)
-        if lock is None:
-            lock = self._locks[rel] = anyio.Lock()
-        return lock
 
     async def _room(self, rel: str, *, open_one: bool = True) -> _Doc | None:
         """The notebook's room (opened if ``open_one`` and there is none), or None without
@@ -208,11 +190,6 @@ class ServerStore:
         self._snapshots[rel] = (room.ydoc, snap)
         return snap, list(nb.ids)
 
-    def _remember(self, snap: Snapshot, order: list[str] | tuple[str, ...]) -> None:
-        self._known_version[snap.path] = snap.version
-        self._known_order[snap.path] = tuple(order)
-        self._known_sources[snap.path] = snap.notebook.sources()
-
     # -- reading -------------------------------------------------------------------------
 
     async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
@@ -225,9 +202,7 @@ class ServerStore:
         if room is None:
             return await self.contents.load(rel)
         snap, order = self._snapshot(rel, room)
-        known = self._known_version.get(rel)
-        self._remember(snap, order)
-        return replace(snap, changed_outside=known is not None and known != snap.version)
+        return self._seen.observe(rel, snap, order)
 
     async def peek(self, path: str) -> Snapshot:
         rel = self.relative(path)
@@ -239,76 +214,55 @@ class ServerStore:
 
     # -- writing -------------------------------------------------------------------------
 
-    async def edit(
-        self,
-        path: str,
-        planner: Planner,
-        *,
-        expected_version: str | None,
-        guard_positions: bool,
-    ) -> EditOutcome:
+    async def _edit_target(self, path: str) -> tuple[str, str]:
         rel = self.relative(path)
         await require("write", "contents")
-        async with self._lock(rel):
-            room = await self._room(rel)
-            if room is None:
-                outcome = await self.contents.edit(
-                    rel,
-                    _without_run_state(planner),
-                    expected_version=expected_version,
-                    guard_positions=guard_positions,
-                )
-                if self._rooms is None:
-                    return outcome
-                # With jupyter-collaboration, a notebook open in a browser has a room: one
-                # without a room is open nowhere, so the file is the whole truth.
-                return replace(outcome, notes=tuple(n for n in outcome.notes if n != NOT_LIVE_NOTE))
-            # From here to the transaction nothing awaits: no one else can change the room.
-            before, order = self._snapshot(rel, room)
-            refuse_stale(rel, expected_version, before.version)
-            known = self._known_version.get(rel)
-            outside = known is not None and known != before.version
-            known_order = self._known_order.get(rel)
-            if (
-                guard_positions
-                and expected_version is None
-                and known_order is not None
-                and known_order != tuple(order)
-            ):
-                raise positions_moved(
-                    f"someone else inserted, deleted or moved cells of {rel!r}", before.version
-                )
-            plan, after_nb = plan_edit(
-                before,
-                planner,
-                fix_hint="Fix it in JupyterLab, then retry.",
-                clean=lambda c: {k: v for k, v in c.items() if k != "execution_state"},
-                read=self._known_sources.get(rel),
+        return rel, rel
+
+    async def _edit_locked(
+        self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
+    ) -> EditOutcome:
+        room = await self._room(rel)
+        if room is None:
+            outcome = await self.contents.edit(
+                rel,
+                _without_run_state(planner),
+                expected_version=expected,
+                guard_positions=guard_positions,
             )
-            before = replace(before, changed_outside=outside)
-            if after_nb is None:
-                return EditOutcome(before, before, plan, changed_outside=outside)
-            apply_edits(room.ydoc, room.ycells, order, plan.edits)
-            after, after_order = self._snapshot(rel, room, valid=not before.problems)
-            self._remember(after, after_order)
+            if self._rooms is None:
+                return outcome
+            # With jupyter-collaboration, a notebook open in a browser has a room: one
+            # without a room is open nowhere, so the file is the whole truth.
+            return replace(outcome, notes=tuple(n for n in outcome.notes if n != NOT_LIVE_NOTE))
+        # From here to the transaction nothing awaits: no one else can change the room.
+        before, order = self._snapshot(rel, room)
+        before, plan, after_nb, outside = self._seen.plan_in_room(
+            before, order, planner, expected, guard_positions
+        )
+        if after_nb is None:
+            return EditOutcome(before, before, plan, changed_outside=outside)
+        apply_edits(room.ydoc, room.ycells, order, plan.edits)
+        after, after_order = self._snapshot(rel, room, valid=not before.problems)
+        self._seen.remember(rel, after, after_order)
         return EditOutcome(before, after, plan, changed_outside=outside)
 
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         rel = self.relative(path)
         validate.check_notebook(notebook)
         await require("write", "contents")
-        async with self._lock(rel):
+        async with self.lock(rel):
             exists = await self.api.exists(self.paths.server(rel))
             if exists and not overwrite:
                 raise NotebookExists(f"{rel!r} already exists.", hint=act("exists"))
             room = await self._room(rel) if exists else None
             if room is None:
                 snap = await self.contents.create(rel, notebook, overwrite=overwrite)
-                self._remember(snap, snap.notebook.ids)
+                self._seen.remember(rel, snap, snap.notebook.ids)
                 return snap
             replace_all(room.ydoc, room.ymeta, room.ycells, notebook)
             snap, order = self._snapshot(rel, room)
-            self._remember(snap, order)
+            self._seen.remember(rel, snap, order)
         await self.flush(rel)
         return snap
 
@@ -337,11 +291,10 @@ class ServerStore:
     async def remove(self, path: str) -> None:
         rel = self.relative(path)
         await require("write", "contents")
-        async with self._lock(rel):
+        async with self.lock(rel):
             await self.contents.remove(rel)
             self._snapshots.pop(rel, None)
-            for seen in (self._known_version, self._known_order, self._known_sources):
-                seen.pop(rel)
+            self._seen.forget(rel)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         await require("write", "contents")
@@ -349,11 +302,10 @@ class ServerStore:
             snap = await self.load(src)
             return await self.create(dst, snap.notebook, overwrite=overwrite)
         src_rel = self.relative(src)
-        async with self._lock(src_rel):
+        async with self.lock(src_rel):
             moved = await self.contents.rename(src, dst, overwrite=overwrite, keep_source=False)
             self._snapshots.pop(src_rel, None)
-            for seen in (self._known_version, self._known_order, self._known_sources):
-                seen.pop(src_rel)
+            self._seen.forget(src_rel)
         return moved
 
     async def aclose(self) -> None:

@@ -7,11 +7,15 @@ cannot confuse it. Snippets touch only names starting with ``_nbrelay`` and dele
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import posixpath
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from nbrelay import runtime
 from nbrelay.errors import KernelError
 from nbrelay.notebook.outputs import Output
 from nbrelay.notebook.render import output_text
@@ -132,29 +136,39 @@ def refresh_imports() -> str:
     )
 
 
-# State files are opened from "/" (a relative path: the kernel's folder) one folder at a time, never following a symlink (``target`` is
-# a real path, so it has none): a folder swapped for a symlink after nbrelay checked the path
+def _kernel_copy(function: Callable[..., object]) -> str:
+    """The source of ``function`` (one that uses nothing but its arguments and ``os``) as a
+    kernel runs it: without docstring and annotations (the kernel has not imported their types)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, ast.FunctionDef):
+            node.returns = None
+            if ast.get_docstring(node) is not None:
+                node.body = node.body[1:]
+    return ast.unparse(tree)
+
+
+# State files are opened from "/" (a relative path: the kernel's folder) one folder at a time,
+# never following a symlink (``target`` is a real path, so it has none), by the walk nbrelay's own
+# files use (``runtime.descend``): a folder swapped for a symlink after nbrelay checked the path
 # makes the save or restore fail instead of writing or reading outside the root. Only the last
 # folder (.nbrelay-state, or --session-dir, whose parents nbrelay makes) is made if missing.
-_FOLDER_AT = """
+_FOLDER_AT = f"""
 def _nbrelay_folder(path, create):
     import os
-    fd = os.open('/' if path.startswith('/') else '.', os.O_RDONLY | os.O_DIRECTORY)
+{textwrap.indent(_kernel_copy(runtime.descend), "    ")}
+    def open_child(fd, name, make=False):
+        if make:
+            try:
+                os.mkdir(name, dir_fd=fd)
+            except FileExistsError:
+                pass
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
     parts = [p for p in path.split('/') if p]
-    try:
-        for n, part in enumerate(parts):
-            if create and n == len(parts) - 1:
-                try:
-                    os.mkdir(part, dir_fd=fd)
-                except FileExistsError:
-                    pass
-            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    fd = descend(os.open('/' if path.startswith('/') else '.', os.O_RDONLY | os.O_DIRECTORY), parts[:-1], open_child)
+    return descend(fd, parts[-1:], lambda fd, name: open_child(fd, name, create))
 """
 
 

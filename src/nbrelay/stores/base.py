@@ -14,11 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from nbrelay.errors import ConflictError, NotebookInvalid, act
-from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Plan, apply, changed_cells
-from nbrelay.notebook.merge_read import merge_with_read
-from nbrelay.notebook.model import Cell, Notebook
+from nbrelay.notebook.edits import Plan
+from nbrelay.notebook.model import Notebook
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -286,93 +283,3 @@ class Capabilities:
     """Seconds between saves of a running cell's outputs."""
     background: Callable[[TaskGroup], None] | None = None
     """Starts the store's background tasks in the task group the server runs."""
-
-
-# -- rules every store applies to an edit -------------------------------------------------------
-
-STALE_HINT = act("stale")
-
-
-def refuse_stale(rel: str, expected: str | None, current: str, told: str = "") -> None:
-    """Refuse an edit based on ``expected`` when the notebook is now ``current``."""
-    if expected is not None and expected != current:
-        raise ConflictError(
-            f"{rel!r} changed since version {expected}: it is now version {current}. "
-            f"Nothing was changed.{told}",
-            current=current,
-            hint=STALE_HINT,
-        )
-
-
-def positions_moved(what: str, current: str, told: str = "") -> ConflictError:
-    """The refusal of an edit by position after ``what`` happened since the caller's read."""
-    return ConflictError(
-        f"{what} since you last read it, and this edit addresses cells by position, which may "
-        f"now point at other cells. Nothing was changed.{told}",
-        current=current,
-        hint=act("positions"),
-    )
-
-
-def check_edit(
-    rel: str,
-    before: Snapshot,
-    expected: str | None,
-    known: str | None,
-    *,
-    guard_positions: bool,
-) -> bool:
-    """The rules every store applies before planning an edit of ``before``: refuse a stale
-    ``expected`` version; then, if the notebook changed since this reader last saw it
-    (``known``), refuse an edit by position (unless a version was given) and otherwise return
-    True (the change made outside is reported with the edit)."""
-    refuse_stale(rel, expected, before.version)
-    outside = known is not None and known != before.version
-    if outside and guard_positions and expected is None:
-        raise positions_moved(f"{rel!r} was changed by someone else", before.version)
-    return outside
-
-
-def plan_edit(
-    before: Snapshot,
-    planner: Planner,
-    *,
-    fix_hint: str,
-    clean: Callable[[Cell], Cell] | None = None,
-    read: Mapping[str, str] | None = None,
-) -> tuple[Plan, Notebook | None]:
-    """Run ``planner`` on ``before`` and apply its edits in memory, validating the cells they
-    change (through ``clean`` first, if given). Returns the plan and the new notebook (stored as
-    nbformat 4.5, which keeps cell ids), or None when the plan changes nothing.
-
-    ``read`` is what the caller last read of each cell (``Notebook.sources``): a whole new
-    source it wrote for a cell that changed since is merged three-way with that change
-    (``merge_read.merge_with_read``).
-
-    Raises:
-        NotebookInvalid: ``before`` failed validation when read (nbrelay never writes an
-            invalid notebook), or the edit would make a cell invalid.
-        ConflictError: a whole new source changes the same lines as someone else's change
-            made since the caller's read.
-    """
-    if before.problems:
-        raise NotebookInvalid(
-            f"{before.path!r} fails nbformat validation: {'; '.join(before.problems)}.",
-            hint=f"nbrelay never writes an invalid notebook. {fix_hint}",
-        )
-    plan = planner(before.notebook)
-    try:
-        plan = merge_with_read(plan, before.notebook, read)
-    except ConflictError as exc:
-        exc.current = before.version
-        raise
-    if not plan.edits:
-        return plan, None
-    cells = apply(before.notebook.cells, plan.edits)
-    changed = changed_cells(cells, plan.edits)
-    validate.check_cells([clean(c) for c in changed] if clean else changed)
-    after = before.notebook.with_cells(cells)
-    after.data["nbformat_minor"] = max(5, int(after.data.get("nbformat_minor", 0)))
-    after.ids_made = False
-    after.problems = []  # what was said about reading the file no longer holds once written
-    return plan, after

@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from dataclasses import replace
 from typing import Any
-
-import anyio
 
 from nbrelay.errors import (
     ConflictError,
@@ -33,17 +30,8 @@ from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
 from nbrelay.notebook.model import Notebook, from_dict, serialize, version_of
 from nbrelay.stores import paths
-from nbrelay.stores.base import (
-    Capabilities,
-    EditOutcome,
-    Entry,
-    LastSeen,
-    NotebookStore,
-    Planner,
-    Snapshot,
-    check_edit,
-    plan_edit,
-)
+from nbrelay.stores.base import Capabilities, EditOutcome, Entry, NotebookStore, Planner, Snapshot
+from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.timestamps import epoch_seconds
 
 NOT_LIVE_NOTE = (
@@ -102,7 +90,7 @@ class Paths:
         return server_path
 
 
-class ContentsStore(NotebookStore):
+class ContentsStore(LockedEdits, NotebookStore):
     """Notebooks of a Jupyter Server through REST (see the module docstring)."""
 
     mode = "contents"
@@ -110,9 +98,7 @@ class ContentsStore(NotebookStore):
     def __init__(self, api: JupyterAPI, *, folder: str = "") -> None:
         self.api = api
         self.paths = Paths(folder)
-        self._locks: dict[str, anyio.Lock] = {}
-        self._known: LastSeen[str] = LastSeen()  # per MCP session (reader)
-        self._read: LastSeen[dict[str, str]] = LastSeen()  # each cell's source as last read
+        self._seen = Readers()  # per MCP session (reader)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -121,12 +107,6 @@ class ContentsStore(NotebookStore):
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
-
-    def _lock(self, rel: str) -> anyio.Lock:
-        lock = self._locks.get(rel)
-        if lock is None:
-            lock = self._locks[rel] = anyio.Lock()
-        return lock
 
     # -- listing -------------------------------------------------------------------------
 
@@ -177,10 +157,7 @@ class ContentsStore(NotebookStore):
         try:
             model = await self.api.get_contents(full, content=True, hash=True, type="notebook")
         except NotebookNotFound as exc:
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            ) from exc
+            raise paths.missing(rel) from exc
         except RemoteError as exc:
             if "400" in exc.message:
                 raise NotebookInvalid(
@@ -210,16 +187,9 @@ class ContentsStore(NotebookStore):
         digest = model.get("hash")
         return str(digest)[:16] if isinstance(digest, str) and digest else None
 
-    def _observe(self, snap: Snapshot) -> Snapshot:
-        known = self._known.get(snap.path)
-        self._known[snap.path] = snap.version
-        self._read[snap.path] = snap.notebook.sources()
-        changed = known is not None and known != snap.version
-        return replace(snap, changed_outside=True) if changed else snap
-
     async def load(self, path: str) -> Snapshot:
         rel = self.relative(path)
-        return self._observe(await self._fetch(rel))
+        return self._seen.observe(rel, await self._fetch(rel))
 
     async def peek(self, path: str) -> Snapshot:
         return await self._fetch(self.relative(path))
@@ -239,59 +209,44 @@ class ContentsStore(NotebookStore):
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         rel = self.relative(path)
         validate.check_notebook(notebook)
-        async with self._lock(rel):
+        async with self.lock(rel):
             if not overwrite and await self.api.exists(self.paths.server(rel)):
                 raise NotebookExists(
                     f"{rel!r} already exists.",
                     hint=act("exists"),
                 )
             snap = await self._write(rel, notebook)
-        self._known[rel] = snap.version
-        self._read[rel] = snap.notebook.sources()
+        self._seen.remember(rel, snap)
         return snap
 
-    async def edit(
-        self,
-        path: str,
-        planner: Planner,
-        *,
-        expected_version: str | None,
-        guard_positions: bool,
+    async def _edit_locked(
+        self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
     ) -> EditOutcome:
-        rel = self.relative(path)
-        async with self._lock(rel):
-            before = await self._fetch(rel)
-            outside = check_edit(
-                rel, before, expected_version, self._known.get(rel), guard_positions=guard_positions
+        before = await self._fetch(rel)
+        fix = "Fix it in JupyterLab, then retry."
+        plan, after_nb, outside = self._seen.plan(
+            rel, before, planner, expected, guard_positions, fix
+        )
+        if after_nb is None:
+            return EditOutcome(before, before, plan, changed_outside=outside)
+        current = await self._hash(rel)
+        if current is not None and current != before.version:
+            raise ConflictError(
+                f"{rel!r} was changed by someone else while nbrelay was editing it; your "
+                "change was not applied.",
+                current=current,
+                hint="Read the notebook again and retry.",
             )
-            plan, after_nb = plan_edit(
-                before,
-                planner,
-                fix_hint="Fix it in JupyterLab, then retry.",
-                read=self._read.get(rel),
-            )
-            if after_nb is None:
-                return EditOutcome(before, before, plan, changed_outside=outside)
-            current = await self._hash(rel)
-            if current is not None and current != before.version:
-                raise ConflictError(
-                    f"{rel!r} was changed by someone else while nbrelay was editing it; your "
-                    "change was not applied.",
-                    current=current,
-                    hint="Read the notebook again and retry.",
-                )
-            after = await self._write(rel, after_nb)
-            self._known[rel] = after.version
-            self._read[rel] = after.notebook.sources()
+        after = await self._write(rel, after_nb)
+        self._seen.remember(rel, after)
         return EditOutcome(before, after, plan, changed_outside=outside, notes=(NOT_LIVE_NOTE,))
 
     async def remove(self, path: str) -> None:
         rel = self.relative(path)
-        async with self._lock(rel):
+        async with self.lock(rel):
             await self._fetch(rel)
             await self.api.delete_contents(self.paths.server(rel))
-            self._known.pop(rel, None)
-            self._read.pop(rel, None)
+            self._seen.forget(rel)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
@@ -311,8 +266,7 @@ class ContentsStore(NotebookStore):
         if "/" in full:
             await self.api.make_folders(full.rsplit("/", 1)[0])
         await self.api.rename_contents(self.paths.server(src_rel), full)
-        self._known.pop(src_rel, None)
-        self._read.pop(src_rel, None)
+        self._seen.forget(src_rel)
         return await self.load(dst_rel)
 
     async def aclose(self) -> None:

@@ -24,27 +24,13 @@ from typing import cast
 import anyio
 import anyio.to_thread
 
-from nbrelay.errors import (
-    NotebookExists,
-    PathError,
-    StoreError,
-    act,
-)
+from nbrelay.errors import NotebookExists, PathError, StoreError, act
 from nbrelay.notebook import nblr, validate
 from nbrelay.notebook.model import Notebook, parse, serialize, version_of
 from nbrelay.notebook.serialize import CellBytes, splice
 from nbrelay.process import map_big_buffers, release_memory
-from nbrelay.stores.base import (
-    Capabilities,
-    EditOutcome,
-    Entry,
-    LastSeen,
-    NotebookStore,
-    Planner,
-    Snapshot,
-    check_edit,
-    plan_edit,
-)
+from nbrelay.stores.base import Capabilities, EditOutcome, Entry, NotebookStore, Planner, Snapshot
+from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.file_documents import STATE_FOLDER, FileDocuments
 from nbrelay.stores.rootdir import RootDir
 
@@ -63,7 +49,7 @@ def _stat_key(st: os.stat_result) -> StatKey:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-class FileStore(NotebookStore):
+class FileStore(LockedEdits, NotebookStore):
     """Notebooks as files under ``root`` (see the module docstring for the guarantees)."""
 
     mode = "files"
@@ -75,10 +61,8 @@ class FileStore(NotebookStore):
         self.root = self.fs.root
         self.documents = FileDocuments(self.fs, self)
         self.open_kernel_folder = self.documents.open_kernel_folder  # the local kernels' binding
-        self._locks: dict[str, anyio.Lock] = {}
         self._cache: dict[str, _Cached] = {}
-        self._known: LastSeen[str] = LastSeen()
-        self._read: LastSeen[dict[str, str]] = LastSeen()  # each cell's source as last read
+        self._seen = Readers()
         # The last written notebook's cells as serialised (by cell identity), so that an edit
         # re-encodes only the cells it made; see _serialize.
         self._cell_bytes: dict[str, CellBytes] = {}
@@ -93,14 +77,6 @@ class FileStore(NotebookStore):
     def relative(self, path: str) -> str:
         rel, _ = self.fs.resolve(path)
         return rel
-
-    # -- locking --------------------------------------------------------------------------
-
-    def lock(self, real: str) -> anyio.Lock:
-        lock = self._locks.get(real)
-        if lock is None:
-            lock = self._locks[real] = anyio.Lock()
-        return lock
 
     # -- reading --------------------------------------------------------------------------
 
@@ -134,14 +110,6 @@ class FileStore(NotebookStore):
         self._cache[real] = _Cached(_stat_key(st), snap)
         return snap
 
-    def _observe(self, real: str, snap: Snapshot) -> Snapshot:
-        """Record that the agent has seen ``snap``; flag it if someone else changed the file."""
-        known = self._known.get(real)
-        self._known[real] = snap.version
-        self._read[real] = snap.notebook.sources()
-        changed = known is not None and known != snap.version
-        return replace(snap, changed_outside=changed) if changed else snap
-
     async def load(self, path: str) -> Snapshot:
         rel, real = self.fs.resolve(path)
         self.fs.sweep_soon(real)
@@ -149,7 +117,7 @@ class FileStore(NotebookStore):
             snap = self._unchanged(real)  # the common case needs one stat, not a thread
             if snap is None:
                 snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
-        return self._observe(real, snap)
+        return self._seen.observe(real, snap)
 
     async def peek(self, path: str) -> Snapshot:
         rel, real = self.fs.resolve(path)
@@ -216,7 +184,7 @@ class FileStore(NotebookStore):
         data = nblr.dump(notebook) if nblr.is_nblr(rel) else serialize(notebook)
         async with self.lock(real):
             snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
-        return self._observe(real, snap)
+        return self._seen.observe(real, snap)
 
     def _create_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> Snapshot:
         return self._remember(rel, real, data, self.put_sync(rel, real, data, overwrite))
@@ -229,17 +197,15 @@ class FileStore(NotebookStore):
         os.close(self.fs.open_folder(os.path.dirname(real), create=True))
         self.fs.resolve(rel, suffix=suffix)  # the folders just made must not change where it leads
         with self.fs.flock(real):
-            expect: str | None = None
-            if self.fs.lexists(real):
-                if not overwrite:
-                    raise NotebookExists(
-                        f"{rel!r} already exists.",
-                        hint=act("exists"),
-                    )
-                expect = self._snapshot_version(real, rel)
-            return self.fs.write_atomic(real, data, expect=expect)
+            return self.fs.write_atomic(real, data, expect=self._replacing(rel, real, overwrite))
 
-    def _snapshot_version(self, real: str, rel: str) -> str:
+    def _replacing(self, rel: str, real: str, overwrite: bool) -> str | None:
+        """The version of the file a write is about to replace (None: there is none); refused
+        unless ``overwrite``. Called with the file's lock held."""
+        if not self.fs.lexists(real):
+            return None
+        if not overwrite:
+            raise NotebookExists(f"{rel!r} already exists.", hint=act("exists"))
         raw, _ = self.fs.read_bytes(real, rel)
         return version_of(raw)
 
@@ -256,46 +222,29 @@ class FileStore(NotebookStore):
         self._cache[real] = _Cached(_stat_key(st), snap)
         return snap
 
-    async def edit(
-        self,
-        path: str,
-        planner: Planner,
-        *,
-        expected_version: str | None,
-        guard_positions: bool,
-    ) -> EditOutcome:
+    async def _edit_target(self, path: str) -> tuple[str, str]:
+        """Notebooks are locked by real path (two links to one file share its lock)."""
         rel, real = self.fs.resolve(path)
         self.fs.sweep_soon(real)
-        async with self.lock(real):
-            outcome = await anyio.to_thread.run_sync(
-                self._edit_sync, rel, real, planner, expected_version, guard_positions
-            )
-        self._known[real] = outcome.after.version
-        self._read[real] = outcome.after.notebook.sources()
+        return rel, real
+
+    async def _edit_locked(
+        self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
+    ) -> EditOutcome:
+        outcome = await anyio.to_thread.run_sync(
+            self._edit_sync, rel, key, planner, expected, guard_positions
+        )
+        self._seen.remember(key, outcome.after)
         return outcome
 
     def _edit_sync(
-        self,
-        rel: str,
-        real: str,
-        planner: Planner,
-        expected_version: str | None,
-        guard_positions: bool,
+        self, rel: str, real: str, planner: Planner, expected: str | None, guard_positions: bool
     ) -> EditOutcome:
         with self.fs.flock(real):
             before = self._snapshot(rel, real, fresh=True)
-            outside = check_edit(
-                rel,
-                before,
-                expected_version,
-                self._known.get(real),
-                guard_positions=guard_positions,
-            )
-            plan, after_nb = plan_edit(
-                before,
-                planner,
-                fix_hint="Fix the file by hand or restore it from version control, then retry.",
-                read=self._read.get(real),
+            fix = "Fix the file by hand or restore it from version control, then retry."
+            plan, after_nb, outside = self._seen.plan(
+                real, before, planner, expected, guard_positions, fix
             )
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
@@ -338,7 +287,7 @@ class FileStore(NotebookStore):
             snap = await anyio.to_thread.run_sync(
                 self.rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
             )
-        return self._observe(dst_real, cast(Snapshot, snap))
+        return self._seen.observe(dst_real, cast(Snapshot, snap))
 
     def rename_sync(
         self,
@@ -358,14 +307,7 @@ class FileStore(NotebookStore):
                 nb = parse(nblr.decode(src_rel, raw), name=src_rel)
                 if nblr.is_nblr(src_rel) != nblr.is_nblr(dst_rel):  # .ipynb <-> .nblr
                     raw = nblr.dump(nb) if nblr.is_nblr(dst_rel) else serialize(nb)
-            expect: str | None = None
-            if self.fs.lexists(dst_real):
-                if not overwrite:
-                    raise NotebookExists(
-                        f"{dst_rel!r} already exists.",
-                        hint=act("exists"),
-                    )
-                expect = self._snapshot_version(dst_real, dst_rel)
+            expect = self._replacing(dst_rel, dst_real, overwrite)
             os.close(self.fs.open_folder(os.path.dirname(dst_real), create=True))
             st = self.fs.write_atomic(dst_real, raw, expect=expect)
             if not keep_source:
@@ -379,8 +321,7 @@ class FileStore(NotebookStore):
     def forget(self, real: str) -> None:
         """A file is gone: drop its cached snapshot and what readers last saw of it."""
         self._cache.pop(real, None)
-        self._known.pop(real, None)
-        self._read.pop(real, None)
+        self._seen.forget(real)
 
     def drop_cached(self, real: str) -> None:
         """A file was written by other means than an edit: its cached snapshot is stale."""

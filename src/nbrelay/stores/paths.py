@@ -10,7 +10,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from nbrelay.errors import PathError
+from nbrelay.errors import NotebookNotFound, PathError, act
 
 MAX_PATH = 1024
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
@@ -79,3 +79,8 @@ def relative(path: str, parts: Iterable[str], suffix: str) -> str:
             f"the path {path!r} is not a {suffix} file.", hint=f"Notebook paths end in {suffix}."
         )
     return "/".join(kept)
+
+
+def missing(rel: str) -> NotebookNotFound:
+    """The error for a notebook ``rel`` that is not there."""
+    return NotebookNotFound(f"notebook {rel!r} does not exist.", hint=act("missing"))

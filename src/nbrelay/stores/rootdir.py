@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import secrets
@@ -148,10 +149,7 @@ class RootDir:
         try:
             dfd = self.open_folder(os.path.dirname(real))
         except NotebookNotFound as exc:
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            ) from exc
+            raise paths.missing(rel) from exc
         try:
             return os.open(
                 os.path.basename(real),
@@ -159,10 +157,7 @@ class RootDir:
                 dir_fd=dfd,
             )
         except FileNotFoundError as exc:
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            ) from exc
+            raise paths.missing(rel) from exc
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise PathError(f"{rel!r} changed into a symlink while being opened.") from exc
@@ -265,18 +260,7 @@ class RootDir:
         if parts[:1] == [".."] or os.path.isabs(rel):
             raise PathError(f"{rel!r} is outside the root folder.")
         fd = os.open(self.root_s, _DIR_FLAGS)
-        try:
-            for part in parts:
-                if create:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return runtime.descend(fd, parts, functools.partial(runtime.open_subfolder, make=create))
 
     def open_folder(self, folder: str, *, create: bool = False) -> int:
         """Open a folder inside the root (making it and its parents with ``create``) by

@@ -37,7 +37,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from nbrelay.errors import ConflictError, NotebookExists, RemoteError, act
-from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Edit, UpdateCell
 from nbrelay.notebook.model import Notebook
@@ -46,12 +45,8 @@ from nbrelay.stores.base import (
     Capabilities,
     EditOutcome,
     Entry,
-    LastSeen,
     Planner,
     Snapshot,
-    plan_edit,
-    positions_moved,
-    refuse_stale,
 )
 from nbrelay.stores.rtc_rooms import RoomHost, landed, settle
 from nbrelay.stores.rtc_saving import SAVE_NOTE, save_room
@@ -93,36 +88,6 @@ class _Unconfirmed(Exception):
 class RTCStore(RoomHost):
     """The notebooks of a Jupyter Server, live through its rooms (see the module docstring)."""
 
-    def __init__(
-        self,
-        api: JupyterAPI,
-        *,
-        agent_name: str = "nbrelay agent",
-        folder: str = "",
-        idle_close: float = 120.0,
-        sync_timeout: float = 60.0,
-        save_delay: float = 0.5,
-        save_each_edit: bool = False,
-    ) -> None:
-        super().__init__(
-            api,
-            agent_name=agent_name,
-            folder=folder,
-            idle_close=idle_close,
-            sync_timeout=sync_timeout,
-            save_delay=save_delay,
-        )
-        # Edits return once the server has them in the room, and the saver saves the file
-        # after; with ``save_each_edit``, before each edit returns (``flush`` waits on demand).
-        self.save_each_edit = save_each_edit
-        # Running cells' outputs are written into the room this often (the workspace reads it).
-        self.output_interval = 0.1
-        # What each MCP session (reader) last saw: the guard against stale positions.
-        self._known_version: LastSeen[str] = LastSeen()
-        self._known_order: LastSeen[tuple[str, ...]] = LastSeen()
-        self._known_sources: LastSeen[dict[str, str]] = LastSeen()
-        self._seen_reloads: dict[str, tuple[Room, int]] = {}
-
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(
@@ -163,7 +128,7 @@ class RTCStore(RoomHost):
 
     async def load(self, path: str) -> Snapshot:
         rel = self.relative(path)
-        async with self._lock(rel):
+        async with self.lock(rel):
             for attempt in range(2):
                 room = await self._room(rel)
                 if room is None:
@@ -177,12 +142,7 @@ class RTCStore(RoomHost):
                     if attempt:
                         raise self._lost(rel) from None
                     continue
-                known = self._known_version.get(rel)
-                self._known_version[rel] = snap.version
-                self._known_order[rel] = order
-                self._known_sources[rel] = snap.notebook.sources()
-                changed = known is not None and known != snap.version
-                return replace(snap, changed_outside=changed, notes=notes)
+                return replace(self._seen.observe(rel, snap, order), notes=notes)
         raise self._lost(rel)
 
     async def peek(self, path: str) -> Snapshot:
@@ -200,21 +160,12 @@ class RTCStore(RoomHost):
             hint="Check that the server is running and reachable, then retry.",
         )
 
-    async def edit(
-        self,
-        path: str,
-        planner: Planner,
-        *,
-        expected_version: str | None,
-        guard_positions: bool,
+    async def _edit_locked(
+        self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
     ) -> EditOutcome:
-        rel = self.relative(path)
-        async with self._lock(rel):
-            outcome = await self._edit(rel, planner, expected_version, guard_positions)
-            if outcome.plan.edits:
-                self._known_version[rel] = outcome.after.version
-                self._known_order[rel] = tuple(outcome.after.notebook.ids)
-                self._known_sources[rel] = outcome.after.notebook.sources()
+        outcome = await self._edit(rel, planner, expected, guard_positions)
+        if outcome.plan.edits:
+            self._seen.remember(rel, outcome.after, outcome.after.notebook.ids)
         return outcome
 
     async def _edit(
@@ -251,27 +202,9 @@ class RTCStore(RoomHost):
         before, order = self._snapshot(rel, room)
         notes = self._notes(rel, room, commit=False)
         told = (" " + " ".join(notes)) if notes else ""
-        refuse_stale(rel, expected_version, before.version, told)
-        known = self._known_version.get(rel)
-        outside = known is not None and known != before.version
-        known_order = self._known_order.get(rel)
-        if (
-            guard_positions
-            and expected_version is None
-            and known_order is not None
-            and known_order != order
-        ):
-            raise positions_moved(
-                f"someone else inserted, deleted or moved cells of {rel!r}", before.version, told
-            )
-        plan, after_nb = plan_edit(
-            before,
-            planner,
-            fix_hint="Fix it in JupyterLab, then retry.",
-            clean=lambda c: {k: v for k, v in c.items() if k != "execution_state"},
-            read=self._known_sources.get(rel),
+        before, plan, after_nb, outside = self._seen.plan_in_room(
+            before, order, planner, expected_version, guard_positions, told
         )
-        before = replace(before, changed_outside=outside)
         self._notes(rel, room)
         if after_nb is None:
             return EditOutcome(before, before, plan, changed_outside=outside, notes=notes)
@@ -341,7 +274,7 @@ class RTCStore(RoomHost):
         rel = self.relative(path)
         validate.check_notebook(notebook)
         full = self.paths.server(rel)
-        async with self._lock(rel):
+        async with self.lock(rel):
             exists = await self.api.exists(full)
             if exists and not overwrite:
                 raise NotebookExists(
@@ -375,30 +308,24 @@ class RTCStore(RoomHost):
                     self._notes(rel, room)
                 if saved is not None:
                     notes = (SAVE_NOTE.format(why=saved),)
-        self._known_version[rel] = snap.version
-        self._known_order[rel] = order
-        self._known_sources[rel] = snap.notebook.sources()
+        self._seen.remember(rel, snap, order)
         return replace(snap, notes=notes)
 
     async def remove(self, path: str) -> None:
         rel = self.relative(path)
-        async with self._lock(rel):
+        async with self.lock(rel):
             await self._drop(rel)
             await self.contents.remove(rel)
-            self._known_version.pop(rel, None)
-            self._known_order.pop(rel, None)
-            self._known_sources.pop(rel, None)
+            self._seen.forget(rel)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
         if keep_source:
             snap = await self.load(src_rel)
             return await self.create(dst_rel, snap.notebook, overwrite=overwrite)
-        async with self._lock(src_rel):
+        async with self.lock(src_rel):
             await self._drop(src_rel)
             await self._drop(dst_rel)
             await self.contents.rename(src_rel, dst_rel, overwrite=overwrite, keep_source=False)
-            self._known_version.pop(src_rel, None)
-            self._known_order.pop(src_rel, None)
-            self._known_sources.pop(src_rel, None)
+            self._seen.forget(src_rel)
         return await self.load(dst_rel)

@@ -27,13 +27,14 @@ from nbrelay.notebook.edits import DeleteCells, InsertCells, UpdateCell
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.base import EditOutcome
 from nbrelay.stores.contents import ContentsStore, Paths
+from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.rtc_saving import save_room, saver
 from nbrelay.stores.yprotocol import GLOBAL_AWARENESS, Room, RoomLost, agent_user
 
 logger = logging.getLogger("nbrelay.rtc")
 
 
-class RoomHost:
+class RoomHost(LockedEdits):
     """The joined rooms of one Jupyter Server, by notebook path (see the module docstring)."""
 
     def __init__(
@@ -45,6 +46,7 @@ class RoomHost:
         idle_close: float = 120.0,
         sync_timeout: float = 60.0,
         save_delay: float = 0.5,
+        save_each_edit: bool = False,
     ) -> None:
         self.api = api
         self.paths = Paths(folder)
@@ -54,10 +56,17 @@ class RoomHost:
         self.sync_timeout = sync_timeout
         # The file is saved this many seconds after the last edit (coalesced).
         self.save_delay = save_delay
+        # Edits return once the server has them in the room, and the saver saves the file
+        # after; with ``save_each_edit``, before each edit returns (``flush`` waits on demand).
+        self.save_each_edit = save_each_edit
+        # Running cells' outputs are written into the room this often (the workspace reads it).
+        self.output_interval = 0.1
+        # What each MCP session (reader) last saw: the guard against stale positions.
+        self._seen = Readers()
+        self._seen_reloads: dict[str, tuple[Room, int]] = {}
         self._rtc: bool | None = None
         self.mode = "live"  # "contents" once the server turns out to have no RTC
         self._rooms: dict[str, Room] = {}
-        self._locks: dict[str, anyio.Lock] = {}
         self._reconnected: set[str] = set()  # rooms joined again since the agent was told
         self._presence: Room | None = None
         self._presence_lock = anyio.Lock()
@@ -144,12 +153,6 @@ class RoomHost:
         if not self._rooms and self._presence is not None:
             presence, self._presence = self._presence, None
             await presence.close()
-
-    def _lock(self, rel: str) -> anyio.Lock:
-        lock = self._locks.get(rel)
-        if lock is None:
-            lock = self._locks[rel] = anyio.Lock()
-        return lock
 
     # -- rooms ----------------------------------------------------------------------------
 
@@ -252,7 +255,7 @@ class RoomHost:
         """Join the notebook's room and keep it joined until ``close_session``; return the
         room's (session id, file id)."""
         rel = self.relative(path)
-        async with self._lock(rel):
+        async with self.lock(rel):
             room = await self._room(rel)
         if room is None:
             raise Unsupported(
@@ -268,7 +271,7 @@ class RoomHost:
         """Leave the notebook's room now (and JupyterLab's collaborator list once no room is
         left); False if the room was not joined."""
         rel = self.relative(path)
-        async with self._lock(rel):
+        async with self.lock(rel):
             if rel not in self._rooms:
                 return False
             await self._drop(rel)

@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskStatus
 
-from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, act
+from nbrelay.errors import NbrelayError, RemoteError
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once
 from nbrelay.notebook.edits import Edit
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.ydoc import apply_edits, replace_all
 from nbrelay.notebook.ymirror import Mirror
+from nbrelay.stores import paths
 
 if TYPE_CHECKING:
     import pycrdt
@@ -192,10 +193,7 @@ class Room:
                 await self.synced.wait()
                 tg.cancel_scope.cancel()
         if self.closed.is_set() and self.close_code == 4404:
-            raise NotebookNotFound(
-                f"notebook {self.name!r} does not exist.",
-                hint=act("missing"),
-            )
+            raise paths.missing(self.name)
         if self.closed.is_set():
             raise RemoteError(
                 f"the Jupyter Server closed the room of {self.name!r} while nbrelay was joining "

@@ -1,0 +1,235 @@
+"""What every store's ``edit`` shares: the notebook's lock, the checks against what the reader
+last saw, and the plan made and validated in memory.
+
+``LockedEdits.edit`` holds the notebook's lock while the store reads the freshest content, checks
+and plans the edit (``Readers.plan``) and applies it, so a plan can never be made against one
+version and applied to another. Each store supplies only the step that differs: how it reads
+and writes (a file, the contents API, a live room).
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+
+import anyio
+
+from nbrelay.errors import ConflictError, NotebookInvalid, act
+from nbrelay.notebook import validate
+from nbrelay.notebook.edits import Plan, apply, changed_cells
+from nbrelay.notebook.merge_read import merge_with_read
+from nbrelay.notebook.model import Cell, Notebook
+from nbrelay.stores.base import EditOutcome, LastSeen, Planner, Snapshot
+
+_STALE_HINT = act("stale")
+
+
+class LockedEdits(ABC):
+    """``NotebookStore.edit`` for every store: one lock per notebook (``lock``, made on first
+    use) is held while ``_edit_locked`` (the store's own step) plans and applies the edit."""
+
+    @functools.cached_property
+    def _locks(self) -> defaultdict[str, anyio.Lock]:
+        return defaultdict(anyio.Lock)
+
+    def lock(self, key: str) -> anyio.Lock:
+        """The lock of the notebook ``key`` (its relative path; in file mode, its real path)."""
+        return self._locks[key]
+
+    @abstractmethod
+    def relative(self, path: str) -> str:
+        """Validate a notebook path and return its normal relative form (raises PathError)."""
+
+    async def edit(
+        self,
+        path: str,
+        planner: Planner,
+        *,
+        expected_version: str | None,
+        guard_positions: bool,
+    ) -> EditOutcome:
+        """See ``NotebookStore.edit``."""
+        rel, key = await self._edit_target(path)
+        async with self.lock(key):
+            return await self._edit_locked(rel, key, planner, expected_version, guard_positions)
+
+    async def _edit_target(self, path: str) -> tuple[str, str]:
+        """The notebook's relative path and the key of its lock (by default the same)."""
+        rel = self.relative(path)
+        return rel, rel
+
+    @abstractmethod
+    async def _edit_locked(
+        self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
+    ) -> EditOutcome:
+        """Read the notebook, check and plan the edit (``Readers.plan``) and apply it, the
+        lock held; record what the reader now knows."""
+
+
+class Readers:
+    """What each reader (MCP session) last saw of each notebook, by key (its path; in file mode
+    its real path): the version (a change made since is reported, and may refuse an edit by
+    position), the cells' sources (a whole new source written over a change made since is
+    merged with it) and, in a store with live rooms, the cells' order."""
+
+    def __init__(self) -> None:
+        self.version: LastSeen[str] = LastSeen()
+        self.order: LastSeen[tuple[str, ...]] = LastSeen()
+        self.sources: LastSeen[dict[str, str]] = LastSeen()
+
+    def remember(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> None:
+        self.version[key] = snap.version
+        if order is not None:
+            self.order[key] = tuple(order)
+        self.sources[key] = snap.notebook.sources()
+
+    def observe(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> Snapshot:
+        """Remember ``snap`` as read; flagged if someone else changed the notebook since."""
+        known = self.version.get(key)
+        self.remember(key, snap, order)
+        changed = known is not None and known != snap.version
+        return replace(snap, changed_outside=True) if changed else snap
+
+    def forget(self, key: str) -> None:
+        for seen in (self.version, self.order, self.sources):
+            seen.pop(key)
+
+    def plan(
+        self,
+        key: str,
+        before: Snapshot,
+        planner: Planner,
+        expected: str | None,
+        guard_positions: bool,
+        fix_hint: str,
+        *,
+        order: Sequence[str] | None = None,
+        told: str = "",
+        clean: Callable[[Cell], Cell] | None = None,
+    ) -> tuple[Plan, Notebook | None, bool]:
+        """Check an edit of ``before`` against what this reader last saw, then plan it (see
+        ``plan_edit``). Returns the plan, the new notebook (None when the plan changes nothing)
+        and whether someone else changed the notebook since the reader's last read (the edit
+        reports it).
+
+        A stale ``expected`` version is refused. An edit by position (``guard_positions``, no
+        version given) is refused when its positions may point at other cells now: in a store
+        that knows the cell ``order`` (live rooms), when cells were inserted, deleted or moved
+        since the last read (typing moves none); in the others, when the notebook changed at
+        all. ``told`` (live mode's notes) ends each refusal.
+        """
+        rel = before.path
+        _refuse_stale(rel, expected, before.version, told)
+        known = self.version.get(key)
+        outside = known is not None and known != before.version
+        if guard_positions and expected is None:
+            if order is None and outside:
+                raise _positions_moved(f"{rel!r} was changed by someone else", before.version, told)
+            known_order = self.order.get(key)
+            if order is not None and known_order is not None and known_order != tuple(order):
+                raise _positions_moved(
+                    f"someone else inserted, deleted or moved cells of {rel!r}",
+                    before.version,
+                    told,
+                )
+        read = self.sources.get(key)
+        plan, after = plan_edit(before, planner, fix_hint=fix_hint, clean=clean, read=read)
+        return plan, after, outside
+
+    def plan_in_room(
+        self,
+        before: Snapshot,
+        order: Sequence[str],
+        planner: Planner,
+        expected: str | None,
+        guard_positions: bool,
+        told: str = "",
+    ) -> tuple[Snapshot, Plan, Notebook | None, bool]:
+        """``plan`` for a live room's notebook (cells in ``order``), whose run state
+        nbformat does not know; ``before`` is returned flagged if it changed since."""
+        plan, after, outside = self.plan(
+            before.path,
+            before,
+            planner,
+            expected,
+            guard_positions,
+            "Fix it in JupyterLab, then retry.",
+            order=order,
+            told=told,
+            clean=_run_state_dropped,
+        )
+        return replace(before, changed_outside=outside), plan, after, outside
+
+
+def _run_state_dropped(cell: Cell) -> Cell:
+    """A live room's cell as nbformat sees it: JupyterLab's run state lives in rooms only."""
+    return {k: v for k, v in cell.items() if k != "execution_state"}
+
+
+def _refuse_stale(rel: str, expected: str | None, current: str, told: str = "") -> None:
+    """Refuse an edit based on ``expected`` when the notebook is now ``current``."""
+    if expected is not None and expected != current:
+        raise ConflictError(
+            f"{rel!r} changed since version {expected}: it is now version {current}. "
+            f"Nothing was changed.{told}",
+            current=current,
+            hint=_STALE_HINT,
+        )
+
+
+def _positions_moved(what: str, current: str, told: str = "") -> ConflictError:
+    """The refusal of an edit by position after ``what`` happened since the caller's read."""
+    return ConflictError(
+        f"{what} since you last read it, and this edit addresses cells by position, which may "
+        f"now point at other cells. Nothing was changed.{told}",
+        current=current,
+        hint=act("positions"),
+    )
+
+
+def plan_edit(
+    before: Snapshot,
+    planner: Planner,
+    *,
+    fix_hint: str,
+    clean: Callable[[Cell], Cell] | None = None,
+    read: Mapping[str, str] | None = None,
+) -> tuple[Plan, Notebook | None]:
+    """Run ``planner`` on ``before`` and apply its edits in memory, validating the cells they
+    change (through ``clean`` first, if given). Returns the plan and the new notebook (stored as
+    nbformat 4.5, which keeps cell ids), or None when the plan changes nothing.
+
+    ``read`` is what the caller last read of each cell (``Notebook.sources``): a whole new
+    source it wrote for a cell that changed since is merged three-way with that change
+    (``merge_read.merge_with_read``).
+
+    Raises:
+        NotebookInvalid: ``before`` failed validation when read (nbrelay never writes an
+            invalid notebook), or the edit would make a cell invalid.
+        ConflictError: a whole new source changes the same lines as someone else's change
+            made since the caller's read.
+    """
+    if before.problems:
+        raise NotebookInvalid(
+            f"{before.path!r} fails nbformat validation: {'; '.join(before.problems)}.",
+            hint=f"nbrelay never writes an invalid notebook. {fix_hint}",
+        )
+    plan = planner(before.notebook)
+    try:
+        plan = merge_with_read(plan, before.notebook, read)
+    except ConflictError as exc:
+        exc.current = before.version
+        raise
+    if not plan.edits:
+        return plan, None
+    cells = apply(before.notebook.cells, plan.edits)
+    changed = changed_cells(cells, plan.edits)
+    validate.check_cells([clean(c) for c in changed] if clean else changed)
+    after = before.notebook.with_cells(cells)
+    after.data["nbformat_minor"] = max(5, int(after.data.get("nbformat_minor", 0)))
+    after.ids_made = False
+    after.problems = []  # what was said about reading the file no longer holds once written
+    return plan, after
