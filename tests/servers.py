@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -38,8 +39,28 @@ class Server(Protocol):
 S = TypeVar("S", bound=Server)
 
 
+def _ephemeral_low() -> int:
+    """The lowest port of the range the kernel hands out for port 0 (kernels' ZeroMQ channels,
+    outgoing connections)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    """A TCP port on 127.0.0.1 that nothing listens on now, chosen below the ephemeral range:
+    a port the kernel handed out for port 0 could be taken again, between this check and the
+    server's start, by a Jupyter kernel's channel or an outgoing connection of another test."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
