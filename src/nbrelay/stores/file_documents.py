@@ -17,7 +17,7 @@ import posixpath
 import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import anyio.to_thread
@@ -30,19 +30,44 @@ from nbrelay.errors import (
     StoreError,
     act,
 )
-from nbrelay.stores.base import Document
+from nbrelay.stores.base import Document, Snapshot
 from nbrelay.stores.rootdir import RootDir, is_inside
 
-if TYPE_CHECKING:
-    from nbrelay.stores.files import FileStore
-
 STATE_FOLDER = ".nbrelay-state"  # kernel states saved next to notebooks (hidden, never served)
+
+
+class NotebookFiles(Protocol):
+    """What the documents need of the file store (``FileStore``; a protocol, so this module does
+    not import the store that imports it): its locks, cache and whole-file writes."""
+
+    def lock(self, key: str) -> anyio.Lock: ...
+
+    def relative(self, path: str) -> str: ...
+
+    def forget(self, real: str) -> None: ...
+
+    def drop_cached(self, real: str) -> None: ...
+
+    def put_sync(
+        self, rel: str, real: str, data: bytes, overwrite: bool, *, suffix: str = ".ipynb"
+    ) -> os.stat_result: ...
+
+    def rename_sync(
+        self,
+        src_rel: str,
+        src_real: str,
+        dst_rel: str,
+        dst_real: str,
+        overwrite: bool,
+        keep_source: bool,
+        notebook: bool = True,
+    ) -> Snapshot | None: ...
 
 
 class FileDocuments:
     """Documents, exports/imports, kernel folders and state files under ``fs``'s root."""
 
-    def __init__(self, fs: RootDir, store: FileStore) -> None:
+    def __init__(self, fs: RootDir, store: NotebookFiles) -> None:
         self.fs = fs
         self.root: Path = fs.root
         self._store = store
