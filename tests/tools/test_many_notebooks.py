@@ -239,13 +239,10 @@ async def test_search_over_many_pages_within_limit_and_budget(client: Client, ro
     assert {m["path"] for m in cut[0]["matches"]} == {"g2/loud.ipynb"}
 
 
+@pytest.mark.parametrize("store_mode", ["files"])  # symlinks and hidden folders on disk
 async def test_search_over_many_keeps_to_the_root_and_skips_what_it_cannot_read(
-    store_mode: str, client: Client, root: Path, tmp_path: Path
+    client: Client, root: Path, tmp_path: Path
 ) -> None:
-    if store_mode != "files":
-        pytest.skip(
-            "symlinks and hidden folders on disk: file mode (the Jupyter Server keeps its own)"
-        )
     needles(root)
     outside = tmp_path / "outside"
     write_notebook(outside / "secret.ipynb", notebook("needle = 'outside'"))

@@ -16,9 +16,7 @@ from nbrelay.workspace.notebooks import names_one_notebook
 
 async def search_notebook(
     ws: Workspace,
-    path: Annotated[
-        str, Field(description="A notebook, or a folder or glob ('**/eda*') to search all there.")
-    ],
+    path: Annotated[str, Field(description="A notebook, folder or glob ('**/eda*').")],
     pattern: Annotated[str, Field(description="Text, or a regex with regex=true.")],
     regex: bool = False,
     case_sensitive: bool = False,
@@ -26,7 +24,7 @@ async def search_notebook(
     limit: Annotated[int, Field(ge=1, le=1000)] = 100,
     start: Annotated[int, Field(ge=0)] = 0,
 ) -> SearchResult:
-    """Find lines matching text or a regex: cell index, id and 0-based line of each (in a folder or glob: and its notebook; `next_start` if more remain).
+    """Find lines matching text or a regex: cell index, id and 0-based line of each; for a folder or glob also the notebook, `next_start` if more remain.
 
     Example: search_notebook(path="eda.ipynb", pattern="read_csv") or search_notebook(path="reports", pattern="read_csv").
     """
