@@ -331,17 +331,17 @@ def _serve(settings: Settings) -> int:
     # little. It stays off until the server has answered its first requests.
     gc.disable()
     _settle_after(SETTLE_SECONDS)
-    if settings.http:
-        import anyio
+    import anyio
 
+    if settings.http:
         from nbrelay.transport import serve
 
         anyio.run(serve, settings)
         return 0
+    from nbrelay import stdio
     from nbrelay.server import build_server
 
-    server = build_server(settings)
-    server.run("stdio")
+    anyio.run(stdio.serve, build_server(settings))
     return 0
 
 
