@@ -123,6 +123,12 @@ async def test_a_request_that_cannot_be_decoded_gets_a_json_rpc_error(tmp_path: 
         assert isinstance(invalid["error"], dict)
         assert invalid["error"]["code"] == -32600
 
+        await send('{"jsonrpc":"2.0","id":"\\udc80","method":"x","p":"\\ud800"}')
+        unsendable = await answer()  # an id no answer can carry (a lone surrogate): null
+        assert unsendable["id"] is None
+        assert isinstance(unsendable["error"], dict)
+        assert unsendable["error"]["code"] == -32700
+
         await send("this is not JSON")
         garbage = await answer()
         assert garbage["id"] is None

@@ -64,9 +64,10 @@ def answer(exc: Exception) -> SessionMessage | None:
             f"({where}: {first.get('msg', 'invalid')}). Nothing was done."
         )
     rid = members.get("id")
-    known = isinstance(rid, (int, str)) and not isinstance(rid, bool)
+    known = isinstance(rid, (int, str)) and not isinstance(rid, bool) and _sendable(rid)
+    message = message.encode("utf-8", "replace").decode("utf-8")  # no lone surrogate goes out
     method = "method" in members
-    if whole and (method != known):  # a notification or a response: JSON-RPC answers neither
+    if whole and (method != ("id" in members)):  # a notification or a response: no answer
         logger.warning("dropped an undecodable notification or response: %s", message)
         return None
     logger.warning("answered an undecodable line (id %r): %s", rid if known else None, message)
@@ -74,6 +75,16 @@ def answer(exc: Exception) -> SessionMessage | None:
         jsonrpc="2.0", id=rid if known else None, error=ErrorData(code=code, message=message)
     )
     return SessionMessage(error)
+
+
+def _sendable(rid: int | str) -> bool:
+    """Whether an id can go back in an answer: a string with a lone surrogate cannot be
+    encoded (the SDK's writer would fail, and stdout with it)."""
+    try:
+        str(rid).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _why(bad_json: Any, exc: Exception) -> str:

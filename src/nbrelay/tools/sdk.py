@@ -180,7 +180,11 @@ class _Answering:
             item = await self._inner.receive()
             if not isinstance(item, Exception):
                 return item
-            reply = self._answer(item)
+            try:
+                reply = self._answer(item)
+            except Exception:  # an answer must never cost the connection
+                logging.getLogger("nbrelay.stdio").exception("could not answer a bad line")
+                continue
             if reply is not None:
                 await self._write.send(reply)
 
