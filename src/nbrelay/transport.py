@@ -397,7 +397,7 @@ def deadline_protocol(timeout: float) -> type[asyncio.Protocol]:
                 if self._phase != "body":
                     self._body_ends = now + _BODY_TIMES * timeout
                 self._arm("body", min(timeout, self._body_ends - now))
-            elif self._phase != "idle":  # the request is in: the application has the time
+            else:  # the request is in: the application takes the time it needs
                 self._disarm()
 
         def _arm(self, phase: str, delay: float) -> None:

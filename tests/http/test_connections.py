@@ -34,6 +34,7 @@ def anyio_backend() -> str:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("connections-root")
     write_notebook(root / "a.ipynb", notebook("x = 1"))
+    write_notebook(root / "slow.ipynb", notebook("a" * 60 + "!"))
     logs = tmp_path_factory.mktemp("connections-logs")
     with http_server(root, logs, "--http-timeout", str(TIMEOUT)) as server:
         yield server
@@ -113,7 +114,7 @@ async def test_slow_connections_are_closed_and_real_clients_are_not(
         for pause in (0, TIMEOUT / 2, TIMEOUT * 2, 0):
             await anyio.sleep(pause)
             listed = await client.call_tool("list_notebooks", {})
-            assert data_of(listed)["count"] == 1
+            assert data_of(listed)["count"] == 2
 
     assert sum(len(v) for v in results.values()) == 24  # every one was closed by the server
     for name in ("stalled head", "stalled body"):
@@ -125,6 +126,36 @@ async def test_slow_connections_are_closed_and_real_clients_are_not(
     for got in results["idle after a request"]:
         assert got.startswith(b"HTTP/1.1 200 ")
         assert b" 408 " not in got
+
+
+async def test_a_request_that_takes_longer_than_the_timeout_is_answered(
+    served: RunningServer,
+) -> None:
+    """The deadlines are for the client's bytes, never for the server's work: a call that runs
+    twice the timeout and more (a regex stopped at its 2 s limit) gets its answer, also when
+    the request arrived in one packet on a new connection."""
+    session = post(served).headers["mcp-session-id"]
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "search_notebook",
+            "arguments": {"path": "slow.ipynb", "pattern": "(a|aa)+$", "regex": True},
+        },
+    }
+    body = json.dumps(call).encode()
+    extra = f"Mcp-Session-Id: {session}\r\nConnection: close\r\n"
+    stream = await anyio.connect_tcp("127.0.0.1", served.port)
+    got = await until_closed(stream, head(served, length=len(body), extra=extra) + body)
+    assert got.startswith(b"HTTP/1.1 200 "), got[:300]
+    assert b"took over 2 s" in got, got[-500:]
+
+    async with http_client(served.url, served.token) as client:  # and through a real client
+        with anyio.fail_after(PATIENCE):
+            result = await client.call_tool("search_notebook", call["params"]["arguments"])
+        assert result.is_error
+        assert "took over 2 s" in json.dumps(result.model_dump(mode="json"))
 
 
 async def test_content_length_with_transfer_encoding_is_refused_and_closed(
