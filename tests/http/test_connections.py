@@ -135,14 +135,12 @@ async def test_a_request_that_takes_longer_than_the_timeout_is_answered(
     twice the timeout and more (a regex stopped at its 2 s limit) gets its answer, also when
     the request arrived in one packet on a new connection."""
     session = post(served).headers["mcp-session-id"]
+    arguments = {"path": "slow.ipynb", "pattern": "(a|aa)+$", "regex": True}
     call = {
         "jsonrpc": "2.0",
         "id": 2,
         "method": "tools/call",
-        "params": {
-            "name": "search_notebook",
-            "arguments": {"path": "slow.ipynb", "pattern": "(a|aa)+$", "regex": True},
-        },
+        "params": {"name": "search_notebook", "arguments": arguments},
     }
     body = json.dumps(call).encode()
     extra = f"Mcp-Session-Id: {session}\r\nConnection: close\r\n"
@@ -153,7 +151,7 @@ async def test_a_request_that_takes_longer_than_the_timeout_is_answered(
 
     async with http_client(served.url, served.token) as client:  # and through a real client
         with anyio.fail_after(PATIENCE):
-            result = await client.call_tool("search_notebook", call["params"]["arguments"])
+            result = await client.call_tool("search_notebook", arguments)
         assert result.is_error
         assert "took over 2 s" in json.dumps(result.model_dump(mode="json"))
 
