@@ -82,6 +82,7 @@ class Settings:
     allowed_hosts: tuple[str, ...] = _default("allowed_hosts")
     allowed_origins: tuple[str, ...] = _default("allowed_origins")
     max_http_sessions: int = _default("max_http_sessions")
+    http_timeout: float = _default("http_timeout")
     execution_timeout: float = _default("execution_timeout")
     max_execution_timeout: float = _default("max_execution_timeout")
     execution_wait: float = _default("execution_wait")

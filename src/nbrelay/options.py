@@ -136,6 +136,16 @@ OPTIONS: tuple[Option, ...] = (
         hi=100_000,
     ),
     Option(
+        "http_timeout",
+        float,
+        30.0,
+        "Seconds an --http client may take to send a request's headers, or pause within its "
+        "body, and may leave its connection idle between requests; slower connections are "
+        "closed (a request in progress gets 408). A body may take ten times this in all.",
+        lo=1,
+        hi=3600,
+    ),
+    Option(
         "execution_timeout",
         float,
         600.0,

@@ -355,3 +355,27 @@ def _exited(proc: subprocess.Popen[bytes], seconds: float) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return True
+
+
+async def test_listing_pages_and_a_search_over_a_folder_in_the_extension(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    folder, local = ext_folder
+    for i in range(60):
+        write_notebook(local / f"t{i % 3}" / f"n{i:02d}.ipynb", notebook(f"v = {i}"))
+    write_notebook(local / "t1" / "hit.ipynb", notebook("x = 1", "needle = 2"))
+    async with ext_client(ext_server) as client:
+        first = await call(client, "list_notebooks", folder=folder)
+        assert first["count"] == 50
+        assert first["next_start"] == 50
+        rest = await call(client, "list_notebooks", folder=folder, start=50)
+        assert first["count"] + rest["count"] == 61
+        assert "next_start" not in rest
+        only = await call(client, "list_notebooks", folder=folder, pattern=f"{folder}/t2/*")
+        assert only["count"] == 20
+        assert all(n["path"].startswith(f"{folder}/t2/") for n in only["notebooks"])
+        found = await call(client, "search_notebook", path=folder, pattern="needle")
+        assert found["searched"] == 61
+        assert [(m["path"], m["index"]) for m in found["matches"]] == [
+            (f"{folder}/t1/hit.ipynb", 1)
+        ]

@@ -39,6 +39,7 @@ from nbrelay.stores.base import Capabilities, EditOutcome, Entry, Planner, Snaps
 from nbrelay.stores.contents import NOT_LIVE_NOTE, ContentsStore, Paths
 from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.live_extras import ContentsDocuments
+from nbrelay.stores.paths import Glob
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -194,6 +195,19 @@ class ServerStore(LockedEdits):
 
     async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
         return await self.contents.list(folder, recursive=recursive)
+
+    async def find(
+        self,
+        folder: str,
+        *,
+        recursive: bool = True,
+        glob: Glob | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Entry]:
+        return await self.contents.find(folder, recursive=recursive, glob=glob, limit=limit)
+
+    async def scan(self, path: str) -> Snapshot:
+        return await self.peek(path)
 
     async def load(self, path: str) -> Snapshot:
         rel = self.relative(path)

@@ -8,6 +8,7 @@ another.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_c
 
 from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
+from nbrelay.stores.paths import Glob
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -120,8 +122,33 @@ class NotebookStore(Protocol):
     mode: str
 
     async def list(self, folder: str, *, recursive: bool) -> list[Entry]:
-        """List the notebooks under ``folder``. Called by ``Workspace.list_notebooks``."""
+        """List the notebooks under ``folder``, in walk order: each folder's notebooks by name,
+        then its subfolders. Called by the profiles' listings."""
         ...
+
+    async def find(
+        self,
+        folder: str,
+        *,
+        recursive: bool = True,
+        glob: Glob | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Entry]:
+        """The first ``limit`` notebooks under ``folder`` (all if None) that ``glob`` matches,
+        in ``list``'s order. A store that can walks only the folders the glob can match in and
+        stops at ``limit``; this default filters ``list``. Called by ``Workspace.list_notebooks``
+        and the search over many notebooks."""
+        found = [
+            e
+            for e in await self.list(folder, recursive=recursive)
+            if glob is None or glob.match(e.path)
+        ]
+        return found if limit is None else found[:limit]
+
+    async def scan(self, path: str) -> Snapshot:
+        """The current snapshot for a pass over many notebooks (a search): like ``peek``, but a
+        store that caches notebooks does not keep this one unless it had it already."""
+        return await self.peek(path)
 
     async def load(self, path: str) -> Snapshot:
         """Return the current snapshot. Called by every read; must be cheap when unchanged."""

@@ -291,7 +291,8 @@ class RootDir:
         """Write ``data`` to ``real`` atomically; ``expect`` is the version the file must still
         have just before the replace (None: the file must not exist)."""
         folder, name = os.path.split(real)
-        tmp = f".{name}{_TMP_MARK}{os.getpid()}-{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        tail = f"{_TMP_MARK}{os.getpid()}-{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        tmp = paths.fitted(name, tail, prefix=".")
         dfd = self.open_folder(folder)
         try:
             try:

@@ -48,6 +48,7 @@ from nbrelay.stores.base import (
     Planner,
     Snapshot,
 )
+from nbrelay.stores.paths import Glob
 from nbrelay.stores.rtc_rooms import RoomHost, landed, settle
 from nbrelay.stores.rtc_saving import SAVE_NOTE, save_room
 from nbrelay.stores.yprotocol import Room, RoomLost
@@ -125,6 +126,19 @@ class RTCStore(RoomHost):
 
     async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
         return await self.contents.list(folder, recursive=recursive)
+
+    async def find(
+        self,
+        folder: str,
+        *,
+        recursive: bool = True,
+        glob: Glob | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Entry]:
+        return await self.contents.find(folder, recursive=recursive, glob=glob, limit=limit)
+
+    async def scan(self, path: str) -> Snapshot:
+        return await self.peek(path)
 
     async def load(self, path: str) -> Snapshot:
         rel = self.relative(path)

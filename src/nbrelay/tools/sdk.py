@@ -15,7 +15,10 @@ here and nowhere else, so an SDK upgrade that moves these parts breaks this modu
 * request handlers the high-level server does not register (``MCPServer._lowlevel_server``:
   the legacy ``resources/subscribe``);
 * the SDK's log set-up (``mcp.server.mcpserver.server.configure_logging``), kept from importing
-  ``rich``.
+  ``rich``;
+* the stdio run loop (``MCPServer.run_stdio_async``, rebuilt from ``mcp.server.stdio`` and
+  ``MCPServer._lowlevel_server.run``), so that a line the transport cannot decode, which the SDK
+  drops without an answer, is answered (``nbrelay.stdio``).
 
 tests/tools/test_sdk.py checks each of these against the installed SDK, and
 tests/tools/golden/ holds every profile's ``tools/list`` as a client receives it.
@@ -27,12 +30,15 @@ import logging
 import secrets
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
 
 # The keyword arguments the SDK passes to a tool's wrapper in place of the call's own.
 RAW_ARGUMENTS = "_nbrelay_arguments"
@@ -137,3 +143,67 @@ def plain_logging() -> None:
 
     if hasattr(sdk, "configure_logging"):
         sdk.configure_logging = configure
+
+
+Answer = Callable[[Exception], "SessionMessage | None"]
+
+
+async def serve_stdio(server: MCPServer[Any], answer: Answer) -> None:
+    """``server.run("stdio")`` as the SDK does it (its transport, which claims fds 0 and 1, and
+    its run loop), except that each line the transport could not decode goes to ``answer``, and
+    the message that returns (if any) is sent back to the client. The SDK puts such a line's
+    exception in the read stream, where the server drops it: the client waited forever."""
+    from mcp.server.stdio import stdio_server
+
+    low = server._lowlevel_server
+    async with stdio_server() as (read_stream, write_stream):
+        answering = _Answering(read_stream, write_stream, answer)
+        await low.run(answering, write_stream, low.create_initialization_options())
+
+
+class _Answering:
+    """The transport's read stream without its exceptions: each is answered on the write stream
+    instead of reaching the server. The sender's context (``last_context``) is the inner
+    stream's."""
+
+    def __init__(self, inner: Any, write: Any, answer: Answer) -> None:
+        self._inner = inner
+        self._write = write
+        self._answer = answer
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            try:
+                reply = self._answer(item)
+            except Exception:  # an answer must never cost the connection
+                logging.getLogger("nbrelay.stdio").exception("could not answer a bad line")
+                continue
+            if reply is not None:
+                await self._write.send(reply)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _Answering:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

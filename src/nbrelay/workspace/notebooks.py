@@ -8,18 +8,25 @@ records the change for ``undo``; every editing operation (``editing.py``) and ev
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import re
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.to_thread
 
 from nbrelay.config import Settings
-from nbrelay.errors import ConflictError, RemoteError
-from nbrelay.notebook import edits, history
+from nbrelay.errors import (
+    ConflictError,
+    InvalidArgument,
+    NotebookInvalid,
+    PathError,
+    RemoteError,
+    StoreError,
+)
+from nbrelay.notebook import edits, history, nblr
 from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import CellSpec
 from nbrelay.notebook.model import IdFactory, Notebook, new_notebook
@@ -33,6 +40,47 @@ from nbrelay.stores.base import (
     Planner,
     Snapshot,
 )
+from nbrelay.stores.paths import Glob, is_glob
+
+SEARCH_SECONDS = 20.0  # one search over many notebooks; then it returns what it found so far
+_MATCH_CHARS = 50  # what a match costs in a result besides its notebook's path, id and line
+_AT_ONCE = 8  # notebooks a search over many reads and searches at a time
+
+
+@dataclass
+class ManyFound:
+    """What a search over many notebooks found: (notebook path, match) in listing order."""
+
+    where: str
+    matches: list[tuple[str, Match]] = field(default_factory=list)
+    total: int = 0  # matches in the notebooks searched (more than shown if one was cut)
+    searched: int = 0
+    next_start: int | None = None
+    out_of_time: bool = False
+    unreadable: list[str] = field(default_factory=list)
+    cut: tuple[str, int, int] | None = None  # (notebook, matches shown, matches in it)
+
+
+def names_one_notebook(path: str) -> bool:
+    """Whether ``path`` names one notebook, rather than a folder or a glob of many."""
+    return not is_glob(path) and path.strip().endswith((".ipynb", nblr.SUFFIX))
+
+
+def _cost(path: str, m: Match) -> int:
+    """About the characters one match of a search over many adds to the result."""
+    return len(path) + len(m.id) + len(m.text) + _MATCH_CHARS
+
+
+def _within(path: str, hits: list[Match], limit: int, chars: int) -> list[Match]:
+    """The first matches of one notebook that fit ``limit`` and ``chars`` (at least one)."""
+    kept: list[Match] = []
+    size = 0
+    for m in hits[:limit]:
+        size += _cost(path, m)
+        if kept and size > chars:
+            break
+        kept.append(m)
+    return kept
 
 
 def positional(ref: CellRef | None, ids: Sequence[str] | None = None) -> bool:
@@ -81,12 +129,17 @@ class Notebooks:
         return await self.store.peek(path)
 
     async def list_notebooks(
-        self, folder: str = "", *, recursive: bool = True, pattern: str | None = None
+        self,
+        folder: str = "",
+        *,
+        recursive: bool = True,
+        pattern: str | None = None,
+        limit: int | None = None,
     ) -> list[Entry]:
-        found = await self.store.list(folder, recursive=recursive)
-        if pattern:
-            found = [e for e in found if fnmatch.fnmatch(e.path, pattern)]
-        return found
+        """The notebooks under ``folder`` in walk order (the first ``limit``), those ``pattern``
+        matches (a ``paths.Glob``, which also decides which folders are walked)."""
+        glob = Glob(pattern) if pattern is not None else None
+        return await self.store.find(folder, recursive=recursive, glob=glob, limit=limit)
 
     async def read(self, path: str) -> Snapshot:
         return await self.store.load(path)
@@ -108,6 +161,84 @@ class Notebooks:
             functools.partial(search, snap.notebook, pat, cell_types=cell_types, outputs=outputs)
         )
         return snap, found
+
+    async def search_many(
+        self,
+        where: str,
+        pattern: str,
+        *,
+        regex: bool = False,
+        case_sensitive: bool = False,
+        outputs: bool = False,
+        start: int = 0,
+        limit: int = 100,
+        chars: int = 6000,
+        seconds: float = SEARCH_SECONDS,
+    ) -> ManyFound:
+        """Search the notebooks a folder holds (recursively) or a glob matches, in listing
+        order from the ``start``-th, and stop before the notebook whose matches would pass
+        ``limit`` matches or about ``chars`` characters, or after ``seconds``; ``next_start``
+        says where to go on. Notebooks that cannot be read are skipped and named."""
+        compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)  # refuse it early
+        if is_glob(where):
+            entries = await self.store.find("", glob=Glob(where))
+        else:
+            entries = await self.store.find(where)
+        found = ManyFound(where=where)
+        deadline = anyio.current_time() + seconds
+        size = 0
+        hits: list[list[Match] | None] = [None] * _AT_ONCE
+        failed: list[InvalidArgument] = []
+
+        async def one(slot: int, path: str) -> None:
+            try:
+                snap = await self.store.scan(path)
+            except (NotebookInvalid, PathError, StoreError):  # broken, or gone since listed
+                return
+            # A pattern of its own per notebook: each search has the whole time limit.
+            pat = compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)
+            try:
+                hits[slot] = await anyio.to_thread.run_sync(
+                    functools.partial(search, snap.notebook, pat, outputs=outputs)
+                )
+            except InvalidArgument as exc:  # the pattern ran out of time: said as for one
+                failed.append(exc)
+
+        k = start
+        while k < len(entries) and found.next_start is None:
+            if k > start and anyio.current_time() > deadline:
+                found.next_start, found.out_of_time = k, True
+                break
+            window = entries[k : k + _AT_ONCE]
+            hits[:] = [None] * _AT_ONCE
+            async with anyio.create_task_group() as tg:  # a few at once: threads' wake-ups overlap
+                for slot, entry in enumerate(window):
+                    tg.start_soon(one, slot, entry.path)
+            if failed:
+                raise failed[0]
+            for slot, entry in enumerate(window):
+                got = hits[slot]
+                if got is None:
+                    found.unreadable.append(entry.path)
+                    continue
+                cost = sum(_cost(entry.path, m) for m in got)
+                if got and (len(found.matches) + len(got) > limit or size + cost > chars):
+                    after = k + slot
+                    if not found.matches:  # the first notebook alone is over: its first matches
+                        kept = _within(entry.path, got, limit, chars)
+                        found.matches += [(entry.path, m) for m in kept]
+                        found.total += len(got)
+                        found.cut = (entry.path, len(kept), len(got))
+                        after += 1
+                    found.next_start = after if after < len(entries) else None
+                    found.searched = after - start
+                    return found
+                found.matches += [(entry.path, m) for m in got]
+                found.total += len(got)
+                size += cost
+            k += len(window)
+        found.searched = max((found.next_start or len(entries)) - start, 0)
+        return found
 
     # -- what the agent has seen ----------------------------------------------------------
 

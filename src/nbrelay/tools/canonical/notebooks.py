@@ -19,15 +19,20 @@ async def list_notebooks(
     ws: Workspace,
     folder: str = "",
     recursive: bool = True,
-    pattern: Annotated[str | None, Field(description="Glob, e.g. '*/eda*'.")] = None,
+    pattern: Annotated[
+        str | None, Field(description="Glob: 'eda*' (a name, any folder), 'reports/**/*.ipynb'.")
+    ] = None,
+    start: Annotated[int, Field(ge=0)] = 0,
+    limit: Annotated[int, Field(ge=1, le=1000)] = 50,
 ) -> NotebookList:
-    """List notebooks (.ipynb) under a folder with size and modified time (UTC).
+    """List notebooks (.ipynb) under a folder with size and modified time (UTC); `next_start` if more remain.
 
-    Example: list_notebooks(folder="reports").
+    Example: list_notebooks(folder="reports", pattern="*sales*").
     """
-    return results.notebook_list(
-        folder, await ws.list_notebooks(folder, recursive=recursive, pattern=pattern)
+    found = await ws.notebooks.list_notebooks(
+        folder, recursive=recursive, pattern=pattern, limit=start + limit + 1
     )
+    return results.notebook_list(folder, found, start, limit, ws.settings.output_budget)
 
 
 async def create_notebook(
