@@ -292,11 +292,12 @@ class Editing:
         changes = list(past)[-steps:][::-1]
 
         def planner(nb: Notebook) -> Plan:
-            cells = nb.cells
+            cells, metadata = nb.cells, nb.data.get("metadata") or {}
             all_edits: list[edits.Edit] = []
             for change in changes:
-                step = history.plan_undo(cells, change)
+                step = history.plan_undo(cells, change, metadata)
                 cells = edits.apply(cells, step)
+                metadata = edits.apply_metadata(metadata, step)
                 all_edits.extend(step)
             touched = tuple(
                 dict.fromkeys(cid for ch in changes for cid in (*ch.before, *ch.after, *ch.moved))

@@ -21,6 +21,7 @@ from nbrelay.errors import KernelError, NbrelayError, Unsupported, act
 from nbrelay.kernels import introspect
 from nbrelay.kernels.base import KernelInfo, KernelProvider, KernelSpecInfo
 from nbrelay.kernels.execution import Policy, Runner
+from nbrelay.notebook.model import DEFAULT_KERNEL
 from nbrelay.stores.base import Snapshot
 from nbrelay.workspace.jobbook import JobBook
 from nbrelay.workspace.notebooks import Notebooks
@@ -115,7 +116,7 @@ class Kernels:
         """The notebook's runner, starting (or resuming) its kernel if needed."""
         self.require_execution()  # every way to run code starts here, whatever the tool
         settings = self._settings
-        kernel_name = snap.notebook.kernel_name or "python3"
+        kernel_name = snap.notebook.kernel_name or DEFAULT_KERNEL
         self.slots.check(snap.path, settings.max_sessions)
         provider = self.provider()
         # With --max-kernels, wait in line for a slot; room is made by stopping the least
