@@ -105,7 +105,8 @@ def test_nbformat_3_is_read_as_nbformat_upgrades_it() -> None:
         (c.cell_type, c.source) for c in official.cells
     ]
     assert nb.cells[1]["execution_count"] == 3
-    assert nb.ids_made and "nbformat 3" in nb.problems[0]
+    assert nb.ids_made
+    assert "nbformat 3" in nb.problems[0]
     written = nbformat.reads(serialize(nb).decode(), as_version=4)
     nbformat.validate(written)
     assert written.nbformat_minor == 5

@@ -2,7 +2,7 @@
 
 ``nbformat.read``, JupyterLab and nbclient open and run a notebook whose metadata fails the
 schema (a ``kernelspec`` without ``name``, a cell's ``tags`` that is a string, an output's
-``isolated`` that is not a boolean); nbformat's own ``normalize(strip_invalid_metadata=True)``
+``jupyter`` that is not an object); nbformat's own ``normalize(strip_invalid_metadata=True)``
 repairs such a notebook by dropping the keys that fail. nbrelay reads these notebooks as they
 are and repairs them on their first write, the same way, with one gentler case: a ``kernelspec``
 object missing ``name`` or ``display_name`` gets them (the kernel nbrelay runs it with) instead
@@ -88,8 +88,8 @@ def _top_ok(key: str, value: Any) -> bool:
 
 
 def _cell(cell: Cell) -> tuple[dict[str, Any], list[str]] | None:
-    """The fields of a cell to set so its metadata and its outputs' metadata pass the schema,
-    and the keys dropped; None if the cell is valid or its problem is not one of metadata."""
+    """The metadata of a cell without the keys that fail the schema, and those keys; None if
+    the cell is valid or its problem is not one of metadata."""
     if validate.cell_problem(cell) is None:
         return None
     keys: list[str] = []
@@ -108,24 +108,6 @@ def _cell(cell: Cell) -> tuple[dict[str, Any], list[str]] | None:
         if len(kept) != len(meta):
             keys.extend(k for k in meta if k not in kept)
             changes["metadata"] = kept
-    outputs = cell.get("outputs")
-    if isinstance(outputs, list):
-        new_outputs = []
-        for out in outputs:
-            if isinstance(out, dict) and isinstance(out.get("metadata"), dict):
-                stripped = {**out, "metadata": {}}
-                if validate.output_ok(stripped) and not validate.output_ok(out):
-                    md = out["metadata"]
-                    good = {
-                        k: v
-                        for k, v in md.items()
-                        if validate.output_ok({**out, "metadata": {k: v}})
-                    }
-                    keys.extend(f"an output's {k}" for k in md if k not in good)
-                    out = {**out, "metadata": good}
-            new_outputs.append(out)
-        if keys and new_outputs != outputs:
-            changes["outputs"] = new_outputs
     if not changes:
         return None
     fixed = {**cell, **changes}

@@ -115,15 +115,6 @@ def top_level_ok(data: dict[str, Any]) -> bool:
     return True
 
 
-def output_ok(output: Any) -> bool:
-    """Whether one output passes the schema."""
-    try:
-        _compiled("output")(output)
-    except fastjsonschema.JsonSchemaException:
-        return False
-    return True
-
-
 def _top_level_problem(nb: Notebook) -> str | None:
     top = _as_written(nb)
     top["cells"] = []
@@ -179,6 +170,17 @@ def check_cells(cells: Iterable[Cell], *, future: bool = False) -> None:
                 f"the change would make an invalid notebook: cell{_id_of(cell)} {why}.",
                 hint="Nothing was written. Check the cell type, metadata and outputs you passed.",
             )
+
+
+def check_top_level(nb: Notebook) -> None:
+    """Raise NotebookInvalid if the notebook's top level (its metadata) fails the schema."""
+    why = _top_level_problem(nb)
+    if why:
+        raise NotebookInvalid(
+            f"the change would make an invalid notebook: {why}.",
+            hint="Nothing was written. Check the metadata you passed (a kernelspec needs "
+            "`name` and `display_name` strings, language_info a `name`).",
+        )
 
 
 def check_notebook(nb: Notebook) -> None:

@@ -319,7 +319,8 @@ def replace_all(
             del ycells[0 : len(ycells)]
         ycells.extend([ycell(c) for c in nb.cells])
         ymeta["nbformat"] = int(nb.data.get("nbformat", 4))
-        ymeta["nbformat_minor"] = int(nb.data.get("nbformat_minor", 5))
+        # Stored as 4.5 at least, with cell ids, as model.serialize writes every notebook.
+        ymeta["nbformat_minor"] = max(_CURRENT_MINOR, int(nb.data.get("nbformat_minor", 5)))
         meta = ymeta.get("metadata")
         if isinstance(meta, pycrdt.Map):
             set_ymap(ymeta, "metadata", nb.data.get("metadata") or {})

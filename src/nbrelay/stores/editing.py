@@ -19,7 +19,7 @@ import anyio
 
 from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Edit, Plan, apply_notebook, changed_cells
+from nbrelay.notebook.edits import Edit, Plan, SetMetadata, apply_notebook, changed_cells
 from nbrelay.notebook.merge_read import merge_with_read
 from nbrelay.notebook.model import Cell, Notebook
 from nbrelay.notebook.repair import repairs
@@ -248,6 +248,8 @@ def plan_edit(
     changed = changed_cells(after.cells, edits)
     future = validate.from_future(after)
     validate.check_cells([clean(c) for c in changed] if clean else changed, future=future)
+    if any(isinstance(e, SetMetadata) for e in edits):
+        validate.check_top_level(after)
     if fixes:
         plan = replace(plan, edits=edits)
     after.data["nbformat_minor"] = max(validate.CURRENT_MINOR, int(minor or 0))
