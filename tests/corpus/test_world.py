@@ -57,7 +57,21 @@ NOT_RUN = {
 
 # (notebook, 0-based cell): why nbrelay's stored outputs differ from nbclient's. The output fold
 # (notebook/outputs.py) has these; each is a failure once it is fixed, until removed here.
-KNOWN_MISMATCHES: dict[str, dict[int, str]] = {}
+KNOWN_MISMATCHES: dict[str, dict[int, str]] = {
+    "nbclient-0.11.0/tests/files/Empty Cell.ipynb": {
+        2: "an empty cell gets an execution count (nbclient leaves it unrun)",
+    },
+    "nbclient-0.11.0/tests/files/update-display-id.ipynb": {
+        4: "update_display_data does not reach the earlier execute_result of that display id",
+    },
+    "nbclient-0.11.0/tests/files/Skip Execution with Cell Tag.ipynb": {
+        0: "the skip-execution tag is nbclient's own: nbrelay (like JupyterLab) runs the cell",
+        1: "the execution count follows from cell 0 having run",
+    },
+    "nbclient-0.11.0/tests/files/Check History in Memory.ipynb": {
+        1: "nbclient starts kernels with HistoryManager.hist_file=:memory:; nbrelay's keep a file",
+    },
+}
 
 EXPORTS = ("ipynb", "json", "markdown", "html", "script", "percent", "myst")
 IMPORTS = {"ipynb": "ipynb", "markdown": "markdown", "myst": "myst", "percent": "percent"}
@@ -188,7 +202,7 @@ async def nbclient_runs(
     chosen = {
         item.callspec.params["path"]
         for item in request.session.items
-        if item.module is request.module and hasattr(item, "callspec")
+        if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
     }
     for k, path in enumerate(NOTEBOOKS):
         nb = official(path) if path in chosen else None
