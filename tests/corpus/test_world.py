@@ -57,10 +57,22 @@ NOT_RUN = {
 
 # (notebook, 0-based cell): why nbrelay's stored outputs differ from nbclient's. The output fold
 # (notebook/outputs.py) has these; each is a failure once it is fixed, until removed here.
+_EMPTY = "an empty cell gets an execution count and loses its outputs (nbclient leaves it as is)"
 KNOWN_MISMATCHES: dict[str, dict[int, str]] = {
-    "nbclient-0.11.0/tests/files/Empty Cell.ipynb": {
-        2: "an empty cell gets an execution count (nbclient leaves it unrun)",
+    "nbclient-0.11.0/tests/files/Empty Cell.ipynb": {2: _EMPTY},
+    "jupytext-1.19.6/tests/data/notebooks/inputs/ipynb_py/jupyter_with_raw_cell_on_top.ipynb": {
+        2: _EMPTY
     },
+    "jupytext-1.19.6/tests/data/notebooks/inputs/ipynb_py/notebook_with_complex_metadata.ipynb": {
+        0: _EMPTY
+    },
+    "nbconvert-7.17.2/tests/exporters/files/notebook3.ipynb": {1: _EMPTY},
+    "nbconvert-7.17.2/tests/exporters/files/notebook_inject.ipynb": dict.fromkeys(
+        (0, *range(3, 12)), _EMPTY
+    ),
+    "nbconvert-7.17.2/tests/exporters/files/prompt_numbers.ipynb": dict.fromkeys((2, 3, 4), _EMPTY),
+    "nbconvert-7.17.2/tests/files/notebook4_jpeg.ipynb": {2: _EMPTY},
+    "nbformat-5.11.1/tests/test4custom.ipynb": {1: _EMPTY},
     "nbclient-0.11.0/tests/files/update-display-id.ipynb": {
         4: "update_display_data does not reach the earlier execute_result of that display id",
     },
@@ -72,6 +84,25 @@ KNOWN_MISMATCHES: dict[str, dict[int, str]] = {
         1: "nbclient starts kernels with HistoryManager.hist_file=:memory:; nbrelay's keep a file",
     },
 }
+
+# Cells whose outputs are random (numbers drawn at random, and figures of them): compared by
+# their outputs' types and MIME types only.
+RANDOM = {
+    ("nbconvert-7.17.2/tests/exporters/files/notebook2.ipynb", 10),
+    ("nbconvert-7.17.2/tests/files/notebook2.ipynb", 13),
+}
+
+# Exports that cannot be imported back, and why (each must still fail, and nothing else may).
+KNOWN_IMPORT_FAILURES = {
+    ("jupytext-1.19.6/tests/data/notebooks/inputs/ipynb_py/jupyter_with_raw_cell_with_invalid_yaml"
+     ".ipynb", "markdown"): "jupytext reads a raw cell on top of Markdown as a YAML header",
+    ("jupytext-1.19.6/tests/data/notebooks/inputs/ipynb_py/raw_cell_with_complex_yaml_like_content"
+     ".ipynb", "markdown"): "jupytext reads a raw cell on top of Markdown as a YAML header",
+    ("jupytext-1.19.6/tests/data/notebooks/inputs/ipynb_py/raw_cell_with_non_dict_yaml_content"
+     ".ipynb", "markdown"): "jupytext reads a raw cell on top of Markdown as a YAML header",
+    ("jupytext-1.19.6/tests/data/notebooks/outputs/myst_to_ipynb/reference_link.ipynb",
+     "markdown"): "its jupytext metadata asks for Pandoc Markdown, and pandoc is not installed",
+}  # fmt: skip
 
 EXPORTS = ("ipynb", "json", "markdown", "html", "script", "percent", "myst")
 IMPORTS = {"ipynb": "ipynb", "markdown": "markdown", "myst": "myst", "percent": "percent"}
@@ -117,6 +148,8 @@ def runnable(nb: Any) -> bool:
     lang = (info if isinstance(info, dict) else {}).get("name") or spec.get("language")
     if not str(spec.get("name", "python3")).startswith("python") or lang not in (None, "python"):
         return False
+    if not any(c.cell_type == "code" and c.source.strip() for c in nb.cells):
+        return False  # nothing to run
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -146,6 +179,8 @@ _MASKS = (
     (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?"), "<time>"),
     (re.compile(r"\d+(\.\d+)?\s*(s|ms|µs|us|ns|sec|seconds)\b"), "<duration>"),
     (re.compile(r"/tmp/\S+|ipykernel_\d+/\d+\.py"), "<path>"),
+    (re.compile(r'id=\\?"[^"\\]*\\?"|url\(#[^)]*\)|xlink:href=\\?"#[^"\\]*\\?"'), "<svg id>"),
+    (re.compile(r"<dc:date>[^<]*</dc:date>"), "<svg date>"),
 )
 
 
@@ -156,9 +191,12 @@ def masked(text: Any) -> str:
     return out
 
 
-def outputs_of(cell: Any) -> list[Any]:
-    """A code cell's stored outputs and count, what is random masked, tracebacks left out."""
+def outputs_of(cell: Any, *, random: bool = False) -> list[Any]:
+    """A code cell's stored outputs and count, what is random masked, tracebacks left out
+    (``random``: only the outputs' types and MIME types)."""
     shown: list[Any] = [cell.get("execution_count")]
+    if random:
+        return [*shown, *((o["output_type"], sorted(o.get("data", {}))) for o in cell.outputs)]
     for out in cell.get("outputs", []):
         kind = out["output_type"]
         if kind == "stream":
@@ -267,6 +305,13 @@ class Calls:
         assert result.structured_content is not None, text[:300]
         return dict(result.structured_content)
 
+    async def known_failure(self, tool: str, **args: Any) -> None:
+        """A call listed as failing for a known reason: it must still fail."""
+        FIGURES["calls"] += 1
+        FIGURES["known failures"] += 1
+        result = await self.client.call_tool(tool, args)
+        assert result.is_error, f"{self.name}: {tool} now succeeds: take it off the known list"
+
 
 def a_word(cells: list[dict[str, Any]]) -> str | None:
     """Some text of the notebook to find and replace: a word of its first non-empty cell."""
@@ -277,6 +322,10 @@ def a_word(cells: list[dict[str, Any]]) -> str | None:
     return None
 
 
+# nbconvert warns (it does not fail) on an output it cannot show in a format, or a language it
+# has no highlighter for; the suite turns warnings into errors, which a user never sees.
+@pytest.mark.filterwarnings("ignore:Your element with mimetype:UserWarning")
+@pytest.mark.filterwarnings("ignore:No lexer found:UserWarning")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=world.name_of)
 async def test_a_notebook_from_the_world(
     client: Client, served: Path, nbclient_runs: dict[str, Path], path: Path
@@ -329,6 +378,12 @@ async def test_a_notebook_from_the_world(
     # Running, compared with nbclient cell by cell.
     if runnable(nb) and name not in NOT_RUN:
         FIGURES["notebooks run"] += 1
+        if str((nb.metadata.get("kernelspec") or {}).get("name", "python3")) != "python3":
+            # A kernel this machine does not have (python2, a conda env's): switch, as a user
+            # would, to the one nbclient runs it with.
+            switched = await call("notebook_metadata", path=rel, kernel="python3")
+            assert switched is not None
+            stays_valid(target)
         ran = await call(
             "execute", path=rel, cells="all", stop_on_error=False, wait=PATIENCE, timeout=60
         )
@@ -341,7 +396,9 @@ async def test_a_notebook_from_the_world(
         differ = {
             i
             for i, (a, b) in enumerate(zip(ours.cells, theirs.cells, strict=True))
-            if a.cell_type == "code" and outputs_of(a) != outputs_of(b)
+            if a.cell_type == "code"
+            and outputs_of(a, random=(name, i) in RANDOM)
+            != outputs_of(b, random=(name, i) in RANDOM)
         }
         FIGURES["cells compared"] += sum(c.cell_type == "code" for c in ours.cells)
         if differ:
@@ -366,7 +423,10 @@ async def test_a_notebook_from_the_world(
         if back_fmt is None:
             continue
         back = f"{folder.name}/back/{stem}-{fmt}.ipynb"
-        if await call("import_notebook", path=back, source=to, format=back_fmt, overwrite=True):
+        known = (name, fmt) in KNOWN_IMPORT_FAILURES
+        args = {"path": back, "source": to, "format": back_fmt, "overwrite": True}
+        imported = await (call.known_failure if known else call)("import_notebook", **args)
+        if imported:
             FIGURES["imports"] += 1
             stays_valid(served / back)
     assert not [r for r in REFUSALS if r.startswith(f"{name}:")]
@@ -381,5 +441,6 @@ def summary() -> str:
         f"valid input, {f['refusals of invalid input']} of invalid input; "
         f"{f['notebooks run']} notebooks run, {f['cells compared']} code cells compared with "
         f"nbclient: {f['output mismatches']} output mismatches, {f['known output mismatches']} "
-        f"known ones; {f['exports']} exports, {f['imports']} imports back"
+        f"known ones; {f['exports']} exports, {f['imports']} imports back "
+        f"({f['known failures']} known to fail, see KNOWN_IMPORT_FAILURES)"
     )
