@@ -60,6 +60,7 @@ class Notebook:
     ids_made: bool = False
     problems: list[str] = field(default_factory=list)
     replaced: int = 0  # unpaired surrogates read as U+FFFD (the file still holds them)
+    upgraded_from: int | None = None  # the nbformat major (1-3) the file holds, upgraded to 4
     _sources: tuple[list[Cell], dict[str, str]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -85,7 +86,12 @@ class Notebook:
         """Return a notebook sharing everything but the cell list (cells are not copied)."""
         data = dict(self.data)
         data["cells"] = cells
-        return Notebook(data=data, ids_made=self.ids_made, problems=list(self.problems))
+        return Notebook(
+            data=data,
+            ids_made=self.ids_made,
+            problems=list(self.problems),
+            upgraded_from=self.upgraded_from,
+        )
 
     @property
     def kernel_name(self) -> str | None:
@@ -199,6 +205,7 @@ def from_dict(data: Any, *, name: str = "notebook", scrub: bool = True) -> Noteb
     _strip_transient(data)
     _fill_ids(nb)
     if upgraded is not None:
+        nb.upgraded_from = upgraded
         nb.problems.append(
             f"{name} is nbformat {upgraded}: it was upgraded to nbformat 4 in memory, as nbformat "
             "does; the first edit stores it as nbformat 4.5 (the file is unchanged until then)"

@@ -236,10 +236,11 @@ def plan_edit(
         return plan, None
     minor = before.notebook.data.get("nbformat_minor")
     if not isinstance(minor, int) or minor < validate.CURRENT_MINOR:
+        was = before.notebook.upgraded_from or f"4.{minor or 0}"
         notes.insert(
             0,
-            f"The notebook was stored as nbformat 4.{validate.CURRENT_MINOR} (it was "
-            f"4.{minor or 0}), with its cell ids, as Jupyter stores it.",
+            f"The notebook was stored as nbformat 4.{validate.CURRENT_MINOR} (it was {was}), "
+            "with its cell ids, as Jupyter stores it.",
         )
     if notes:
         plan = replace(plan, detail={**plan.detail, "repaired": notes, "repairs": fixes})
