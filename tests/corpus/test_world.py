@@ -19,6 +19,7 @@ import importlib.util
 import json
 import re
 import shutil
+import subprocess
 import sys
 import time
 import warnings
@@ -37,11 +38,14 @@ from nbformat.validator import normalize
 from nbrelay.config import Settings
 from nbrelay.server import build_server
 from tests.corpus import world
-from tests.helpers import PATIENCE
+from tests.helpers import PATIENCE, missing_tool
 
 pytestmark = pytest.mark.anyio
 
-NOTEBOOKS = world.notebooks()
+try:
+    NOTEBOOKS = world.notebooks()
+except subprocess.CalledProcessError:  # no network and no .corpus/: test_the_world_is_here says
+    NOTEBOOKS = []
 FIGURES: Counter[str] = Counter()
 SECONDS: defaultdict[str, float] = defaultdict(float)  # time in each tool, shown with figures
 REFUSALS: list[str] = []
@@ -320,6 +324,12 @@ def a_word(cells: list[dict[str, Any]]) -> str | None:
         if words:
             return str(words[0])
     return None
+
+
+def test_the_world_is_here() -> None:
+    if not NOTEBOOKS:
+        missing_tool("the world corpus is not downloaded: run `python -m tests.corpus.world`")
+    assert len(NOTEBOOKS) >= 150  # every notebook of the four sdists
 
 
 # nbconvert warns (it does not fail) on an output it cannot show in a format, or a language it
