@@ -77,6 +77,7 @@ KNOWN_MISMATCHES: dict[str, dict[int, str]] = {
     "nbconvert-7.17.2/tests/exporters/files/prompt_numbers.ipynb": dict.fromkeys((2, 3, 4), _EMPTY),
     "nbconvert-7.17.2/tests/files/notebook4_jpeg.ipynb": {2: _EMPTY},
     "nbformat-5.11.1/tests/test4custom.ipynb": {1: _EMPTY},
+    "nbformat-5.11.1/tests/test4jupyter_metadata_timings.ipynb": {1: _EMPTY},
     "nbclient-0.11.0/tests/files/update-display-id.ipynb": {
         4: "update_display_data does not reach the earlier execute_result of that display id",
     },
@@ -333,9 +334,11 @@ def test_the_world_is_here() -> None:
 
 
 # nbconvert warns (it does not fail) on an output it cannot show in a format, or a language it
-# has no highlighter for; the suite turns warnings into errors, which a user never sees.
+# has no highlighter for, jupytext on a minor newer than it knows; the suite turns warnings into
+# errors, which a user never sees.
 @pytest.mark.filterwarnings("ignore:Your element with mimetype:UserWarning")
 @pytest.mark.filterwarnings("ignore:No lexer found:UserWarning")
+@pytest.mark.filterwarnings("ignore:Notebooks in nbformat version:UserWarning")  # jupytext, 4.99
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=world.name_of)
 async def test_a_notebook_from_the_world(
     client: Client, served: Path, nbclient_runs: dict[str, Path], path: Path
@@ -358,7 +361,7 @@ async def test_a_notebook_from_the_world(
     overview = await call("read_notebook", path=rel, limit=500)
     assert overview is not None, REFUSALS[-1:]
     assert await call("read_notebook", path=rel, full=True, limit=500) is not None
-    original = [c.source for c in nb.cells]
+    original = [c.get("source") for c in nb.cells]
     FIGURES["cells"] += len(original)
 
     # Edits: find/replace, insert, delete; each leaves a valid file; undo restores the sources.
@@ -381,14 +384,15 @@ async def test_a_notebook_from_the_world(
     if writes:
         assert await call("undo", path=rel, steps=writes) is not None
         stays_valid(target)
-        assert [c.source for c in nbformat.read(target, as_version=4).cells] == original
+        assert [c.get("source") for c in nbformat.read(target, as_version=4).cells] == original
     if not valid:
         return  # an invalid notebook is read, never written
 
     # Running, compared with nbclient cell by cell.
     if runnable(nb) and name not in NOT_RUN:
         FIGURES["notebooks run"] += 1
-        if str((nb.metadata.get("kernelspec") or {}).get("name", "python3")) != "python3":
+        spec = nb.metadata.get("kernelspec")
+        if not isinstance(spec, dict) or spec.get("name", "python3") != "python3":
             # A kernel this machine does not have (python2, a conda env's): switch, as a user
             # would, to the one nbclient runs it with.
             switched = await call("notebook_metadata", path=rel, kernel="python3")
@@ -430,8 +434,8 @@ async def test_a_notebook_from_the_world(
         FIGURES["exports"] += 1
         to = done["saved"][0]
         back_fmt = IMPORTS.get(fmt) or ("light" if fmt == "script" else None)
-        if back_fmt is None:
-            continue
+        if back_fmt is None or not nb.cells:
+            continue  # a notebook without cells exports as an empty text, which is no import
         back = f"{folder.name}/back/{stem}-{fmt}.ipynb"
         known = (name, fmt) in KNOWN_IMPORT_FAILURES
         args = {"path": back, "source": to, "format": back_fmt, "overwrite": True}
