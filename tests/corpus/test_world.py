@@ -109,6 +109,12 @@ KNOWN_IMPORT_FAILURES = {
      "markdown"): "its jupytext metadata asks for Pandoc Markdown, and pandoc is not installed",
 }  # fmt: skip
 
+# Exports jupytext cannot make, and why (each must still fail, and nothing else may).
+_FUTURE = "jupytext cannot write a cell type from nbformat 4.99 ('future cell') as text"
+KNOWN_EXPORT_FAILURES = {
+    ("nbformat-5.11.1/tests/test4plus.ipynb", fmt): _FUTURE for fmt in ("script", "percent", "myst")
+}
+
 EXPORTS = ("ipynb", "json", "markdown", "html", "script", "percent", "myst")
 IMPORTS = {"ipynb": "ipynb", "markdown": "markdown", "myst": "myst", "percent": "percent"}
 PDF_SAMPLE = 2  # PDF (headless Chromium) for the first notebooks only: seconds each
@@ -428,7 +434,11 @@ async def test_a_notebook_from_the_world(
     stem = path.name.removesuffix(".ipynb")
     formats = [*EXPORTS, "pdf"] if NOTEBOOKS.index(path) < PDF_SAMPLE else EXPORTS
     for fmt in formats:
-        done = await call("export_notebook", path=rel, format=fmt, save=True, overwrite=True)
+        export = {"path": rel, "format": fmt, "save": True, "overwrite": True}
+        if (name, fmt) in KNOWN_EXPORT_FAILURES:
+            await call.known_failure("export_notebook", **export)
+            continue
+        done = await call("export_notebook", **export)
         if done is None:
             continue
         FIGURES["exports"] += 1
@@ -456,5 +466,5 @@ def summary() -> str:
         f"{f['notebooks run']} notebooks run, {f['cells compared']} code cells compared with "
         f"nbclient: {f['output mismatches']} output mismatches, {f['known output mismatches']} "
         f"known ones; {f['exports']} exports, {f['imports']} imports back "
-        f"({f['known failures']} known to fail, see KNOWN_IMPORT_FAILURES)"
+        f"({f['known failures']} exports and imports known to fail, listed)"
     )
