@@ -334,7 +334,7 @@ _READ_TOOLS = (
 _EDIT_TOOLS = (
     *_READ_TOOLS,
     "create_notebook", "insert_cells", "edit_cell", "delete_cells", "move_cells", "merge_cells",
-    "split_cell", "clear_outputs", "replace_in_notebook", "undo",
+    "split_cell", "clear_outputs", "replace_in_notebook", "undo", "notebook_metadata",
 )  # fmt: skip
 TOOL_PRESETS: dict[str, tuple[str, ...]] = {
     "read": _READ_TOOLS,

@@ -379,3 +379,46 @@ async def test_listing_pages_and_a_search_over_a_folder_in_the_extension(
         assert [(m["path"], m["index"]) for m in found["matches"]] == [
             (f"{folder}/t1/hit.ipynb", 1)
         ]
+
+
+def _nbformat_4_2(*sources: str) -> str:
+    """A notebook as Jupyter wrote nbformat 4.2 (no cell ids), with a kernelspec lacking `name`."""
+    cells: list[dict[str, Any]] = [
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s}
+        for s in sources
+    ]
+    metadata = {"kernelspec": {"display_name": "Python 3", "language": "python"}}
+    return json.dumps({"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 2})
+
+
+@pytest.mark.parametrize("collaboration", [True, False])
+async def test_an_old_notebook_is_edited_run_and_stored_as_4_5(
+    start_ext_server: Any, collaboration: bool
+) -> None:
+    server: JupyterServer = start_ext_server(collaboration=collaboration)
+    (server.root / "old.ipynb").write_text(_nbformat_4_2("x = 6", "x * 7"), encoding="utf-8")
+    async with ext_client(server) as client:
+        edited = await call(client, "edit_cell", path="old.ipynb", cell=0, find="6", replace="6.0")
+        if not collaboration:  # a room keeps its own ids and minor until the server saves
+            assert "stored as nbformat 4.5" in edited["note"]
+        meta = await call(client, "notebook_metadata", path="old.ipynb", metadata={"title": "T"})
+        assert meta["metadata"]["title"] == "T"
+        ran = await call(client, "execute", path="old.ipynb", cells="all")
+        assert "could not be saved" not in ran.get("note", "")
+        await call(client, "save_notebook", path="old.ipynb")
+
+    def stored() -> bool:
+        try:
+            nb = nbformat.read(str(server.root / "old.ipynb"), as_version=4)
+            nbformat.validate(nb)
+        except (nbformat.ValidationError, ValueError):
+            return False
+        return bool(
+            nb.nbformat_minor == 5
+            and nb.metadata.get("title") == "T"
+            and nb.metadata.kernelspec.get("name") == "python3"
+            and nb.cells[1].outputs
+            and nb.cells[1].outputs[0]["data"]["text/plain"] == "42.0"
+        )
+
+    await wait_for(stored, seconds=30)

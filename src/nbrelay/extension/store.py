@@ -256,7 +256,7 @@ class ServerStore(LockedEdits):
         )
         if after_nb is None:
             return EditOutcome(before, before, plan, changed_outside=outside)
-        apply_edits(room.ydoc, room.ycells, order, plan.edits)
+        apply_edits(room.ydoc, room.ycells, order, plan.edits, room.ymeta)
         after, after_order = self._snapshot(rel, room, valid=not before.problems)
         self._seen.remember(rel, after, after_order)
         return EditOutcome(before, after, plan, changed_outside=outside)

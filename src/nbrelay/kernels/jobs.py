@@ -234,7 +234,11 @@ def _record(job: Job, cell: CellRun, outcome: Outcome) -> None:
 async def _save_periodically(job: Job, save: Save, interval: float) -> None:
     while True:
         await anyio.sleep(interval)
-        await _flush(job, save)
+        # A save under way finishes even if the run ends meanwhile: cancelled half-way, it would
+        # drop the outputs it took (they are no longer pending) and what its write reported
+        # (the notebook upgraded on the way). Every store bounds its own waits.
+        with anyio.CancelScope(shield=True):
+            await _flush(job, save)
 
 
 async def _flush(job: Job, save: Save) -> None:

@@ -20,9 +20,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nbrelay.errors import ConflictError, act
-from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, MoveCells, UpdateCell
+from nbrelay.notebook.edits import (
+    DeleteCells,
+    Edit,
+    InsertCells,
+    MoveCells,
+    SetMetadata,
+    UpdateCell,
+    apply_metadata,
+)
 from nbrelay.notebook.model import Cell, Notebook, from_dict
 from nbrelay.notebook.rebase import apply_text_ops, rebase_text
+from nbrelay.notebook.validate import CURRENT_MINOR as _CURRENT_MINOR
 
 if TYPE_CHECKING:
     import pycrdt
@@ -194,7 +203,7 @@ def apply_edit(ycells: pycrdt.Array[Any], order: list[str], edit: Edit) -> None:
             order.pop(i)
     elif isinstance(edit, UpdateCell):
         _update(ycells, order, edit)
-    else:
+    elif isinstance(edit, MoveCells):
         _move(ycells, order, edit)
 
 
@@ -269,13 +278,33 @@ def _move(ycells: pycrdt.Array[Any], order: list[str], edit: MoveCells) -> None:
 
 
 def apply_edits(
-    doc: pycrdt.Doc[Any], ycells: pycrdt.Array[Any], order: list[str], edits: Iterable[Edit]
+    doc: pycrdt.Doc[Any],
+    ycells: pycrdt.Array[Any],
+    order: list[str],
+    edits: Iterable[Edit],
+    ymeta: pycrdt.Map[Any] | None = None,
 ) -> None:
     """Apply primitive edits as granular operations, in one transaction. ``order`` is the ids
-    of the cells as the snapshot gave them (Y index = list index); it is kept in step."""
+    of the cells as the snapshot gave them (Y index = list index); it is kept in step.
+
+    With the document's ``ymeta``, the notebook's metadata edits are applied too, and a
+    notebook older than nbformat 4.5 becomes 4.5 (the room then saves its cell ids), as every
+    store writes it."""
+    import pycrdt
+
     with doc.transaction(origin="nbrelay"):
         for edit in edits:
-            apply_edit(ycells, order, edit)
+            if not isinstance(edit, SetMetadata):
+                apply_edit(ycells, order, edit)
+                continue
+            if ymeta is None:
+                raise TypeError("an edit of the notebook's metadata needs the document's meta")
+            current = ymeta.get("metadata")
+            meta = ints(current.to_py() or {}) if isinstance(current, pycrdt.Map) else {}
+            set_ymap(ymeta, "metadata", apply_metadata(meta, (edit,)))
+        minor = ymeta.get("nbformat_minor") if ymeta is not None else None
+        if ymeta is not None and isinstance(minor, int | float) and minor < _CURRENT_MINOR:
+            ymeta["nbformat_minor"] = _CURRENT_MINOR
 
 
 def replace_all(
@@ -290,7 +319,8 @@ def replace_all(
             del ycells[0 : len(ycells)]
         ycells.extend([ycell(c) for c in nb.cells])
         ymeta["nbformat"] = int(nb.data.get("nbformat", 4))
-        ymeta["nbformat_minor"] = int(nb.data.get("nbformat_minor", 5))
+        # Stored as 4.5 at least, with cell ids, as model.serialize writes every notebook.
+        ymeta["nbformat_minor"] = max(_CURRENT_MINOR, int(nb.data.get("nbformat_minor", 5)))
         meta = ymeta.get("metadata")
         if isinstance(meta, pycrdt.Map):
             set_ymap(ymeta, "metadata", nb.data.get("metadata") or {})

@@ -23,7 +23,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, Unsupported, act
 from nbrelay.jupyter_api import JupyterAPI
-from nbrelay.notebook.edits import DeleteCells, InsertCells, UpdateCell
+from nbrelay.notebook.edits import DeleteCells, InsertCells, SetMetadata, UpdateCell
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.base import EditOutcome
 from nbrelay.stores.contents import ContentsStore, Paths
@@ -298,6 +298,12 @@ def landed(outcome: EditOutcome, now: Notebook) -> bool:
             if edit.id not in cells or edit.id not in meant:
                 return False
             if any(cells[edit.id].get(k) != meant[edit.id].get(k) for k in edit.changes):
+                return False
+        elif isinstance(edit, SetMetadata):
+            have_meta = now.data.get("metadata") or {}
+            if any(have_meta.get(k) != v for k, v in edit.changes.items()):
+                return False
+            if any(k in have_meta for k in edit.remove):
                 return False
         else:
             want = [cid for cid in (c["id"] for c in outcome.after.notebook.cells) if cid in order]

@@ -368,7 +368,7 @@ class Room:
 
     def apply(self, order: list[str], edits: Iterable[Edit]) -> None:
         """Apply primitive edits to the document (see ``notebook.ydoc.apply_edits``)."""
-        apply_edits(self.doc, self.ycells, order, edits)
+        apply_edits(self.doc, self.ycells, order, edits, self.ymeta)
 
     def replace_all(self, nb: Notebook) -> None:
         """Make the document hold ``nb`` (see ``notebook.ydoc.replace_all``)."""

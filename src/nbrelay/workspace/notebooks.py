@@ -8,11 +8,13 @@ records the change for ``undo``; every editing operation (``editing.py``) and ev
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -331,9 +333,20 @@ class Notebooks:
         outcome = await self.store.edit(
             path, planner, expected_version=expected_version, guard_positions=positional
         )
+        detail = outcome.plan.detail
+        if detail.get("repaired"):  # upgraded or repaired on this write: say so
+            outcome = dataclasses.replace(outcome, notes=(*outcome.notes, _repaired(detail)))
         if record and outcome.plan.edits:
+            # Repairs made on the way are not the caller's change: undo keeps them.
+            before = edits.apply_notebook(outcome.before.notebook, detail.get("repairs") or ())
             change = history.record(
-                label, outcome.before.notebook.cells, outcome.after.notebook.cells
+                label,
+                before.cells,
+                outcome.after.notebook.cells,
+                (
+                    before.data.get("metadata") or {},
+                    outcome.after.notebook.data.get("metadata") or {},
+                ),
             )
             if not change.empty and self.settings.undo_depth > 0:
                 key = self.store.relative(path)
@@ -346,6 +359,11 @@ class Notebooks:
     def changes(self, rel: str) -> deque[history.Change] | None:
         """The recorded changes of a notebook that ``undo`` may revert (newest last)."""
         return self._history.get(rel)
+
+
+def _repaired(detail: Mapping[str, Any]) -> str:
+    """The note of a write that upgraded or repaired the notebook on the way."""
+    return " ".join(detail["repaired"])
 
 
 def _language_of(kernel_name: str) -> str:

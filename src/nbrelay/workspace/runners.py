@@ -11,17 +11,20 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from nbrelay.config import Settings
-from nbrelay.errors import KernelError, NbrelayError, Unsupported, act
+from nbrelay.errors import InvalidArgument, KernelError, NbrelayError, Unsupported, act
 from nbrelay.kernels import introspect
 from nbrelay.kernels.base import KernelInfo, KernelProvider, KernelSpecInfo
 from nbrelay.kernels.execution import Policy, Runner
-from nbrelay.stores.base import Snapshot
+from nbrelay.notebook import edits
+from nbrelay.notebook.edits import Plan
+from nbrelay.notebook.model import DEFAULT_KERNEL, Notebook
+from nbrelay.stores.base import EditOutcome, Snapshot
 from nbrelay.workspace.jobbook import JobBook
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.slots import KernelSlots
@@ -115,7 +118,7 @@ class Kernels:
         """The notebook's runner, starting (or resuming) its kernel if needed."""
         self.require_execution()  # every way to run code starts here, whatever the tool
         settings = self._settings
-        kernel_name = snap.notebook.kernel_name or "python3"
+        kernel_name = snap.notebook.kernel_name or DEFAULT_KERNEL
         self.slots.check(snap.path, settings.max_sessions)
         provider = self.provider()
         # With --max-kernels, wait in line for a slot; room is made by stopping the least
@@ -203,6 +206,56 @@ class Kernels:
         if self._provider is None:
             return False
         return await self._provider.shutdown(rel)
+
+    async def switch_kernel(
+        self,
+        path: str,
+        kernel: str,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        expected_version: str | None = None,
+    ) -> tuple[EditOutcome, str]:
+        """Set the notebook's kernelspec (and ``language_info``) to the installed kernelspec
+        ``kernel``, merging ``metadata`` in the same edit (one undo step); a kernel the notebook
+        has running is stopped and the new one started. Returns the edit and what happened."""
+        _, specs = await self.list_kernels()
+        spec = next((s for s in specs if s.name == kernel), None)
+        if spec is None:
+            names = ", ".join(sorted(s.name for s in specs)) or "none"
+            raise InvalidArgument(
+                f"no kernelspec named {kernel!r} is installed (installed: {names}).",
+                hint="Give one of the installed kernelspec names (list_kernels lists them).",
+            )
+        wanted = {
+            **(metadata or {}),
+            "kernelspec": {
+                "display_name": spec.display_name,
+                "language": spec.language,
+                "name": spec.name,
+            },
+            "language_info": {"name": spec.language},
+        }
+
+        def planner(nb: Notebook) -> Plan:
+            return edits.plan_notebook_metadata(nb, wanted)
+
+        rel = self._notebooks.relative(path)
+        running = self.kernel_info(rel)
+        outcome = await self._notebooks.edit(
+            rel, "set notebook metadata", planner, expected_version=expected_version,
+            positional=False,
+        )  # fmt: skip
+        if running is None:
+            return outcome, f"the notebook's kernel is now {spec.name!r}; it starts on the next run"
+        if running.name == spec.name:
+            return outcome, f"the notebook's kernel already was {spec.name!r}; it was left running"
+        await self.shutdown_kernel(rel)
+        self._suspended.pop(rel, None)
+        await self.runner(outcome.after)
+        return outcome, (
+            f"the notebook's {running.name!r} kernel was stopped and a {spec.name!r} kernel "
+            "started: its variables were lost (run the cells again to rebuild them)"
+        )
 
     async def list_kernels(self) -> tuple[list[KernelInfo], list[KernelSpecInfo]]:
         provider = self.provider()
