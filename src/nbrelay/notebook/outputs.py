@@ -14,8 +14,9 @@ cell's outputs as Jupyter front ends show them:
   as U+FFFD, and ``unencodable`` counts it.
 
 Memory stays bounded whatever the kernel prints: past ``limit`` characters of stored text a cell
-keeps its first outputs, a notice saying how much was dropped, and the last ``tail`` characters.
-Pure: no I/O, no clock.
+keeps its start (``limit - tail`` characters), a notice saying how much was dropped, and the last
+``tail`` characters, however the text arrived (many small messages, or one message far over the
+limit). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -71,10 +72,21 @@ def terminal_text(text: str) -> str:
 @dataclass(frozen=True)
 class Limits:
     """How much output text one cell may store: ``limit`` in total, of which ``tail`` is kept
-    from the end once the limit is passed."""
+    from the end once the limit is passed (at most half the limit, for small limits)."""
 
     limit: int = 1_000_000
     tail: int = 20_000
+
+    @property
+    def kept_tail(self) -> int:
+        """Characters kept from the end of a cut output."""
+        return max(min(self.tail, self.limit // 2), 0)
+
+    @property
+    def kept_start(self) -> int:
+        """Characters of text a cut output keeps from its start: the rest of the limit is the
+        tail's."""
+        return self.limit - self.kept_tail
 
 
 def _size(output: Output) -> int:
@@ -132,14 +144,20 @@ class CellOutputs:
             out.extend(copy.deepcopy(o) for o in self._after)
         return out
 
+    def _kept_tail(self) -> str:
+        """The last ``kept_tail`` characters of the text past the start, as received."""
+        joined = "".join(self._tail)
+        return joined[len(joined) - self.limits.kept_tail :] if joined else ""
+
     def _notice(self) -> Output:
-        """What was dropped, counted in full: characters past the limit that are not in the kept
+        """What was dropped, counted in full: characters past the start that are not in the kept
         tail, characters the kernel's own cap cut from single huge writes, whole outputs."""
         parts = []
-        dropped = self._dropped - self._tail_len + self._kernel_cut
-        if self._kernel_marks:  # the markers are not output: those past the limit don't count
+        raw_tail = self._kept_tail()
+        dropped = self._dropped - len(raw_tail) + self._kernel_cut
+        if self._kernel_marks:  # the markers are not output: those not kept don't count
             kept = [str(o.get("text", "")) for o in self._outputs if o["output_type"] == "stream"]
-            kept.append("".join(self._tail))
+            kept.append(raw_tail)
             dropped -= self._kernel_marks - sum(kernel_cut(t)[1] for t in kept)
         if dropped > 0:
             part = f"{dropped:,} characters"
@@ -151,7 +169,7 @@ class CellOutputs:
         if self._dropped_outputs:
             n = self._dropped_outputs
             parts.append(f"{n:,} output{'s' if n != 1 else ''}")
-        tail = terminal_text("".join(self._tail))
+        tail = terminal_text(raw_tail)
         what = f"{' and '.join(parts)} dropped" if parts else "nothing dropped"
         follows = f"; the last {len(tail):,} characters follow" if tail else ""
         text = (
@@ -270,37 +288,45 @@ class CellOutputs:
         if last is not None and last.get("output_type") == "stream" and last.get("name") == name:
             old = str(last.get("text", ""))
             merged = terminal_text(old + text)
-            room = self.limits.limit - (self._stored - len(old))
-            if len(merged) <= room:
+            before = self._stored - len(old)  # stored text of the outputs before this one
+            if before + len(merged) <= self.limits.limit:
                 last["text"] = merged
-                self._stored += len(merged) - len(old)
+                self._stored = before + len(merged)
                 return True
-            keep = max(room, 0)
-            last["text"] = merged[:keep]
-            self._stored += keep - len(old)
+            # Past the limit: the start keeps what leaves the tail its room, the rest is tail.
+            keep = max(self.limits.kept_start - before, 0)
+            if keep:
+                last["text"] = merged[:keep]
+            else:
+                self._outputs.pop()  # a stream: no display index points at it
+            self._stored = before + keep
             self._add_tail(name, merged[keep:])
             return True
         text = terminal_text(text)
-        room = self.limits.limit - self._stored
-        if len(text) <= room:
+        if self._stored + len(text) <= self.limits.limit:
             self._outputs.append({"output_type": "stream", "name": name, "text": text})
             self._stored += len(text)
             return True
-        if room > 0:
-            self._outputs.append({"output_type": "stream", "name": name, "text": text[:room]})
-            self._stored += room
-        self._add_tail(name, text[max(room, 0) :])
+        keep = max(self.limits.kept_start - self._stored, 0)
+        if keep:
+            self._outputs.append({"output_type": "stream", "name": name, "text": text[:keep]})
+            self._stored += keep
+        self._add_tail(name, text[keep:])
         return True
 
     def _add_tail(self, name: str, text: str) -> None:
+        """Take text past the start: count it as dropped, and keep (at least) its last
+        ``kept_tail`` characters (amortised: the deque is joined only when it doubles)."""
         self._tail_name = name
         self._tail.append(text)
         self._tail_len += len(text)
         self._dropped += len(text)
-        while self._tail and self._tail_len - len(self._tail[0]) >= self.limits.tail:
+        keep = self.limits.kept_tail
+        while self._tail and self._tail_len - len(self._tail[0]) >= keep:
             self._tail_len -= len(self._tail.popleft())
-        if self._tail_len > 2 * self.limits.tail and self._tail:
-            joined = "".join(self._tail)[-self.limits.tail :]
+        if self._tail_len > 2 * keep and self._tail:
+            joined = "".join(self._tail)
+            joined = joined[len(joined) - keep :] if keep else ""
             self._tail.clear()
             self._tail.append(joined)
             self._tail_len = len(joined)
