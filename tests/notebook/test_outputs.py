@@ -88,6 +88,82 @@ def test_update_display_data_replaces_the_display_wherever_it_was_shown() -> Non
     )
 
 
+def update(data: dict[str, Any], display_id: str) -> dict[str, Any]:
+    return msg("update_display_data", data=data, metadata={}, transient={"display_id": display_id})
+
+
+def test_a_display_update_reaches_an_execute_result_and_a_new_display_the_old_ones() -> None:
+    run = RunOutputs()
+    result = msg(
+        "execute_result",
+        data={"text/plain": "9"},
+        metadata={},
+        execution_count=5,
+        transient={"display_id": "result"},
+    )
+    run.feed("c1", display({"text/plain": "1"}, "here"))
+    run.feed("c1", result)
+    assert run.feed("c2", update({"text/plain": "10"}, "result")) == {"c1"}
+    assert run.cell("c1").outputs()[1] == {
+        "output_type": "execute_result",
+        "data": {"text/plain": "10"},
+        "metadata": {},
+        "execution_count": 5,
+    }
+    # Showing a display id again updates every output shown with it before, in any cell.
+    assert run.feed("c2", display({"text/plain": "2"}, "here")) == {"c1", "c2"}
+    assert run.cell("c1").outputs()[0]["data"] == {"text/plain": "2"}
+    assert [o["data"] for o in run.cell("c2").outputs()] == [{"text/plain": "2"}]
+    valid(run.cell("c1").outputs())
+
+
+def parented(message: dict[str, Any], request: str = "req-1") -> dict[str, Any]:
+    return {**message, "parent_header": {"msg_id": request}}
+
+
+def widget_capture(comm_id: str, request: str) -> dict[str, Any]:
+    """An ipywidgets Output widget's state change: ``msg_id`` set on entering ``with out:``,
+    emptied on leaving it."""
+    state = {"method": "update", "state": {"msg_id": request}, "buffer_paths": []}
+    return parented(msg("comm_msg", comm_id=comm_id, data=state))
+
+
+def test_what_an_output_widget_captures_stays_out_of_the_cell() -> None:
+    cell = CellOutputs()
+    for message in [
+        out("hi4\n"),
+        widget_capture("w1", "req-1"),
+        out("hello world\n"),
+        msg("clear_output", wait=False),  # out.clear_output(): the widget's, not the cell's
+        display({"text/plain": "in the widget"}),
+        widget_capture("w1", ""),
+    ]:
+        cell.feed(parented(message))
+    assert cell.outputs() == [{"output_type": "stream", "name": "stdout", "text": "hi4\n"}]
+    assert cell.captured == 2
+    # Nested widgets: the innermost captures; after both leave, output is the cell's again.
+    for message in [
+        widget_capture("inner", "req-1"),
+        widget_capture("outer", "req-1"),
+        out("in outer\n"),
+        widget_capture("outer", ""),
+        out("also in inner\n"),
+        msg("error", ename="ValueError", evalue="shown in the widget", traceback=[]),
+        widget_capture("inner", ""),
+        out("after\n"),
+    ]:
+        cell.feed(parented(message))
+    assert cell.outputs() == [{"output_type": "stream", "name": "stdout", "text": "hi4\nafter\n"}]
+    # A widget capturing another request does not take this one's output.
+    cell.feed(widget_capture("w2", "req-other"))
+    cell.feed(parented(out("mine\n")))
+    assert cell.outputs()[-1]["text"].endswith("mine\n")
+    # Other widgets' state (no msg_id key) changes nothing.
+    cell.feed(parented(msg("comm_msg", comm_id="w3", data={"state": {"value": 1}})))
+    cell.feed(parented(out("still mine\n")))
+    assert cell.outputs()[-1]["text"].endswith("still mine\n")
+
+
 def test_execute_result_and_error_are_stored_as_nbformat_has_them() -> None:
     cell = CellOutputs()
     cell.feed(msg("execute_input", code="1", execution_count=7))

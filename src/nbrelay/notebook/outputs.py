@@ -7,8 +7,12 @@ cell's outputs as Jupyter front ends show them:
   backspaces are applied as a terminal would (``10%\\r20%\\r`` keeps ``20%\\r``: a trailing ``\\r``
   waits for the next chunk), ANSI colours are kept (readers strip them);
 * ``clear_output`` clears at once, or with ``wait=True`` just before the next output arrives;
-* ``display_data`` with a ``transient.display_id`` can be replaced later by
-  ``update_display_data`` (in any cell of the same run: ``RunOutputs`` routes the update);
+* ``display_data`` or ``execute_result`` with a ``transient.display_id`` is replaced by a later
+  ``update_display_data``, or a later output, with that id (in any cell of the same run:
+  ``RunOutputs`` routes it);
+* what code prints, displays or clears inside an ipywidgets ``Output`` widget (``with out:``)
+  goes to the widget, not to the cell: the widget says so by setting its ``msg_id`` to the
+  request's (a ``comm_msg``), as JupyterLab and nbclient see it;
 * ``execute_result`` and ``error`` are stored as nbformat has them;
 * text that is not valid Unicode (unpaired surrogates, which a kernel's JSON can escape) is stored
   as U+FFFD, and ``unencodable`` counts it.
@@ -53,6 +57,16 @@ def kernel_cut(text: str) -> tuple[int, int]:
 def msg_type_of(msg: Msg) -> str:
     kind = msg.get("msg_type") or (msg.get("header") or {}).get("msg_type")
     return str(kind or "")
+
+
+def _parent_of(msg: Msg) -> str:
+    return str((msg.get("parent_header") or {}).get("msg_id") or "")
+
+
+def _display_id(content: Mapping[str, Any]) -> str | None:
+    transient = content.get("transient")
+    value = transient.get("display_id") if isinstance(transient, Mapping) else None
+    return str(value) if value else None
 
 
 def terminal_text(text: str) -> str:
@@ -129,6 +143,11 @@ class CellOutputs:
         self._tail_name = "stdout"
         self.printed = 0  # characters received in stream and text outputs, ever
         self.unencodable = 0  # unpaired surrogates the kernel sent, stored as U+FFFD
+        # Output widgets capturing a request's outputs: its msg_id → their comm ids (the last
+        # one captures, as widgets nest), and each capturing comm id → the msg_id.
+        self._captures: dict[str, list[str]] = {}
+        self._capturing: dict[str, str] = {}
+        self.captured = 0  # outputs that went to an Output widget instead of the cell
 
     # -- reading --------------------------------------------------------------------------
 
@@ -193,16 +212,31 @@ class CellOutputs:
             if isinstance(count, int):
                 self.execution_count = count
             return False
+        if kind == "comm_msg":
+            self._widget_state(content)
+            return False
+        if kind == "update_display_data":
+            display_id = _display_id(content)
+            return self.update_display(display_id, content) if display_id else False
+        if kind not in _OUTPUT_TYPES and kind != "clear_output":
+            return False
+        display_id = _display_id(content)
+        # A new output with a display id also updates the ones shown before (nbclient and
+        # JupyterLab do so even when an Output widget captures the new one).
+        updated = (
+            display_id is not None
+            and kind in ("display_data", "execute_result")
+            and self.update_display(display_id, content)
+        )
+        if self._captures.get(_parent_of(msg)):
+            # Inside ``with output_widget:``: the widget shows it, the cell does not.
+            self.captured += kind != "clear_output"
+            return updated
         if kind == "clear_output":
             if content.get("wait"):
                 self._clear_pending = True
                 return False
             return self._clear()
-        if kind == "update_display_data":
-            display_id = (content.get("transient") or {}).get("display_id")
-            return self.update_display(str(display_id), content) if display_id else False
-        if kind not in _OUTPUT_TYPES:
-            return False
         if self._clear_pending:
             self._clear_pending = False
             self._clear()
@@ -222,10 +256,26 @@ class CellOutputs:
             return True
         self._outputs.append(output)
         self._stored += size
-        display_id = (content.get("transient") or {}).get("display_id")
-        if kind == "display_data" and display_id:
-            self._displays.setdefault(str(display_id), []).append(len(self._outputs) - 1)
+        if display_id and kind in ("display_data", "execute_result"):
+            self._displays.setdefault(display_id, []).append(len(self._outputs) - 1)
         return True
+
+    def _widget_state(self, content: Mapping[str, Any]) -> None:
+        """An Output widget starts or stops capturing a request's outputs (its ``msg_id``);
+        only Output widgets have that state key."""
+        data = content.get("data")
+        state = data.get("state") if isinstance(data, Mapping) else None
+        comm_id = str(content.get("comm_id") or "")
+        if not isinstance(state, Mapping) or "msg_id" not in state or not comm_id:
+            return
+        previous = self._capturing.pop(comm_id, None)
+        stack = self._captures.get(previous or "", [])
+        if comm_id in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(comm_id)]  # where it was pushed last
+        msg_id = state.get("msg_id")
+        if isinstance(msg_id, str) and msg_id:
+            self._captures.setdefault(msg_id, []).append(comm_id)
+            self._capturing[comm_id] = msg_id
 
     def update_display(self, display_id: str, content: Mapping[str, Any]) -> bool:
         """Replace the data of every output shown with ``display_id``; False if there is none."""
@@ -349,13 +399,25 @@ class RunOutputs:
     def feed(self, key: str, msg: Msg) -> set[str]:
         """Fold a message of cell ``key``'s execution; return the keys of the cells it changed."""
         kind = msg_type_of(msg)
-        if kind == "update_display_data":
+        changed: set[str] = set()
+        if kind in ("update_display_data", "display_data", "execute_result"):
             content, _ = scrub(msg.get("content") or {})
-            display_id = (content.get("transient") or {}).get("display_id")
-            if not display_id:
-                return set()
-            return {k for k, c in self.cells.items() if c.update_display(str(display_id), content)}
-        return {key} if self.cell(key).feed(msg) else set()
+            display_id = _display_id(content)
+            if kind == "update_display_data":
+                return (
+                    {k for k, c in self.cells.items() if c.update_display(display_id, content)}
+                    if display_id
+                    else set()
+                )
+            if display_id:  # the cell's own displays are updated by its fold
+                changed = {
+                    k
+                    for k, c in self.cells.items()
+                    if k != key and c.update_display(display_id, content)
+                }
+        if self.cell(key).feed(msg):
+            changed.add(key)
+        return changed
 
 
 def fold(messages: Iterable[Msg], limits: Limits = Limits()) -> list[Output]:
