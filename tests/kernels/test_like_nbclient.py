@@ -44,7 +44,11 @@ def prepared(name: str) -> Any:
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     return nb
 
 
@@ -79,9 +83,7 @@ async def run_with_nbclient(nb: Any, folder: Path) -> None:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-async def test_the_outputs_are_those_nbclient_stores(
-    name: str, root: Path, tmp_path: Path
-) -> None:
+async def test_the_outputs_are_those_nbclient_stores(name: str, root: Path, tmp_path: Path) -> None:
     shutil.copy(FILES / "python.png", root / "python.png")
     nb = prepared(name)
     expected = copy.deepcopy(nb)

@@ -80,6 +80,7 @@ async def test_a_cut_output_keeps_its_start_and_last_characters(root: Path, tmp_
         text = "".join("".join(o["text"]) for o in cell["outputs"] if o["output_type"] == "stream")
         notice = NOTICE.search(text)
         assert notice is not None, (code, text[-300:])
-        assert notice[2] is not None and int(notice[2].replace(",", "")) == kept_tail, notice[0]
+        assert notice[2] is not None, notice[0]
+        assert int(notice[2].replace(",", "")) == kept_tail, notice[0]
         assert text[notice.end() :] == printed[-kept_tail:], code
         assert text[: notice.start()] == printed[: TAIL_LIMIT - kept_tail], code

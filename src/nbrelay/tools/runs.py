@@ -113,6 +113,9 @@ def _cell_view(
             offset=start or None,
             cut=cut or None,
         )
+        described: dict[str, Any] = {}
+        render.describe(described, out)
+        view.size, view.mimes = described.get("size"), described.get("mimes")
         if not any_shown and shown.text:
             view.omitted = f"{len(shown.text) - start:,} characters not shown (output budget 0)"
         cell.delivered[k] = len(shown.text)
