@@ -241,19 +241,23 @@ def render_many(
                 view["text"] = f"{view['text']} ({image_hint(n, k)})".lstrip()
             if cut:
                 view["cut"] = cut
-            describe(view, out)
+            describe(view, out, cut=cut)
             views.append(view)
         rendered.append(views)
     return rendered
 
 
-def describe(view: dict[str, Any], output: dict[str, Any]) -> None:
-    """Say what an output holds whether or not its text is shown: a rich output's formats
-    with their sizes (``mimes``), a stream's or an error's size (characters)."""
+def describe(view: dict[str, Any], output: dict[str, Any], *, cut: int) -> None:
+    """Say what an output holds where its text does not show all of it: a rich output's
+    formats with their sizes in characters (``mimes``; unless it is plain text shown whole),
+    a cut stream's or error's ``size``."""
     if output.get("output_type") in ("stream", "error"):
-        view["size"] = output_size(output)
-    else:
-        view["mimes"] = mime_sizes(output)
+        if cut:
+            view["size"] = output_size(output)
+        return
+    sizes = mime_sizes(output)
+    if cut or list(sizes) != ["text/plain"]:
+        view["mimes"] = sizes
 
 
 def outputs_summary(cell: Cell, max_chars: int = 120) -> str:

@@ -114,7 +114,7 @@ def _cell_view(
             cut=cut or None,
         )
         described: dict[str, Any] = {}
-        render.describe(described, out)
+        render.describe(described, out, cut=cut)
         view.size, view.mimes = described.get("size"), described.get("mimes")
         if not any_shown and shown.text:
             view.omitted = f"{len(shown.text) - start:,} characters not shown (output budget 0)"
