@@ -301,8 +301,12 @@ def _output_text(output: dict[str, Any], window: int | None) -> OutputText:
     if image:
         return OutputText(kind, describe_image(image, as_text(data[image])), mimes, image)
     if "text/html" in data:
-        return html_text(as_text(data["text/html"]), window, kind, mimes)
-    for mime in _TEXT_PREFERENCE:
+        page = html_text(as_text(data["text/html"]), window, kind, mimes)
+        if page.text.strip():
+            return page
+    # Then text formats, then JSON data (a plotly figure's data is its text when its HTML is
+    # only a script).
+    for mime in (*_TEXT_PREFERENCE, *sorted(m for m in data if m.endswith("+json"))):
         if mime in data:
             value = data[mime]
             if isinstance(value, str) or window is None:
@@ -312,6 +316,8 @@ def _output_text(output: dict[str, Any], window: int | None) -> OutputText:
                 return OutputText(kind, json_text(value), mimes)
             head = json_head(value, 2 * window)
             return OutputText(kind, head, mimes, None, size - len(head), len(head))
+    if "text/html" in data:
+        return OutputText(kind, "", mimes)  # said by output_text: no text to read
     return OutputText(kind, f"[{', '.join(mimes)} output]", mimes)
 
 

@@ -101,7 +101,7 @@ def _cell_view(
 ) -> RunCell:
     views: list[RunOutput] = []
     for k, out, shown, start in pending:
-        text, cut, any_shown = budget.take(shown.text[start:], "read_output for all of it")
+        text, cut, any_shown = budget.take(shown.text[start:], "read_output pages through it")
         if shown.image and cell.id is not None and images is None:
             text = f"{text} ({image_pointer(job.path, cell.id, k)})"
         view = RunOutput(
