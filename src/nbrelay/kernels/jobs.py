@@ -194,6 +194,12 @@ async def _run_cells(job: Job, runner: Runner) -> None:
                 job._dirty.add(cell.key)
             job._notify()
 
+        if cell.id is not None and not cell.source.strip():
+            # As JupyterLab and nbclient: an empty cell is not sent to the kernel, so it gets
+            # no execution count (and, as in JupyterLab, no outputs).
+            job.outputs.cell(cell.key)
+            _record(job, cell, Outcome(status="ok", steps=["empty: nothing to run"]))
+            continue
         label = f"run {job.handle}" + (f", cell {cell.index}" if cell.id is not None else "")
         try:
             outcome = await runner.execute(

@@ -46,6 +46,8 @@ class OutputView(BaseModel):
     image: str | None = None
     cut: int | None = None
     omitted: str | None = None
+    size: int | None = None  # a stream's or an error's characters
+    mimes: dict[str, int] | None = None  # a rich output's formats and their characters
 
 
 class CellView(BaseModel):
@@ -407,6 +409,8 @@ class RunOutput(BaseModel):
     offset: int | None = None
     cut: int | None = None
     omitted: str | None = None
+    size: int | None = None  # a stream's or an error's characters
+    mimes: dict[str, int] | None = None  # a rich output's formats and their characters
 
 
 class RunCell(BaseModel):

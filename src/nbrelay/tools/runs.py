@@ -101,7 +101,7 @@ def _cell_view(
 ) -> RunCell:
     views: list[RunOutput] = []
     for k, out, shown, start in pending:
-        text, cut, any_shown = budget.take(shown.text[start:], "read_output for all of it")
+        text, cut, any_shown = budget.take(shown.text[start:], "read_output pages through it")
         if shown.image and cell.id is not None and images is None:
             text = f"{text} ({image_pointer(job.path, cell.id, k)})"
         view = RunOutput(
@@ -113,6 +113,9 @@ def _cell_view(
             offset=start or None,
             cut=cut or None,
         )
+        described: dict[str, Any] = {}
+        render.describe(described, out, cut=cut)
+        view.size, view.mimes = described.get("size"), described.get("mimes")
         if not any_shown and shown.text:
             view.omitted = f"{len(shown.text) - start:,} characters not shown (output budget 0)"
         cell.delivered[k] = len(shown.text)
