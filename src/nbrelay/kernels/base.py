@@ -301,6 +301,10 @@ class KernelProvider(Protocol):
     ``shutdown``; a provider has no timers of its own.
     """
 
+    # Whether its kernels are processes nbrelay starts on this machine (then --max-kernels has a
+    # default), not a Jupyter Server's or a gateway's (theirs to limit).
+    on_this_machine: bool
+
     def attach(self, tg: TaskGroup) -> None:
         """Give the provider a task group for background work (warming kernels up). Called once
         by ``Workspace.running`` when the server starts; without it nothing runs in the
@@ -333,9 +337,10 @@ class KernelProvider(Protocol):
         """The kernelspecs a notebook may name. Called by ``list_kernels``."""
         ...
 
-    async def shutdown(self, key: str) -> bool:
+    async def shutdown(self, key: str, *, wait: bool = True) -> bool:
         """Shut down the notebook's kernel; False if it had none. Called by ``shutdown_kernel``
-        and by the idle reaper."""
+        and by the idle reaper. ``wait=False`` (making room for another kernel): the kernel is
+        no longer listed when this returns, and may finish stopping in the background."""
         ...
 
     async def aclose(self) -> None:
