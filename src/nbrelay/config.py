@@ -90,7 +90,7 @@ class Settings:
     kernel_idle_timeout: float = _default("kernel_idle_timeout")
     kernel_pool: int = _default("kernel_pool")
     max_sessions: int = _default("max_sessions")
-    max_kernels: int = _default("max_kernels")
+    max_kernels: int | None = _default("max_kernels")  # None: by where kernels run
     persist_sessions: bool = _default("persist_sessions")
     session_dir: Path | None = _default("session_dir")
     kernel_memory: int | None = _default("kernel_memory")

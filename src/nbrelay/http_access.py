@@ -5,6 +5,7 @@ applies them to every request."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import hmac
 import ipaddress
 import os
@@ -277,6 +278,12 @@ def load_tokens(settings: Settings) -> tuple[Secret, ...]:
             "new random token).",
         )
     return tuple(tokens)
+
+
+def token_identity(token: str) -> str:
+    """Who holds ``token`` (an accepted one), as per-caller state is keyed for clients without
+    an MCP session: a digest, so the token itself is kept nowhere."""
+    return "token:" + hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 
 def token_matches(given: str, tokens: Sequence[Secret]) -> bool:

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
+from nbrelay.caller import IDENTITY_SCOPE_KEY
 from nbrelay.config import Secret, Settings, is_credential_name
 from nbrelay.errors import InvalidArgument
 from nbrelay.http_access import (
@@ -37,6 +38,7 @@ from nbrelay.http_access import (
     bracketed,
     load_tokens,
     read_token_file,
+    token_identity,
     token_matches,
 )
 
@@ -168,6 +170,8 @@ class HttpGuard:
                 origin=origin,
             )
             return
+        # Who sent it, for a client without an MCP session: the token it holds (nbrelay.caller).
+        scope[IDENTITY_SCOPE_KEY] = token_identity(given.strip())
         if origin is not None:
             send = _with_cors(send, origin)
         if _header(scope, b"mcp-session-id") is None:

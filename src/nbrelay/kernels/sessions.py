@@ -222,6 +222,8 @@ S = TypeVar("S", bound=JupyterSession)
 class JupyterKernels(ABC, Generic[S]):
     """The kernels a workspace uses on one Jupyter Server, one per notebook key."""
 
+    on_this_machine = False  # the server's kernels: it limits them
+
     def __init__(self, session_type: type[S], server_path: Callable[[str], str]) -> None:
         self._session_type = session_type
         self._server_path = server_path
@@ -304,7 +306,7 @@ class JupyterKernels(ABC, Generic[S]):
         session.session_id = fresh.session_id
         session.owned = fresh.owned
 
-    async def shutdown(self, key: str) -> bool:
+    async def shutdown(self, key: str, *, wait: bool = True) -> bool:
         if key not in self._sessions:
             return False
         await self._authorize("execute", "kernels")  # no caller: the idle reaper, allowed

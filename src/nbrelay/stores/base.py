@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
+from nbrelay.caller import current
 from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.paths import Glob
@@ -24,33 +24,31 @@ if TYPE_CHECKING:
 
 Planner = Callable[[Notebook], Plan]
 
-# The client a store call is made for (one MCP session): what "since you last read it" means
-# when several clients share one server. "" is anyone (stdio, or a sessionless request).
-current_reader: ContextVar[str] = ContextVar("nbrelay_reader", default="")
-
 V = TypeVar("V")
 _MAX_READER_ENTRIES = 50_000
 
 
 class LastSeen(Generic[V]):
-    """What each reader last saw of each notebook (a version, a cell order), by path.
+    """What each reader (``nbrelay.caller``: the MCP client a store call is made for) last saw
+    of each notebook (a version, a cell order), by path: what "since you last read it" means
+    when several clients share one server.
 
     Used like a dict keyed by path. A reader that has not seen a path yet gets what anyone in
-    this process saw last, so a sessionless caller keeps the process-wide guard.
+    this process saw last, so a caller nbrelay cannot tell apart keeps the process-wide guard.
     """
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str], V] = {}
 
     def get(self, path: str, default: V | None = None) -> V | None:
-        reader = current_reader.get()
+        reader = current().key
         if reader and (reader, path) in self._seen:
             return self._seen[reader, path]
         return self._seen.get(("", path), default)
 
     def __setitem__(self, path: str, value: V) -> None:
         self._seen["", path] = value
-        reader = current_reader.get()
+        reader = current().key
         if reader:
             self._seen.pop((reader, path), None)
             self._seen[reader, path] = value

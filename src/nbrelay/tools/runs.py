@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -174,6 +174,21 @@ def execution_view(
     if pictures:
         return (result, *pictures)
     return result
+
+
+def progress_reporter(ctx: Context | None) -> Callable[[str], Awaitable[None]] | None:
+    """Send each message as an MCP progress notification of the request (numbered 1, 2, …; the
+    SDK sends nothing when the client asked for no progress); None without a request."""
+    if ctx is None:
+        return None
+    sent = 0
+
+    async def report(message: str) -> None:
+        nonlocal sent
+        sent += 1
+        await ctx.report_progress(sent, None, clean_text(message))
+
+    return report
 
 
 async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | None) -> None:

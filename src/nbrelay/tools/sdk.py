@@ -11,7 +11,9 @@ here and nowhere else, so an SDK upgrade that moves these parts breaks this modu
   (``Tool.context_kwarg``), to learn which client calls;
 * the output schema a tool declares (``Tool.fn_metadata.output_schema``);
 * the client connection behind a request (``ServerSession._connection``: the session object is
-  made per request) and the HTTP session id (``request_context.request.headers``);
+  made per request) and its outbound channel (``Connection.outbound``: the one thing a
+  2026-07-28 client over stdio keeps from request to request), the HTTP session id (``request_context.request.headers``) and the request's
+  ASGI scope (``request_context.request.scope``), to learn who calls (``caller_of``);
 * request handlers the high-level server does not register (``MCPServer._lowlevel_server``:
   the legacy ``resources/subscribe``);
 * the SDK's log set-up (``mcp.server.mcpserver.server.configure_logging``), kept from importing
@@ -32,10 +34,13 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from mcp.server import connection as sdk_connection
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from pydantic import BaseModel
+
+from nbrelay.caller import ANYONE, IDENTITY_SCOPE_KEY, Caller
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -94,31 +99,56 @@ def connection_of(session: Any) -> object | None:
     return getattr(session, "_connection", None)
 
 
-_READERS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+# The SDK's one "no channel" outbound, shared by every connection that has none of its own.
+NO_CHANNEL: object | None = getattr(sdk_connection, "_NO_CHANNEL", None)
 
 
-def client_key(ctx: Any) -> str:
-    """A stable key for the client (MCP session) a tool call comes from ("" when unknown), so
-    that "changed since you last read it" is judged per client when several share one server.
-    Sessionless requests (protocol 2026-07-28 over HTTP) get a new key each time."""
+def stream_of(session: Any) -> object | None:
+    """What lasts as long as a client's stream (stdio, in process): its connection's outbound
+    channel. A 2026-07-28 client gets a new connection object per request, all on one channel;
+    a handshake-era client keeps one connection, and its channel with it. None for a client with
+    no channel of its own (the in-process 2026-07-28 client shares the SDK's "no channel")."""
+    connection = connection_of(session)
+    outbound: object | None = getattr(connection, "outbound", None)
+    if outbound is None or outbound is NO_CHANNEL:
+        return None
+    return outbound
+
+
+_STREAMS: weakref.WeakKeyDictionary[Any, Caller] = weakref.WeakKeyDictionary()
+
+
+def caller_of(ctx: Any) -> Caller:
+    """Who a tool call comes from (``nbrelay.caller``): its MCP session over HTTP; for a
+    sessionless HTTP request (protocol 2026-07-28), the identity that authenticated it (the
+    transport put it in the request's scope); otherwise its client's stream (stdio, in
+    process: ``stream_of``), which keeps one key while it lasts; ``ANYONE`` when none is
+    known."""
     try:
         context = ctx.request_context
     except (AttributeError, ValueError):
-        return ""
-    headers = getattr(getattr(context, "request", None), "headers", None)
+        return ANYONE
+    request = getattr(context, "request", None)
+    headers = getattr(request, "headers", None)
     session_id = headers.get("mcp-session-id") if headers is not None else None
     if session_id:
-        return f"http-{session_id}"
-    connection = connection_of(context.session)
-    if connection is None:
-        return ""
+        return Caller(f"session:{session_id}")
+    scope = getattr(request, "scope", None)
+    identity = scope.get(IDENTITY_SCOPE_KEY) if isinstance(scope, dict) else None
+    if isinstance(identity, str) and identity:
+        return Caller(identity)
+    if request is not None:  # a sessionless request nobody vouched for: anyone
+        return ANYONE
+    stream = stream_of(context.session)
+    if stream is None:
+        return ANYONE
     try:
-        reader = _READERS.get(connection)
-        if reader is None:
-            reader = _READERS[connection] = secrets.token_hex(8)
+        caller = _STREAMS.get(stream)
+        if caller is None:
+            caller = _STREAMS[stream] = Caller(f"stream:{secrets.token_hex(8)}")
     except TypeError:  # not weak-referenceable
-        return f"connection-{id(connection)}"
-    return reader
+        return Caller(f"stream:{id(stream)}")
+    return caller
 
 
 def add_request_handler(

@@ -294,9 +294,10 @@ class Editing:
         past = self._notebooks.changes(key)
         if not past:
             raise UndoRefused(
-                f"there is nothing to undo in {key!r}: nbrelay has made no edits to it since it "
-                "started (or they were already undone).",
-                hint="Undo only reverts edits made through nbrelay's tools in this session.",
+                f"there is nothing to undo in {key!r}: you have made no edits to it through "
+                "nbrelay since it started (or they were already undone).",
+                hint="Undo reverts only your own edits (this MCP session's); another client's "
+                "edits are theirs to undo.",
             )
         if steps > len(past):
             raise UndoRefused(

@@ -3,7 +3,9 @@ and what the agent has viewed.
 
 ``Notebooks.edit`` runs a planner against the freshest notebook under the store's lock and
 records the change for ``undo``; every editing operation (``editing.py``) and every saved output
-(``runs.py``) goes through it.
+(``runs.py``) goes through it. Undo history and viewed versions belong to the caller
+(``nbrelay.caller``: one MCP session, or what identifies a client without one): a client undoes
+only its own edits, and what it viewed says nothing about what another client viewed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from nbrelay.caller import PerCaller
 from nbrelay.config import Settings
 from nbrelay.errors import (
     ConflictError,
@@ -102,15 +105,15 @@ _INDEX_OR_RANGE = re.compile(r"\s*-?\d*\s*(?::\s*-?\d*\s*)?")
 
 
 class Notebooks:
-    """The notebooks of one store: reads, creation, edits with their undo history, and the
-    version of each notebook the agent last viewed."""
+    """The notebooks of one store: reads, creation, edits with each caller's undo history, and
+    the version of each notebook each caller last viewed."""
 
     def __init__(self, settings: Settings, store: NotebookStore, id_factory: IdFactory) -> None:
         self.settings = settings
         self.store = store
         self.id_factory = id_factory
-        self._history: dict[str, deque[history.Change]] = {}
-        self._viewed: dict[str, str] = {}  # notebook -> the version the agent last viewed
+        self._history: PerCaller[deque[history.Change]] = PerCaller()
+        self._viewed: PerCaller[str] = PerCaller()  # notebook -> the version the caller viewed
 
     @property
     def capabilities(self) -> Capabilities:
@@ -247,7 +250,7 @@ class Notebooks:
     async def view(self, path: str) -> Snapshot:
         """Read a notebook and remember its version as the one the agent has now seen."""
         snap = await self.store.load(path)
-        self._viewed[snap.path] = snap.version
+        self._viewed.mine()[snap.path] = snap.version
         return snap
 
     async def unchanged_since_viewed(
@@ -293,7 +296,7 @@ class Notebooks:
     async def create_from(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         """Create a notebook from a parsed notebook (used by import)."""
         snap = await self.store.create(path, notebook, overwrite=overwrite)
-        self._history.pop(self.store.relative(path), None)
+        self._history.forget(self.store.relative(path))
         return snap
 
     async def save(self, path: str) -> Snapshot:
@@ -309,9 +312,9 @@ class Notebooks:
         )
 
     def forget(self, rel: str) -> None:
-        """A notebook went away (deleted or moved): drop its undo history and viewed version."""
-        self._history.pop(rel, None)
-        self._viewed.pop(rel, None)
+        """A notebook went away (deleted or moved): drop its undo histories and viewed versions."""
+        self._history.forget(rel)
+        self._viewed.forget(rel)
 
     # -- editing --------------------------------------------------------------------------
 
@@ -328,7 +331,8 @@ class Notebooks:
         """Run ``planner`` against the current notebook and apply its edits atomically.
 
         ``positional`` says whether the request addressed cells by position (then a change made
-        by someone else since the last read is a conflict); ``record`` adds it to undo history.
+        by someone else since the last read is a conflict); ``record`` adds it to the caller's undo
+        history.
         """
         outcome = await self.store.edit(
             path, planner, expected_version=expected_version, guard_positions=positional
@@ -350,14 +354,15 @@ class Notebooks:
             )
             if not change.empty and self.settings.undo_depth > 0:
                 key = self.store.relative(path)
-                self._history.setdefault(key, deque(maxlen=self.settings.undo_depth)).append(change)
-        # nbrelay's own edits (and saved outputs) do not make the agent's view stale.
+                mine = self._history.mine()
+                mine.setdefault(key, deque(maxlen=self.settings.undo_depth)).append(change)
+        # The caller's own edits (and saved outputs) do not make its view stale.
         if self._viewed.get(outcome.after.path) == outcome.before.version:
-            self._viewed[outcome.after.path] = outcome.after.version
+            self._viewed.mine()[outcome.after.path] = outcome.after.version
         return outcome
 
     def changes(self, rel: str) -> deque[history.Change] | None:
-        """The recorded changes of a notebook that ``undo`` may revert (newest last)."""
+        """The caller's recorded changes of a notebook that ``undo`` may revert (newest last)."""
         return self._history.get(rel)
 
 

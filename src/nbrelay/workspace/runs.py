@@ -104,9 +104,10 @@ class Runs:
             stop_on_error=stop_on_error,
             limits=Limits(limit=self._settings.cell_output_limit),
         )
-        note = self._kernels.take_note(snap.path)
-        if note is not None:
-            job.notes.append(note)
+        resumed = self._kernels.take_note(snap.path)
+        if resumed is not None:
+            job.notes.append(resumed.note)
+            job.state_lost |= resumed.state_lost
         self.jobs.remember(job)
 
         # Live mode: outputs stream into the shared cell as they arrive, with JupyterLab's
