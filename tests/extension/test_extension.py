@@ -198,6 +198,36 @@ async def test_execute_runs_in_the_session_kernel_the_persons_jupyterlab_uses(
         assert (await http.get(f"api/kernels/{kernel_id}")).status_code == 200
 
 
+@pytest.mark.parametrize("crash", [True, False], ids=["killed", "stopped"])
+async def test_after_the_server_restarts_code_runs_in_a_new_kernel(
+    start_ext_server: Any, crash: bool
+) -> None:
+    """nbrelay restarts with the server; the sessions the server kept in its database name a
+    kernel that died with it: the next run gets a new kernel, never the stale id."""
+    # The server runs in its work folder: the database is kept there across the restart.
+    server: JupyterServer = start_ext_server(args=["--SessionManager.database_filepath=sessions.db"])
+    write_notebook(server.root / "n.ipynb", notebook("x = 5"))
+    auth = {"Authorization": f"token {server.token}"}
+    async with ext_client(server) as client:
+        await call(client, "execute", path="n.ipynb", cells=[0])
+    async with httpx2.AsyncClient(base_url=server.url, headers=auth, timeout=60) as http:
+        (before,) = [s["kernel"]["id"] for s in (await http.get("api/sessions")).json()]
+    if crash:
+        server.kill()
+    else:
+        server.stop(grace=5)
+    server.start()
+    async with ext_client(server) as client:
+        ran = await call(client, "execute", path="n.ipynb", code="'x' in globals()")
+        assert ran["cells"][0]["status"] == "ok", ran
+        assert ran["cells"][0]["outputs"][0]["text"] == "False"
+        async with httpx2.AsyncClient(base_url=server.url, headers=auth, timeout=60) as http:
+            sessions = (await http.get("api/sessions")).json()
+            assert [s["path"] for s in sessions] == ["n.ipynb"]
+            assert sessions[0]["kernel"]["id"] != before
+            assert (await http.get(f"api/kernels/{before}")).status_code == 404
+
+
 async def test_jupyters_authorizer_decides_what_each_tool_may_do(start_ext_server: Any) -> None:
     server: JupyterServer = start_ext_server(
         args=[
