@@ -232,14 +232,15 @@ async def test_jupyters_authorizer_decides_what_each_tool_may_do(start_ext_serve
     server: JupyterServer = start_ext_server(
         args=[
             "--ServerApp.authorizer_class=nbrelay_test_authz.ReadOnly",
-            "--NbrelayExtension.tools=read_notebook,edit_cell,execute",
+            "--NbrelayExtension.tools=read_notebook,edit_cell,execute,save_notebook",
         ]
     )
     write_notebook(server.root / "n.ipynb", notebook("a = 1"))
     before = (server.root / "n.ipynb").read_bytes()
+    written = (server.root / "n.ipynb").stat().st_mtime_ns
     async with ext_client(server) as client:
         tools = sorted(t.name for t in (await client.list_tools()).tools)
-        assert tools == ["edit_cell", "execute", "read_notebook"]  # the tools trait
+        assert tools == ["edit_cell", "execute", "read_notebook", "save_notebook"]  # the trait
         read = await call(client, "read_notebook", path="n.ipynb")
         assert read["cells"][0]["source"] == "a = 1"
         refused = await call_error(
@@ -247,9 +248,13 @@ async def test_jupyters_authorizer_decides_what_each_tool_may_do(start_ext_serve
         )
         assert "does not allow" in refused
         assert "contents:write" in refused
+        # Saving writes the file (with whatever the room holds): a change like any other.
+        not_saved = await call_error(client, "save_notebook", path="n.ipynb")
+        assert "contents:write" in not_saved
         not_run = await call_error(client, "execute", path="n.ipynb", code="import os")
         assert "kernels:execute" in not_run
     assert (server.root / "n.ipynb").read_bytes() == before
+    assert (server.root / "n.ipynb").stat().st_mtime_ns == written  # not even rewritten
     async with httpx2.AsyncClient(timeout=60) as http:
         auth = {"Authorization": f"token {server.token}"}
         assert (await http.get(f"{server.url}api/sessions", headers=auth)).json() == []
