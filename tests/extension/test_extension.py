@@ -167,6 +167,21 @@ async def _person_runs(server: JupyterServer, kernel_id: str, code: str) -> None
                 return
 
 
+async def test_a_notebook_created_without_cells_has_none_as_in_file_mode(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    """The room opened on the new file shows it as one empty code cell (jupyter_ydoc adds it);
+    nbrelay takes it out, so the agent's positions count as in file mode."""
+    folder, local = ext_folder
+    async with ext_client(ext_server) as client:
+        created = await call(client, "create_notebook", path=f"{folder}/e.ipynb")
+        assert not created.get("changed"), created
+        assert (await call(client, "read_notebook", path=f"{folder}/e.ipynb"))["cells"] == []
+        await call(client, "insert_cells", path=f"{folder}/e.ipynb", cells=["first"], index=0)
+        await call(client, "save_notebook", path=f"{folder}/e.ipynb")
+    assert sources_on_disk(local / "e.ipynb") == ["first"]
+
+
 async def test_execute_runs_in_the_session_kernel_the_persons_jupyterlab_uses(
     ext_server: JupyterServer, ext_folder: tuple[str, Path]
 ) -> None:
@@ -205,7 +220,9 @@ async def test_after_the_server_restarts_code_runs_in_a_new_kernel(
     """nbrelay restarts with the server; the sessions the server kept in its database name a
     kernel that died with it: the next run gets a new kernel, never the stale id."""
     # The server runs in its work folder: the database is kept there across the restart.
-    server: JupyterServer = start_ext_server(args=["--SessionManager.database_filepath=sessions.db"])
+    server: JupyterServer = start_ext_server(
+        args=["--SessionManager.database_filepath=sessions.db"]
+    )
     write_notebook(server.root / "n.ipynb", notebook("x = 5"))
     auth = {"Authorization": f"token {server.token}"}
     async with ext_client(server) as client:
