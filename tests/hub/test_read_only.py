@@ -9,6 +9,7 @@ before every operation, so his agent reads and is refused every change, saving i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -49,6 +50,7 @@ SCOPES = {
         "subscopes": ["custom:jupyter_server:write:*", "custom:jupyter_server:read:*"],
     },
 }
+PYTHONPATH = os.environ.get("PYTHONPATH", "")
 OWN = ["access:servers!user=alice", "custom:jupyter_server:execute:*!user=alice"]
 READ_ONLY = ["access:servers!user=alice", "custom:jupyter_server:read:*!user=alice"]
 
@@ -70,7 +72,10 @@ def granular_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
                 {"name": "reads-alices-server", "scopes": READ_ONLY, "users": ["bob"]},
             ],
             "Spawner.args": ["--ServerApp.authorizer_class=nbrelay_hub_authz.ByScope"],
-            "Spawner.environment": {"PYTHONPATH": str(modules)},
+            # The authorizer's module, before whatever PYTHONPATH the servers already get.
+            "Spawner.environment": {
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(modules), PYTHONPATH]))
+            },
         },
     )
     with running(hub) as started:
