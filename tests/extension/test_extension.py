@@ -167,6 +167,21 @@ async def _person_runs(server: JupyterServer, kernel_id: str, code: str) -> None
                 return
 
 
+async def test_a_notebook_created_without_cells_has_none_as_in_file_mode(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    """The room opened on the new file shows it as one empty code cell (jupyter_ydoc adds it);
+    nbrelay takes it out, so the agent's positions count as in file mode."""
+    folder, local = ext_folder
+    async with ext_client(ext_server) as client:
+        created = await call(client, "create_notebook", path=f"{folder}/e.ipynb")
+        assert not created.get("changed"), created
+        assert (await call(client, "read_notebook", path=f"{folder}/e.ipynb"))["cells"] == []
+        await call(client, "insert_cells", path=f"{folder}/e.ipynb", cells=["first"], index=0)
+        await call(client, "save_notebook", path=f"{folder}/e.ipynb")
+    assert sources_on_disk(local / "e.ipynb") == ["first"]
+
+
 async def test_execute_runs_in_the_session_kernel_the_persons_jupyterlab_uses(
     ext_server: JupyterServer, ext_folder: tuple[str, Path]
 ) -> None:
@@ -198,18 +213,51 @@ async def test_execute_runs_in_the_session_kernel_the_persons_jupyterlab_uses(
         assert (await http.get(f"api/kernels/{kernel_id}")).status_code == 200
 
 
+@pytest.mark.parametrize("crash", [True, False], ids=["killed", "stopped"])
+async def test_after_the_server_restarts_code_runs_in_a_new_kernel(
+    start_ext_server: Any, crash: bool
+) -> None:
+    """nbrelay restarts with the server; the sessions the server kept in its database name a
+    kernel that died with it: the next run gets a new kernel, never the stale id."""
+    # The server runs in its work folder: the database is kept there across the restart.
+    server: JupyterServer = start_ext_server(
+        args=["--SessionManager.database_filepath=sessions.db"]
+    )
+    write_notebook(server.root / "n.ipynb", notebook("x = 5"))
+    auth = {"Authorization": f"token {server.token}"}
+    async with ext_client(server) as client:
+        await call(client, "execute", path="n.ipynb", cells=[0])
+    async with httpx2.AsyncClient(base_url=server.url, headers=auth, timeout=60) as http:
+        (before,) = [s["kernel"]["id"] for s in (await http.get("api/sessions")).json()]
+    if crash:
+        server.kill()
+    else:
+        server.stop(grace=5)
+    server.start()
+    async with ext_client(server) as client:
+        ran = await call(client, "execute", path="n.ipynb", code="'x' in globals()")
+        assert ran["cells"][0]["status"] == "ok", ran
+        assert ran["cells"][0]["outputs"][0]["text"] == "False"
+        async with httpx2.AsyncClient(base_url=server.url, headers=auth, timeout=60) as http:
+            sessions = (await http.get("api/sessions")).json()
+            assert [s["path"] for s in sessions] == ["n.ipynb"]
+            assert sessions[0]["kernel"]["id"] != before
+            assert (await http.get(f"api/kernels/{before}")).status_code == 404
+
+
 async def test_jupyters_authorizer_decides_what_each_tool_may_do(start_ext_server: Any) -> None:
     server: JupyterServer = start_ext_server(
         args=[
             "--ServerApp.authorizer_class=nbrelay_test_authz.ReadOnly",
-            "--NbrelayExtension.tools=read_notebook,edit_cell,execute",
+            "--NbrelayExtension.tools=read_notebook,edit_cell,execute,save_notebook",
         ]
     )
     write_notebook(server.root / "n.ipynb", notebook("a = 1"))
     before = (server.root / "n.ipynb").read_bytes()
+    written = (server.root / "n.ipynb").stat().st_mtime_ns
     async with ext_client(server) as client:
         tools = sorted(t.name for t in (await client.list_tools()).tools)
-        assert tools == ["edit_cell", "execute", "read_notebook"]  # the tools trait
+        assert tools == ["edit_cell", "execute", "read_notebook", "save_notebook"]  # the trait
         read = await call(client, "read_notebook", path="n.ipynb")
         assert read["cells"][0]["source"] == "a = 1"
         refused = await call_error(
@@ -217,9 +265,13 @@ async def test_jupyters_authorizer_decides_what_each_tool_may_do(start_ext_serve
         )
         assert "does not allow" in refused
         assert "contents:write" in refused
+        # Saving writes the file (with whatever the room holds): a change like any other.
+        not_saved = await call_error(client, "save_notebook", path="n.ipynb")
+        assert "contents:write" in not_saved
         not_run = await call_error(client, "execute", path="n.ipynb", code="import os")
         assert "kernels:execute" in not_run
     assert (server.root / "n.ipynb").read_bytes() == before
+    assert (server.root / "n.ipynb").stat().st_mtime_ns == written  # not even rewritten
     async with httpx2.AsyncClient(timeout=60) as http:
         auth = {"Authorization": f"token {server.token}"}
         assert (await http.get(f"{server.url}api/sessions", headers=auth)).json() == []

@@ -25,6 +25,7 @@ from nbrelay.caller import IDENTITY_SCOPE_KEY
 from nbrelay.config import OPTION_BY_NAME, Option, Settings
 from nbrelay.errors import NbrelayError
 from nbrelay.extension.access import SCOPE_KEY, Caller, caller_middleware
+from nbrelay.extension.contents import Confinement
 from nbrelay.extension.kernels import ServerKernels
 from nbrelay.extension.store import ServerStore
 from nbrelay.http_access import token_identity
@@ -80,12 +81,15 @@ class _Rooms:
         self.ydoc = ydoc
         self.serverapp = serverapp
         self._ids: dict[str, str] = {}  # server path -> room id, of rooms found before
+        # A room loads and saves its file through the contents manager, which follows links.
+        self.confinement = Confinement(serverapp.contents_manager)
 
     def _room_id(self, path: str) -> tuple[str, str]:
         file_id = str(self.serverapp.web_app.settings["file_id_manager"].index(path))
         return file_id, f"json:notebook:{file_id}"
 
     async def document(self, path: str, create: bool) -> Any:
+        self.confinement.check(path)
         # The room found last time for this path, if it is still there and still this file's
         # (a dictionary lookup: an edit should not pay for the file id database each time).
         room_id = self._ids.get(path)

@@ -283,6 +283,7 @@ class ServerStore(LockedEdits):
     async def flush(self, path: str) -> str | None:
         """Have the room save its file now (a notebook without a room is saved by each edit)."""
         rel = self.relative(path)
+        await require("write", "contents")  # a save writes the room: others' edits too
         if self._save_room is None or await self._room(rel, open_one=False) is None:
             return None
         try:
