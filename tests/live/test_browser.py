@@ -6,15 +6,12 @@ output must be in the page within 2 s of the tool call returning, and the person
 survive. A screenshot is saved in the test's temporary folder.
 
 The person types while the agent moves the cells around theirs (and changes their types), in
-rounds with fixed seeds: every keystroke must land in their cell, in order, and none in command
-mode. ``NBRELAY_FOCUS_ROUNDS`` runs more rounds (by hand: 25 and more).
+rounds with fixed seeds (``tests.live.browser``): every keystroke must land in their cell, in
+order, and none in command mode. ``NBRELAY_FOCUS_ROUNDS`` runs more rounds (by hand: 25).
 """
 
 from __future__ import annotations
 
-import os
-import random
-import string
 from pathlib import Path
 
 import anyio
@@ -22,6 +19,7 @@ import pytest
 
 from nbrelay.formats import CHROMIUM_FLAGS
 from tests.helpers import PATIENCE, call, missing_tool, notebook, write_notebook
+from tests.live.browser import FOCUS_ROUNDS, type_while_the_agent_moves_cells
 from tests.live.conftest import AGENT, agent
 from tests.live.person import fresh_sources
 from tests.live.server import JupyterServer, wait_for
@@ -102,9 +100,6 @@ async def test_jupyterlab_shows_the_agents_cell_and_output_while_the_person_type
             await browser.close()
 
 
-FOCUS_ROUNDS = int(os.environ.get("NBRELAY_FOCUS_ROUNDS", "2"))
-
-
 @pytest.mark.parametrize("seed", range(FOCUS_ROUNDS))
 async def test_the_agent_moving_cells_never_takes_the_persons_typing_elsewhere(
     jupyter: JupyterServer, live_folder: tuple[str, Path], seed: int
@@ -112,74 +107,7 @@ async def test_the_agent_moving_cells_never_takes_the_persons_typing_elsewhere(
     """Moves above, across and below the person's cell, and type changes: a change that
     JupyterLab applied in two steps put the rest of their typing at the start of another cell,
     or in command mode (where a typed ``b`` inserts a cell)."""
-    from playwright.async_api import async_playwright
-
-    if not Path(CHROMIUM).exists():
-        missing_tool(f"Debian's chromium is not installed at {CHROMIUM} (scripts/test installs it)")
     folder, local = live_folder
-    count, mine = 7, "c3"
-    sources = {f"c{i}": f"a{i} = {i}" for i in range(count)}
-    write_notebook(local / "n.ipynb", notebook(*sources.values()))
-    rng = random.Random(seed)
-    # Letters only: in command mode most of them are commands (a, b, c, d d, m, x, y, z ...).
-    typed = "".join(rng.choice(string.ascii_lowercase) for _ in range(60))
-    url = f"{jupyter.url}lab/workspaces/{folder}/tree/{folder}/n.ipynb?reset&token={jupyter.token}"
-    changes = 0
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = await browser.new_page(viewport={"width": 1280, "height": 900})
-            await page.goto(url)
-            cells = page.locator(f"{PANEL} .jp-Cell")
-
-            async def loaded() -> bool:
-                return await cells.count() >= count
-
-            await wait_for(loaded, seconds=90, interval=0.2)
-            await page.locator(f"{PANEL} .jp-Cell .cm-content").nth(3).click()
-            await page.keyboard.press("Control+End")
-            async with agent(jupyter, folder, prefix=f"f{seed}") as client:
-                ids = [
-                    c["id"] for c in (await call(client, "read_notebook", path="n.ipynb"))["cells"]
-                ]
-                done = anyio.Event()
-
-                async def keys() -> None:
-                    await page.keyboard.type(typed, delay=40)
-                    done.set()
-
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(keys)
-                    while not done.is_set():
-                        cid = rng.choice([c for c in ids if c != mine])
-                        if rng.random() < 0.8:
-                            to = rng.randrange(count)
-                            await call(client, "move_cells", path="n.ipynb", cells=[cid], to=to)
-                            ids.remove(cid)
-                            ids.insert(to, cid)
-                        else:
-                            kind = rng.choice(["markdown", "raw", "code"])
-                            await call(
-                                client, "edit_cell", path="n.ipynb", cell=cid, cell_type=kind
-                            )
-                        changes += 1
-                        await anyio.sleep(rng.uniform(0, 0.15))
-            panel = page.locator(f"{PANEL} .jp-Notebook")
-            edit_mode = await panel.evaluate("(n) => n.classList.contains('jp-mod-editMode')")
-            want = sources | {mine: sources[mine] + typed}
-            # The page's last keystrokes reach the room: until it holds what is wanted, or holds
-            # still (the same for a second) if something went elsewhere.
-            room: dict[str, str] = {}
-            with anyio.fail_after(PATIENCE):
-                while True:
-                    now = dict(zip(*await fresh_sources(jupyter, f"{folder}/n.ipynb"), strict=True))
-                    if now in (want, room):
-                        break
-                    room = now
-                    await anyio.sleep(1)
-        finally:
-            await browser.close()
-    assert changes >= 5
-    # Every keystroke in the person's cell, in order; no other cell touched, none added.
-    assert now == want
-    assert edit_mode, "the person's notebook fell into command mode"
+    await type_while_the_agent_moves_cells(
+        jupyter, folder, local, lambda: agent(jupyter, folder, prefix=f"f{seed}"), "n.ipynb", seed
+    )
