@@ -451,6 +451,8 @@ prices like $5 and $10 stay text.
 
 $$\int_0^1 x\,dx = \frac{1}{2}$$
 
+\begin{eqnarray} a &=& b + c \\ d &=& e \end{eqnarray}
+
 | month | sales |
 |-------|-------|
 | May   | 12    |
@@ -496,8 +498,9 @@ async def test_the_view_renders_markdown_and_math_as_jupyterlab_does(tmp_path: P
             assert await md.locator("em").all_text_contents() == ["emphasis"]
             assert await md.locator("code").all_text_contents() == ["code"]
             assert await md.locator("td").all_text_contents() == ["May", "12"]
-            assert await md.locator("math").count() == 2  # inline and display
-            assert await md.locator('math[display="block"]').count() == 1
+            assert await md.locator("math").count() == 3  # inline, $$ and eqnarray
+            assert await md.locator('math[display="block"]').count() == 2
+            assert await md.locator(".math-error").count() == 0
             # The cell's attached image, shown from the attachment.
             dot = md.locator("img")
             assert await dot.get_attribute("alt") == "a dot"
