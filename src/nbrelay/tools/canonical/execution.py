@@ -66,7 +66,8 @@ async def execute(
     result = execution_view(ws, job, images=images)
     if apps.wants_view(ctx):  # the notebook as the run left it, for the client's view
         ran = [c.id for c in job.cells if c.id is not None]
-        return apps.with_view(ctx, result, await ws.read(job.path), ran=ran)
+        going = {} if job.done.is_set() else apps.run_state([job])
+        return apps.with_view(ctx, result, await ws.read(job.path), ran=ran, **going)
     return result
 
 
