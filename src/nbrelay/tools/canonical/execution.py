@@ -96,10 +96,10 @@ async def read_output(
         int | None, Field(ge=1, description="Characters; default --output-budget.")
     ] = None,
     mime: Annotated[
-        str | None, Field(description="One of the output's `mimes`; default: the richest.")
+        str | None, Field(description="One of its `mimes`; default the richest.")
     ] = None,
 ) -> Any:
-    """Read one output (0-based) past what read_cell shows: a text slice in any of its `mimes`, `next_offset` paging on; images as images.
+    """Read an output (0-based) in slices, paging by `next_offset`; images as images.
 
     Offsets count stored characters. Example: read_output(path="a.ipynb", cell=3, offset=6000).
     """

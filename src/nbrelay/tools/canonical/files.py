@@ -79,7 +79,7 @@ async def save_notebook(
     ws: Workspace,
     path: NbPath,
 ) -> SaveResult:
-    """Wait until the file on disk holds every edit so far (live mode saves ~0.5 s after an
-    edit); use before git or other programs read it."""
+    """Wait until the file holds every edit so far (live mode saves ~0.5 s after an edit);
+    use before git or any other program reads it."""
     snap = await ws.save(path)
     return SaveResult(path=snap.path, version=snap.version)

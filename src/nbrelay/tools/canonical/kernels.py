@@ -114,10 +114,10 @@ async def install_packages(
     packages: Annotated[list[str], Field(description='PEP 508: ["pandas>=2"].')],
     ctx: Context,
 ) -> InstallResult:
-    """pip-install into the Python the notebook's kernel runs; options (-e, --index-url) are refused.
+    """pip-install into the kernel's own Python; no options (-e, --index-url).
 
-    Sends progress while pip runs; returns what was installed, with versions (pip's log only
-    if it failed). Example: install_packages(path="a.ipynb", packages=["polars>=1"]).
+    Sends progress; returns what was installed, with versions (pip's log on failure).
+    Example: install_packages(path="a.ipynb", packages=["polars>=1"]).
     """
     done = await ws.install_packages(path, packages, progress=progress_reporter(ctx))
     return InstallResult(

@@ -24,7 +24,7 @@ async def search_notebook(
     limit: Annotated[int, Field(ge=1, le=1000)] = 100,
     start: Annotated[int, Field(ge=0)] = 0,
 ) -> SearchResult:
-    """Find lines matching text or a regex: cell index, id and 0-based line of each; for a folder or glob also the notebook, `next_start` if more remain.
+    """Find lines matching text or a regex: cell index, id, 0-based line; for a folder or glob also the notebook; `next_start` pages on.
 
     Example: search_notebook(path="eda.ipynb", pattern="read_csv") or search_notebook(path="reports", pattern="read_csv").
     """
