@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
@@ -63,6 +64,31 @@ async def test_markdown_has_sources_outputs_and_links_images_to_resources(client
     )
     assert "total is 42" not in bare["content"]
     assert "print('total is', total)" in bare["content"]
+
+
+async def test_an_old_notebook_without_language_info_gets_fenced_code(
+    client: Client, served: Path
+) -> None:
+    # As nbconvert's own tests/files/notebook2.ipynb: nbformat 4.0, no metadata but a signature.
+    old = {
+        "nbformat": 4,
+        "nbformat_minor": 0,
+        "metadata": {"signature": "sha256:9fffd84e"},
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["# Old"]},
+            {
+                "cell_type": "code",
+                "metadata": {"collapsed": False},
+                "execution_count": 1,
+                "source": ["x = 1"],
+                "outputs": [],
+            },
+        ],
+    }
+    (served / "old.ipynb").write_text(json.dumps(old), encoding="utf-8")
+    md = (await call(client, "export_notebook", path="old.ipynb", format="markdown"))["content"]
+    assert "```python\nx = 1\n```" in md
+    assert json.loads((served / "old.ipynb").read_text(encoding="utf-8")) == old  # unchanged
 
 
 async def test_html_shows_the_outputs(client: Client) -> None:

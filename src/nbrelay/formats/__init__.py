@@ -111,7 +111,12 @@ def _node(nb: Notebook, *, outputs: bool) -> Any:
     data = copy.deepcopy(nb.data)
     if not outputs:
         _without_outputs(data)
-    return nbformat.from_dict(data)
+    node = nbformat.from_dict(data)
+    # An old notebook often has no language_info (a kernel adds it): the exporters need it for
+    # code fences, highlighting and the script's extension.
+    if not node.metadata.get("language_info"):
+        node.metadata["language_info"] = {"name": _language(nb)}
+    return node
 
 
 def _jupytext_fmt(nb: Notebook, fmt: str) -> tuple[str, str]:
@@ -130,8 +135,6 @@ def _jupytext_export(nb: Notebook, fmt: str) -> tuple[bytes, str]:
 
     jfmt, ext = _jupytext_fmt(nb, fmt)
     node = _node(nb, outputs=False)
-    if not node.metadata.get("language_info"):
-        node.metadata["language_info"] = {"name": _language(nb)}
     text = jupytext.writes(node, fmt=jfmt)
     return text.encode("utf-8"), ext
 
