@@ -181,11 +181,19 @@ class Hub:
 
     # -- life cycle -------------------------------------------------------------------------
 
+    def config(self) -> str:
+        """The text of the Hub's ``jupyterhub_config.py``."""
+        return _config(self)
+
+    def command(self, config: Path) -> list[str]:
+        """The command line that runs the Hub with ``config``."""
+        return [sys.executable, "-m", "jupyterhub", "-f", str(config)]
+
     def start(self) -> None:
         for folder in (self.work, self.homes):
             folder.mkdir(parents=True, exist_ok=True)
         config = self.work / "jupyterhub_config.py"
-        config.write_text(_config(self))
+        config.write_text(self.config())
         env = {
             k: v
             for k, v in os.environ.items()
@@ -198,7 +206,7 @@ class Hub:
         env["PYTHONUNBUFFERED"] = "1"
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "jupyterhub", "-f", str(config)],
+                self.command(config),
                 cwd=self.work,
                 env=env,
                 stdin=subprocess.DEVNULL,
