@@ -168,6 +168,20 @@ async def test_running_an_old_notebook_saves_its_outputs(
     assert saved.cells[2].execution_count is not None
 
 
+async def test_a_failed_run_of_an_old_notebook_says_both_in_sentences(
+    client: Client, root: Path, store_mode: str
+) -> None:
+    old = v4(3)
+    old["cells"][0] = {**old["cells"][0], "cell_type": "code", "source": "1/0", "outputs": []}
+    old["cells"][0].setdefault("execution_count", None)
+    (root / "fails.ipynb").write_text(json.dumps(old), encoding="utf-8")
+    ran = await call(client, "execute", path="fails.ipynb", cells="all", wait=PATIENCE)
+    first, _, rest = ran["note"].partition(". ")
+    assert first == "stopped early: cell 0 ended with error", ran["note"]
+    assert rest.startswith("The notebook was "), ran["note"]
+    assert STORED_NOTE in rest
+
+
 async def test_an_nbformat_3_notebook_is_read_edited_and_stored_as_4_5(
     client: Client, root: Path, store_mode: str
 ) -> None:

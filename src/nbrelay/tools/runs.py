@@ -169,7 +169,7 @@ def execution_view(
         version=job.version,
         seconds=round(job.elapsed, 2),
         state_lost=job.state_lost or None,
-        note="; ".join(notes) or None,
+        note=_clauses(notes),
     )
     if pictures:
         return (result, *pictures)
@@ -256,3 +256,14 @@ def saved_then_run() -> Iterator[None]:
             f"the change was saved, but its cells could not be run: {exc.message}",
             hint=exc.hint,
         ) from exc
+
+
+def _clauses(notes: list[str]) -> str | None:
+    """A run's notes as one text: clauses joined by "; ", a sentence a store wrote (an upgrade,
+    a repair: it starts with a capital) after a full stop."""
+    text = ""
+    for note in notes:
+        if text:
+            text = text.rstrip(".") + (". " if note[:1].isupper() else "; ")
+        text += note
+    return text or None
