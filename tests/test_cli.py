@@ -151,6 +151,8 @@ def test_serve_help_shows_every_option_s_default() -> None:
         (["settings", "--jsno"], "nbrelay settings has no option --jsno (did you mean --json?)"),
         (["demo", "--dirr", "x"], "nbrelay demo has no option --dirr (did you mean --dir?)"),
         (["serve", "--zzzzzz"], "nbrelay serve has no option --zzzzzz. `nbrelay serve --help`"),
+        (["--root", "x"], "--root is an option of a command: `nbrelay serve --root …` serves"),
+        (["--http=1"], "--http is an option of a command: `nbrelay serve --http …`"),
     ],
 )
 def test_a_misspelt_option_gets_the_nearest_real_one(

@@ -125,7 +125,16 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> argparse.Namespace:
-        parsed, extra = self.parse_known_args(args, namespace)
+        words = list(sys.argv[1:] if args is None else args)
+        first = words[0].split("=", 1)[0] if words else ""
+        serve = _subparsers(self).get("serve")
+        options = {s for a in serve._actions for s in a.option_strings} if serve else set()
+        if first in options and first not in ("-h", "--help"):
+            self.error(
+                f"{first} is an option of a command: `nbrelay serve {first} …` serves "
+                "notebooks (`nbrelay serve --help` lists its options)."
+            )
+        parsed, extra = self.parse_known_args(words, namespace)
         if extra:
             self.error(unknown_words(self, parsed, extra))
         return parsed
