@@ -124,7 +124,7 @@ def test_tools_prints_each_description_s_first_paragraph_whole(
     for line, tool in zip(lines, listed, strict=True):
         first = " ".join(tool["description"].split("\n\n")[0].split())
         assert line == f"{tool['name']:22} {first}", tool["name"]
-    assert lines[-1].endswith("before git or other programs read it.")  # was cut after "an"
+    assert lines[-1].endswith("before git or any other program reads it.")  # was cut after "an"
 
 
 def test_serve_help_shows_every_option_s_default() -> None:
