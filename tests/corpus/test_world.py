@@ -61,26 +61,15 @@ NOT_RUN = {
 
 # (notebook, 0-based cell): why nbrelay's stored outputs differ from nbclient's. The output fold
 # (notebook/outputs.py) has these; each is a failure once it is fixed, until removed here.
-_EMPTY = "an empty cell gets an execution count and loses its outputs (nbclient leaves it as is)"
+_EMPTY = (
+    "an empty cell that has outputs or a count: run, JupyterLab (and nbrelay) clear them; nbclient "
+    "leaves the cell as it was"
+)
 KNOWN_MISMATCHES: dict[str, dict[int, str]] = {
-    "nbclient-0.11.0/tests/files/Empty Cell.ipynb": {2: _EMPTY},
-    "jupytext-1.19.6/tests/data/notebooks/inputs/ipynb_py/jupyter_with_raw_cell_on_top.ipynb": {
-        2: _EMPTY
-    },
-    "jupytext-1.19.6/tests/data/notebooks/inputs/ipynb_py/notebook_with_complex_metadata.ipynb": {
-        0: _EMPTY
-    },
-    "nbconvert-7.17.2/tests/exporters/files/notebook3.ipynb": {1: _EMPTY},
     "nbconvert-7.17.2/tests/exporters/files/notebook_inject.ipynb": dict.fromkeys(
-        (0, *range(3, 12)), _EMPTY
+        range(3, 12), _EMPTY
     ),
-    "nbconvert-7.17.2/tests/exporters/files/prompt_numbers.ipynb": dict.fromkeys((2, 3, 4), _EMPTY),
-    "nbconvert-7.17.2/tests/files/notebook4_jpeg.ipynb": {2: _EMPTY},
-    "nbformat-5.11.1/tests/test4custom.ipynb": {1: _EMPTY},
-    "nbformat-5.11.1/tests/test4jupyter_metadata_timings.ipynb": {1: _EMPTY},
-    "nbclient-0.11.0/tests/files/update-display-id.ipynb": {
-        4: "update_display_data does not reach the earlier execute_result of that display id",
-    },
+    "nbconvert-7.17.2/tests/exporters/files/prompt_numbers.ipynb": {4: _EMPTY},
     "nbclient-0.11.0/tests/files/Skip Execution with Cell Tag.ipynb": {
         0: "the skip-execution tag is nbclient's own: nbrelay (like JupyterLab) runs the cell",
         1: "the execution count follows from cell 0 having run",
