@@ -10,13 +10,13 @@ Markers (registered in pyproject.toml) say what a test starts besides nbrelay in
 * ``browser``: headless Chromium (PDF export, Playwright);
 * ``process``: nbrelay as a process of its own (served over HTTP or stdio, or its command line).
 
-They are applied here, from the test's folder (``FOLDERS``), its file or name (``TESTS``), the
+They are applied here, from the test's folder (``FOLDERS``), file (``FILES``) or name (``TESTS``), the
 fixtures it uses (``FIXTURES``) and its parameters (live ``store_mode``); a test may also carry
 one itself (``@pytest.mark.kernel``). So ``-m "not jupyter and not browser"`` works.
 
 ``--quick`` is the loop to run while working: it leaves out every test that starts one of these
-(a ``scripted`` test stays, on the scripted kernel), skips the folders that hold nothing else,
-and gives each test ``QUICK_TIMEOUT`` seconds. A wrong marker fails loudly rather than slowing the
+(a ``scripted`` test stays, on the scripted kernel), skips the folders and files that hold
+nothing else and the folders of ``QUICK_LEAVES_OUT``, and gives each test ``QUICK_TIMEOUT`` seconds. A wrong marker fails loudly rather than slowing the
 loop: under ``--quick`` starting any of them (a kernel, a Jupyter Server, a JupyterHub, Chromium,
 an nbrelay process) is refused at ``subprocess.Popen`` and fails the test, naming the marker it
 needs.
@@ -52,23 +52,51 @@ FOLDERS: dict[str, tuple[str, ...]] = {
     "reliability": ("process",),
 }
 
+# Folders --quick leaves out for their time alone (their tests carry the markers of what they
+# start like any other): the attacks on every tool of every profile take many minutes.
+QUICK_LEAVES_OUT = ("security",)
+
 # Files (under tests/) whose every test starts these.
 FILES: dict[str, tuple[str, ...]] = {
     "corpus/test_world.py": ("kernel", "browser"),  # runs and exports (PDF) every notebook
     "live/test_browser.py": ("browser",),  # JupyterLab in Playwright's Chromium
     "extension/test_browser.py": ("browser",),
+    "limits/test_sessions.py": ("kernel",),
+    "profiles/test_error_words.py": ("kernel", "browser"),  # every tool of every profile
+    "services/test_visualize.py": ("kernel",),
 }
 
 # Tests (``folder/file.py::name``, shell patterns) that start these; the rest are found from
 # their folder, file and fixtures.
 TESTS: dict[str, tuple[str, ...]] = {
-    "tools/test_execution.py::test_kernels_can_be_listed_inspected_restarted_and_shut_down": (
+    "apps/test_notebook_view.py::test_the_view_*_in_chromium": ("kernel", "browser"),
+    "limits/test_limits.py::test_*kernel*": ("kernel",),
+    "limits/test_limits.py::test_cpu_time_over_the_limit_*": ("kernel",),
+    "limits/test_limits.py::test_network_can_be_cut_off_without_the_file_sandbox": ("kernel",),
+    "limits/test_limits.py::test_the_sandbox_leaves_no_temporary_files": ("kernel",),
+    "profiles/test_ipynb_mcp.py::test_agent_workflow_on_real_kernel_outputs": ("kernel",),
+    "profiles/test_*.py::test_nbrelay_serve_over_stdio": ("process",),
+    "profiles/test_srcbook.py::test_storage_directory_is_the_sessions_folder": ("process",),
+    "resources/test_feed.py::test_a_client_listening_over_stdio_hears_a_persons_edit": ("process",),
+    "resources/test_feed.py::test_an_edit_by_another_nbrelay_process_is_reported": ("process",),
+    "resources/test_history.py::test_history_records_each_cell_run": ("kernel",),
+    "resources/test_resources.py::test_a_pdf_resource": ("browser",),
+    "services/test_export.py::test_pdf_is_rendered_with_pages_and_the_cell_text": ("browser",),
+    "services/test_export.py::test_saving_a_pdf_and_an_ipynb_copy": ("browser",),
+    "tools/test_agent_from_listing.py::test_an_agent_that_knows_only_the_listing_does_the_task": (
         "kernel",
     ),
+    "tools/test_arguments.py::test_json_looking_strings_reach_every_tool_over_json_rpc": (
+        "kernel",
+    ),
+    "tools/test_arguments.py::test_the_reported_cases_over_stdio": ("process",),
+    "tools/test_execution.py::test_an_image_in_a_result_says_how_to_get_it": ("kernel",),
     "tools/test_execution.py::test_kernel_state_survives_a_restart_through_save_and_restore": (
         "kernel",
     ),
-    "tools/test_execution.py::test_an_image_in_a_result_says_how_to_get_it": ("kernel",),
+    "tools/test_execution.py::test_kernels_can_be_listed_inspected_restarted_and_shut_down": (
+        "kernel",
+    ),
 }
 
 # Fixtures that start these.
@@ -177,9 +205,33 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if not quick(config) or not collection_path.is_relative_to(TESTS_DIR):
         return None
     rel = collection_path.relative_to(TESTS_DIR).as_posix()
-    if set(FOLDERS.get(rel, ())) | set(FILES.get(rel, ())):
+    if rel in QUICK_LEAVES_OUT or set(FOLDERS.get(rel, ())) | set(FILES.get(rel, ())):
         return True
     return None
+
+
+QUICK_COUNTS = pytest.StashKey[tuple[int, int, int]]()
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Under --quick, say what the loop left out: it is not the full run."""
+    counts = config.stash.get(QUICK_COUNTS, None)
+    if counts is None:
+        return
+    kept, scripted, left_out = counts
+    skipped = sorted(
+        f"tests/{p}"
+        for p in {*FOLDERS, *FILES, *QUICK_LEAVES_OUT}
+        if p.split("/")[0] not in FOLDERS or p in FOLDERS
+    )
+    terminalreporter.write_line(
+        f"--quick: {kept} tests, {scripted} of them on the scripted kernel; left out "
+        f"{left_out} tests that start a kernel, server, browser or process, and "
+        f"{', '.join(skipped)} not collected. The full run (bash scripts/test) runs them all, "
+        "and the scripted ones on real kernels."
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -191,6 +243,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     left_out: list[pytest.Item] = []
     for item in items:
         (left_out if heavy(item) else kept).append(item)
+    config.stash[QUICK_COUNTS] = (
+        len(kept),
+        sum(item.get_closest_marker("scripted") is not None for item in kept),
+        len(left_out),
+    )
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept

@@ -112,4 +112,13 @@ SCRIPTS: dict[str, Script] = {
             }
         )
     ),
+    "test_old_notebooks.py::test_running_an_old_notebook_saves_its_outputs": Script(
+        {"n = 1\nprint(n)": [out("1\n")], "for i in range(1, 4):\n    n *= i\nn": [result("6")]}
+    ),
+    "test_notebook_metadata.py::test_switching_the_kernel_restarts_it_and_says_variables_were_lost": (
+        Script(
+            {"x = 41": [], "x": [error("NameError", "name 'x' is not defined", "x")]},
+            kernelspecs={"python3": "python", "deno": "typescript"},
+        )
+    ),
 }
