@@ -10,16 +10,17 @@ Markers (registered in pyproject.toml) say what a test starts besides nbrelay in
 * ``browser``: headless Chromium (PDF export, Playwright);
 * ``process``: nbrelay as a process of its own (served over HTTP or stdio, or its command line).
 
-They are applied here, from the test's folder (``FOLDERS``), file (``FILES``) or name (``TESTS``), the
-fixtures it uses (``FIXTURES``) and its parameters (live ``store_mode``); a test may also carry
-one itself (``@pytest.mark.kernel``). So ``-m "not jupyter and not browser"`` works.
+They are applied here, from the test's folder (``FOLDERS``), file (``FILES``) or name
+(``TESTS``), the fixtures it uses (``FIXTURES``) and its parameters (live ``store_mode``); a test
+may also carry one itself (``@pytest.mark.kernel``). So ``-m "not jupyter and not browser"``
+works.
 
 ``--quick`` is the loop to run while working: it leaves out every test that starts one of these
 (a ``scripted`` test stays, on the scripted kernel), skips the folders and files that hold
-nothing else and the folders of ``QUICK_LEAVES_OUT``, and gives each test ``QUICK_TIMEOUT`` seconds. A wrong marker fails loudly rather than slowing the
-loop: under ``--quick`` starting any of them (a kernel, a Jupyter Server, a JupyterHub, Chromium,
-an nbrelay process) is refused at ``subprocess.Popen`` and fails the test, naming the marker it
-needs.
+nothing else and the folders of ``QUICK_LEAVES_OUT``, and gives each test ``QUICK_TIMEOUT``
+seconds. A wrong marker fails loudly rather than slowing the loop: under ``--quick`` starting
+any of them (a kernel, a Jupyter Server, a JupyterHub, Chromium, an nbrelay process) is refused
+at ``subprocess.Popen`` and fails the test, naming the marker it needs.
 """
 
 from __future__ import annotations
@@ -83,6 +84,14 @@ TESTS: dict[str, tuple[str, ...]] = {
     "resources/test_resources.py::test_a_pdf_resource": ("browser",),
     "services/test_export.py::test_pdf_is_rendered_with_pages_and_the_cell_text": ("browser",),
     "services/test_export.py::test_saving_a_pdf_and_an_ipynb_copy": ("browser",),
+    "test_cli.py::test_demo_runs_the_real_server_and_leaves_a_valid_notebook": (
+        "process",
+        "kernel",
+    ),
+    "test_stdio.py::test_a_request_that_cannot_be_decoded_gets_a_json_rpc_error": ("process",),
+    "test_cli.py::test_the_installed_command_hides_a_mistyped_token": ("process",),
+    "test_options.py::test_every_help_of_the_installed_command_exits_0": ("process",),
+    "test_options.py::test_no_execute_over_stdio_runs_no_code_in_any_profile": ("process",),
     "tools/test_agent_from_listing.py::test_an_agent_that_knows_only_the_listing_does_the_task": (
         "kernel",
     ),
@@ -109,6 +118,7 @@ FIXTURES: dict[str, tuple[str, ...]] = {
     "ext_folder": ("jupyter",),
     "start_ext_server": ("jupyter",),
     "kernel_client": ("kernel",),
+    "stdio_client": ("process",),
 }
 
 
