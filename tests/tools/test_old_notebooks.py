@@ -168,6 +168,7 @@ async def test_running_an_old_notebook_saves_its_outputs(
     assert saved.cells[2].execution_count is not None
 
 
+@pytest.mark.kernel
 async def test_a_failed_run_of_an_old_notebook_says_both_in_sentences(
     client: Client, root: Path, store_mode: str
 ) -> None:
