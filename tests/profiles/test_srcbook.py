@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import http.server
+import itertools
 import json
 import sys
 import threading
@@ -757,6 +759,80 @@ async def test_typescript_cells_are_sandboxed_by_denos_permissions(
         assert "run programs" in ran["error"]["message"]
     assert (root / "out.txt").read_text() == "written by TS"
     assert canary.read_text() == "secret-canary"
+
+
+# A cell that reads "link" 20 at a time, 1,000 times, and counts what it got.
+RACING_READS = """let leaked = 0, inside = 0, denied = 0, missing = 0; const other = new Set();
+const one = async () => {
+  try {
+    const text = await Deno.readTextFile("link");
+    if (text === "inside") inside++; else leaked++;
+  } catch (e) {
+    if (e.name === "NotCapable") denied++;
+    else if (e.name === "NotFound") missing++;
+    else other.add(e.name);
+  }
+};
+for (let i = 0; i < 50; i++) await Promise.all(Array.from({length: 20}, one));
+JSON.stringify({leaked, inside, denied, missing, other: [...other]})"""
+
+
+@pytest.fixture
+def swapper(root: Path, tmp_path: Path) -> Iterator[None]:
+    """A thread that swaps ``root/link`` as fast as it can between a file inside the root, links
+    to /etc/passwd, /etc/hostname and a canary outside the root, and nothing (each swap an
+    atomic rename, every third one after an unlink)."""
+    (tmp_path / "canary.txt").write_text("secret-canary")
+    targets: list[str | None] = ["/etc/passwd", None, str(tmp_path / "canary.txt"), "/etc/hostname"]
+    stop = threading.Event()
+
+    def swap() -> None:
+        link, spare = root / "link", root / "link.new"
+        for turn in itertools.count():
+            if stop.is_set():
+                return
+            target = targets[turn % len(targets)]
+            with contextlib.suppress(OSError):
+                if turn % 3 == 0:
+                    link.unlink()
+                if target is None:
+                    spare.write_text("inside")
+                else:
+                    spare.symlink_to(target)
+                spare.rename(link)
+
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+async def test_a_link_swapped_between_denos_check_and_its_open_reaches_nothing_outside(
+    kernel_client: ProfileClient, swapper: None
+) -> None:
+    """Deno asks nbrelay's broker about a path, then opens the path again itself: a link swapped
+    in between is opened as it is then. With the link swapped for real while a TypeScript cell
+    reads it 1,000 times per round, no round reads /etc/passwd, /etc/hostname or a file outside
+    the root (the mount namespace shows a Deno kernel the session's folder and only the system
+    files it needs), and the kernel survives every round (a link replaced while the broker
+    resolved it used to end the broker's connection, and Deno with it)."""
+    async with kernel_client("srcbook", sandbox=True, kernel_network=False) as client:
+        session_id = (await call(client, "notebook_create", name="Racing"))["session_id"]
+        totals: dict[str, int] = {"leaked": 0, "inside": 0, "denied": 0}
+        for _ in range(4):
+            ran = await _one_cell(client, session_id, RACING_READS)
+            assert ran["status"] == "ok", ran
+            shown = ran["result"]  # Deno shows the string in single quotes
+            assert shown[0] == shown[-1] == "'", shown
+            counts = json.loads(shown[1:-1])
+            assert counts["other"] == [], counts
+            for key in totals:
+                totals[key] += counts[key]
+        assert totals["leaked"] == 0, totals
+        assert totals["denied"] > 0 and totals["inside"] > 0, totals  # the race did run
 
 
 async def test_typescript_runs_without_network_outside_the_file_sandbox(
