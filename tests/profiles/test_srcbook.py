@@ -718,6 +718,63 @@ async def test_storage_directory_is_the_sessions_folder(tmp_path: Path) -> None:
     assert (tmp_path / "notebook-sessions" / f"{made['session_id']}.ipynb").exists()
 
 
+# The specification's srcbook-mcp.json, verbatim.
+SEED_CONFIG_TEXT = """{
+  "name": "srcbook-notebook",
+  "version": "1.0.0",
+  "description": "Srcbook notebook execution for AI agents",
+  "main": "./dist/mcp-server.js",
+  "capabilities": {
+    "tools": true,
+    "resources": true,
+    "events": true
+  },
+  "options": {
+    "maxSessions": 10,
+    "sessionTimeout": 3600000,
+    "executionTimeout": 30000,
+    "maxMemoryPerSession": "512MB",
+    "allowNetworkAccess": false,
+    "persistSessions": true,
+    "storageDirectory": "./notebook-sessions"
+  }
+}
+"""
+
+
+async def test_the_seeds_configuration_starts_and_confines_typescript(tmp_path: Path) -> None:
+    """`nbrelay serve --profile srcbook --config srcbook-mcp.json` with the specification's file
+    as written: the sessions' folder it names is created, and a TypeScript cell is "sandboxed to
+    notebook working directory" with "no access to parent directories": it cannot read
+    /etc/hostname or a file next to the sessions' folder, and reads and writes inside it."""
+    (tmp_path / "srcbook-mcp.json").write_text(SEED_CONFIG_TEXT)
+    (tmp_path / "canary.txt").write_text("secret-canary")
+    storage = tmp_path / "notebook-sessions"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nbrelay", "serve", "--profile", "srcbook", "--config", "srcbook-mcp.json"],
+        cwd=str(tmp_path),
+    )
+    async with Client(params) as client:
+        session_id = (await call(client, "notebook_create", name="Seed"))["session_id"]
+        assert storage.is_dir()
+        for target in ("/etc/hostname", str(tmp_path / "canary.txt"), "../canary.txt"):
+            denied = await _one_cell(client, session_id, f"Deno.readTextFileSync({target!r})")
+            assert denied["status"] == "error", (target, denied)
+            assert denied["error"]["name"] == "NotCapable", denied
+            assert "only inside the session's folder" in denied["error"]["message"]
+            assert "secret-canary" not in json.dumps(denied)
+        inside = await _one_cell(
+            client,
+            session_id,
+            'Deno.writeTextFileSync("note.txt", "kept"); Deno.readTextFileSync("note.txt")',
+        )
+        assert (inside["status"], inside["result"]) == ("ok", '"kept"'), inside
+        offline = await _one_cell(client, session_id, 'await fetch("https://example.com/")')
+        assert "network access is off" in offline["error"]["message"]
+    assert [p.name for p in storage.glob("*.ipynb")] == [f"{session_id}.ipynb"]
+
+
 async def _one_cell(client: Client, session_id: str, content: str) -> dict[str, Any]:
     """Add a cell to the session and run it; the execution result."""
     cell = await call(client, "cell_add", session_id=session_id, content=content)
