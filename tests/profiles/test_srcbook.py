@@ -698,6 +698,43 @@ async def test_javascript_markdown_imports_run_and_errors_carry_text(
         assert failed[0]["message"] == f"Error: {error['message']}"
 
 
+async def test_a_javascript_block_in_a_typescript_markdown_import_runs(
+    kernel_client: ProfileClient,
+) -> None:
+    """Markdown whose first block is ```typescript and a later one ```javascript (which jupytext
+    makes a "%%javascript" cell) imports as a TypeScript session whose cells all run on Deno;
+    a cell Deno's kernel refuses without saying anything (a %% cell magic) fails with words."""
+    markdown = (
+        "# Mixed\n\n```typescript\nconst n: number = 2;\n```\n\n"
+        "```javascript\nconsole.log('javascript ran', n * 21);\n```\n"
+    )
+    async with kernel_client("srcbook") as client:
+        session = await call(client, "notebook_import", content=markdown, format="markdown")
+        assert (session["language"], session["kernel"]) == ("typescript", "deno")
+        ran = await call(client, "cell_execute", session_id=session["session_id"], cell_id="all")
+        assert [c["status"] for c in ran["cells"]] == ["ok", "ok"], ran
+        assert ran["stdout"] == "javascript ran 42\n"
+        events: list[dict[str, Any]] = []
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            if message:
+                events.append(json.loads(message))
+
+        cell = await call(
+            client, "cell_add", session_id=session["session_id"], content="%%javascript\n1"
+        )
+        refused = await client.call_tool(
+            "cell_execute",
+            {"session_id": session["session_id"], "cell_id": cell["cell_id"]},
+            progress_callback=progress,
+        )
+        failed = json.loads(text_of(refused))
+        assert failed["status"] == "error", failed
+        assert "cell magic" in failed["error"]["message"], failed
+        said = [e["message"] for e in events if e["event"] == "notebook.error"]
+        assert len(said) == 1 and "cell magic" in said[0], events
+
+
 async def test_storage_directory_is_the_sessions_folder(tmp_path: Path) -> None:
     """`nbrelay serve --profile srcbook --config srcbook-mcp.json` with the seed's
     storageDirectory ("./notebook-sessions", relative to the file): sessions are kept there."""

@@ -288,6 +288,9 @@ def prepare_import(name: str) -> Callable[[Notebook], None]:
             language = "javascript" if language in ("javascript", "js") else "typescript"
             meta["kernelspec"] = kernelspec(language)
             meta["language_info"] = {"name": language}
+            for cell in nb.cells:
+                if cell.get("cell_type") == "code":
+                    cell["source"] = _without_script_magic(cell.get("source", ""))
         meta["srcbook"] = {
             **old,
             "name": old.get("name") or name,
@@ -296,6 +299,19 @@ def prepare_import(name: str) -> Callable[[Notebook], None]:
         }
 
     return apply
+
+
+# The cell magic jupytext writes for a code block in another language than the notebook's
+# (```javascript in a TypeScript notebook becomes "%%javascript"): Deno cannot run it, and
+# the block's code is TypeScript/JavaScript that Deno runs as it is.
+_SCRIPT_MAGIC = re.compile(r"\A%%(?:javascript|js|typescript|ts)[ \t]*(?:\n|\Z)")
+
+
+def _without_script_magic(source: Any) -> Any:
+    text = "".join(source) if isinstance(source, list) else source
+    if not isinstance(text, str) or not _SCRIPT_MAGIC.match(text):
+        return source
+    return _SCRIPT_MAGIC.sub("", text, count=1)
 
 
 def import_name(content: str, fmt: str) -> str:
