@@ -12,7 +12,7 @@ import sys
 import threading
 import tomllib
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +188,11 @@ BENCH = """
   """
 
 
+def notebook_file(root: Path, session_id: str) -> Path:
+    """Where a session's notebook is kept: in its own working folder under the root."""
+    return root / session_id / f"{session_id}.ipynb"
+
+
 async def session_list(client: Client, **args: Any) -> list[dict[str, Any]]:
     """notebook_list's result: the specification's array (structured: {"result": [...]})."""
     result = await client.call_tool("notebook_list", args)
@@ -337,7 +342,7 @@ async def test_example_1_data_analysis_workflow(kernel_client: ProfileClient, ro
         assert "no session has id" in await call_error(
             client, "cell_add", session_id=session_id, content="1"
         )
-    assert not (root / f"{session_id}.ipynb").exists()
+    assert not (root / session_id).exists()  # its folder went with it
 
 
 async def test_example_2_code_testing(kernel_client: ProfileClient) -> None:
@@ -416,7 +421,7 @@ async def test_cell_operations_and_bad_input(profile_client: ProfileClient, root
             "cell_id": c["cell_id"],
             "deleted": True,
         }
-        path = root / f"{session_id}.ipynb"
+        path = notebook_file(root, session_id)
         before = path.read_bytes()
         for tool, args, message in [
             ("cell_add", {"session_id": "../outside", "content": "x"}, "not a session id"),
@@ -432,7 +437,8 @@ async def test_cell_operations_and_bad_input(profile_client: ProfileClient, root
         ]:
             assert message in await call_error(client, tool, **args), tool
         assert path.read_bytes() == before
-        assert sorted(p.name for p in root.iterdir()) == [f"{session_id}.ipynb"]
+        assert sorted(p.name for p in root.iterdir()) == [session_id]
+        assert sorted(p.name for p in (root / session_id).iterdir()) == [path.name]
     cells = parse(path.read_bytes()).cells
     assert [(x["cell_type"], x["source"]) for x in cells] == [
         ("markdown", "# Title"),
@@ -478,7 +484,7 @@ async def test_sessions_persist_suspend_and_resume(
         assert [s["session_id"] for s in resumed] == [two["session_id"]]
         assert len(await session_list(client, filter="all")) == 2
     # Plain notebooks under the root are not sessions.
-    (root / "plain.ipynb").write_bytes((root / f"{two['session_id']}.ipynb").read_bytes())
+    (root / "plain.ipynb").write_bytes(notebook_file(root, two["session_id"]).read_bytes())
     raw = json.loads((root / "plain.ipynb").read_text())
     del raw["metadata"]["srcbook"]
     (root / "plain.ipynb").write_text(json.dumps(raw))
@@ -554,9 +560,9 @@ async def test_state_listeners_hear_of_changes(modern: Client, root: Path) -> No
     # entering waits for the server's acknowledgement, sent once the feed has its baseline
     async with modern.listen(resource_subscriptions=[state, history]) as sub:
         # A change made outside nbrelay (a person's editor) is reported too.
-        raw = json.loads((root / f"{session_id}.ipynb").read_text())
+        raw = json.loads(notebook_file(root, session_id).read_text())
         raw["cells"].append({"cell_type": "markdown", "id": "m1", "metadata": {}, "source": "note"})
-        (root / f"{session_id}.ipynb").write_text(json.dumps(raw, indent=1))
+        notebook_file(root, session_id).write_text(json.dumps(raw, indent=1))
         seen: set[str] = set()
         with anyio.fail_after(PATIENCE):
             async for event in sub:
@@ -577,6 +583,34 @@ async def _resource_error(client: Client, uri: str) -> Exception:
     except Exception as exc:  # the client raises the server's resource error
         return exc
     raise AssertionError(f"{uri} was read")
+
+
+async def test_each_session_has_its_own_folder_and_older_sessions_are_still_found(
+    profile_client: ProfileClient, root: Path
+) -> None:
+    """A session lives in a working folder of its own (``<id>/<id>.ipynb``), which
+    notebook_delete removes with what the cells left there; a session kept in the root, as
+    sessions were before they had folders, is still listed, used and deleted."""
+    async with profile_client("srcbook") as client:
+        new = await call(client, "notebook_create", name="Foldered")
+        old = await call(client, "notebook_create", name="Older")
+    assert new["path"] == f"{new['session_id']}/{new['session_id']}.ipynb"
+    (root / new["session_id"] / "scratch.tmp").write_text("left by a cell")
+    moved = root / f"{old['session_id']}.ipynb"
+    notebook_file(root, old["session_id"]).rename(moved)
+    (root / old["session_id"]).rmdir()
+    async with profile_client("srcbook") as client:
+        listed = await session_list(client, filter="all")
+        assert {s["session_id"]: s["path"] for s in listed} == {
+            new["session_id"]: new["path"],
+            old["session_id"]: moved.name,
+        }
+        await call(client, "cell_add", session_id=old["session_id"], content="1")
+        assert len(parse(moved.read_bytes()).cells) == 1
+        for session in (new, old):
+            await call(client, "notebook_delete", session_id=session["session_id"])
+        assert await session_list(client, filter="all") == []
+    assert sorted(root.iterdir()) == []
 
 
 async def test_session_ids_are_never_paths(tmp_path: Path) -> None:
@@ -752,7 +786,7 @@ async def test_storage_directory_is_the_sessions_folder(tmp_path: Path) -> None:
         made = await call(client, "notebook_create", name="Stored")
         listed = await session_list(client, filter="all")
     assert [s["session_id"] for s in listed] == [made["session_id"]]
-    assert (tmp_path / "notebook-sessions" / f"{made['session_id']}.ipynb").exists()
+    assert notebook_file(tmp_path / "notebook-sessions", made["session_id"]).exists()
 
 
 # The specification's srcbook-mcp.json, verbatim.
@@ -809,7 +843,7 @@ async def test_the_seeds_configuration_starts_and_confines_typescript(tmp_path: 
         assert (inside["status"], inside["result"]) == ("ok", '"kept"'), inside
         offline = await _one_cell(client, session_id, 'await fetch("https://example.com/")')
         assert "network access is off" in offline["error"]["message"]
-    assert [p.name for p in storage.glob("*.ipynb")] == [f"{session_id}.ipynb"]
+    assert [p.name for p in storage.glob("*/*.ipynb")] == [f"{session_id}.ipynb"]
 
 
 async def _one_cell(client: Client, session_id: str, content: str) -> dict[str, Any]:
@@ -827,15 +861,25 @@ async def test_typescript_cells_are_sandboxed_by_denos_permissions(
     channels still work: it runs in a network namespace of its own, on loopback TCP."""
     canary = tmp_path / "canary.txt"
     canary.write_text("secret-canary")
-    (root / "data.txt").write_text("inside")
     async with kernel_client("srcbook", sandbox=True) as client:
         session_id = (await call(client, "notebook_create", name="Boxed"))["session_id"]
-        for target in (str(canary), "/etc/hostname", "../canary.txt"):
+        folder = root / session_id
+        (folder / "data.txt").write_text("inside")
+        other = (await call(client, "notebook_create", name="Neighbour"))["session_id"]
+        (root / other / "theirs.txt").write_text("secret-canary")
+        for target in (
+            str(canary),
+            "/etc/hostname",
+            "../canary.txt",
+            f"../{other}/theirs.txt",  # another session's folder
+            f"../{other}/{other}.ipynb",
+            str(root / other / "theirs.txt"),
+        ):
             denied = await _one_cell(client, session_id, f"Deno.readTextFileSync({target!r})")
             assert denied["status"] == "error", target
             assert denied["error"]["name"] == "NotCapable", denied
             assert "only inside the session's folder" in denied["error"]["message"]
-            assert str(root) in denied["error"]["message"]
+            assert str(folder) in denied["error"]["message"]
             assert "secret-canary" not in json.dumps(denied)
         written = await _one_cell(
             client,
@@ -844,6 +888,7 @@ async def test_typescript_cells_are_sandboxed_by_denos_permissions(
             'Deno.readTextFileSync("data.txt") + " / " + Deno.readTextFileSync("./out.txt")',
         )
         assert (written["status"], written["result"]) == ("ok", '"inside / written by TS"')
+        assert (folder / "out.txt").read_text() == "written by TS"
         escape = await _one_cell(client, session_id, 'Deno.writeTextFileSync("/tmp/x", "1")')
         assert "only inside the session's folder" in escape["error"]["message"]
         offline = await _one_cell(client, session_id, 'await fetch("https://example.com/")')
@@ -851,7 +896,10 @@ async def test_typescript_cells_are_sandboxed_by_denos_permissions(
         assert "network access is off" in offline["error"]["message"]
         ran = await _one_cell(client, session_id, 'new Deno.Command("id").outputSync()')
         assert "run programs" in ran["error"]["message"]
-    assert (root / "out.txt").read_text() == "written by TS"
+        # Ending the session removes its folder with the files its cells left there.
+        await call(client, "notebook_delete", session_id=session_id)
+        assert not folder.exists()
+        assert (root / other / "theirs.txt").exists()
     assert canary.read_text() == "secret-canary"
 
 
@@ -872,16 +920,17 @@ JSON.stringify({leaked, inside, denied, missing, other: [...other]})"""
 
 
 @pytest.fixture
-def swapper(root: Path, tmp_path: Path) -> Iterator[None]:
-    """A thread that swaps ``root/link`` as fast as it can between a file inside the root, links
-    to /etc/passwd, /etc/hostname and a canary outside the root, and nothing (each swap an
-    atomic rename, every third one after an unlink)."""
+def swapper(tmp_path: Path) -> Iterator[Callable[[Path], None]]:
+    """Starts a thread that swaps ``folder/link`` as fast as it can between a file inside the
+    folder, links to /etc/passwd, /etc/hostname and a canary outside the root, and nothing
+    (each swap an atomic rename, every third one after an unlink)."""
     (tmp_path / "canary.txt").write_text("secret-canary")
     targets: list[str | None] = ["/etc/passwd", None, str(tmp_path / "canary.txt"), "/etc/hostname"]
     stop = threading.Event()
+    threads: list[threading.Thread] = []
 
-    def swap() -> None:
-        link, spare = root / "link", root / "link.new"
+    def swap(folder: Path) -> None:
+        link, spare = folder / "link", folder / "link.new"
         for turn in itertools.count():
             if stop.is_set():
                 return
@@ -895,17 +944,20 @@ def swapper(root: Path, tmp_path: Path) -> Iterator[None]:
                     spare.symlink_to(target)
                 spare.rename(link)
 
-    thread = threading.Thread(target=swap, daemon=True)
-    thread.start()
+    def start(folder: Path) -> None:
+        threads.append(threading.Thread(target=swap, args=(folder,), daemon=True))
+        threads[-1].start()
+
     try:
-        yield
+        yield start
     finally:
         stop.set()
-        thread.join(10)
+        for thread in threads:
+            thread.join(10)
 
 
 async def test_a_link_swapped_between_denos_check_and_its_open_reaches_nothing_outside(
-    kernel_client: ProfileClient, swapper: None
+    kernel_client: ProfileClient, root: Path, swapper: Callable[[Path], None]
 ) -> None:
     """Deno asks nbrelay's broker about a path, then opens the path again itself: a link swapped
     in between is opened as it is then. With the link swapped for real while a TypeScript cell
@@ -915,6 +967,7 @@ async def test_a_link_swapped_between_denos_check_and_its_open_reaches_nothing_o
     resolved it used to end the broker's connection, and Deno with it)."""
     async with kernel_client("srcbook", sandbox=True, kernel_network=False) as client:
         session_id = (await call(client, "notebook_create", name="Racing"))["session_id"]
+        swapper(root / session_id)
         totals: dict[str, int] = {"leaked": 0, "inside": 0, "denied": 0}
         for _ in range(4):
             ran = await _one_cell(client, session_id, RACING_READS)
