@@ -47,7 +47,7 @@ def test_the_seed_configuration_maps_onto_nbrelay_settings(tmp_path: Path) -> No
 
 
 def test_the_seed_configuration_sandboxes_kernels_unless_it_says_not(tmp_path: Path) -> None:
-    """"Sandboxed to notebook working directory": a srcbook-mcp.json turns the sandbox on; its
+    """ "Sandboxed to notebook working directory": a srcbook-mcp.json turns the sandbox on; its
     "sandbox": false or --no-sandbox turn it off."""
     cfg = tmp_path / "srcbook-mcp.json"
     cfg.write_text(json.dumps(SEED_CONFIG))

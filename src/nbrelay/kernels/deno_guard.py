@@ -200,7 +200,7 @@ def _answer(conn: socket.socket, rules: Rules) -> None:
                     value if isinstance(value, str) else None,
                     pid if isinstance(pid, int) else None,
                 )
-            except Exception as exc:  # noqa: BLE001 - a check that fails is refused, never fatal
+            except Exception as exc:  # a check that fails is refused, never fatal
                 reason = f"nbrelay could not check the Deno permission {permission!r}: {exc}."
             answer: dict[str, object] = {"id": check_id, "result": "allow"}
             if reason is not None:

@@ -113,7 +113,11 @@ def failure(job: Job, cell: CellRun) -> str:
             return f"{out.get('ename') or 'Error'}: {error_message(out)}"
     if cell.message:
         return cell.message
-    return f"Error: {SILENT_ERROR}" if cell.status == "error" else f"the cell ended with status {cell.status}"
+    return (
+        f"Error: {SILENT_ERROR}"
+        if cell.status == "error"
+        else f"the cell ended with status {cell.status}"
+    )
 
 
 def cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:

@@ -148,9 +148,9 @@ class Sessions:
                 snap = await self.ws.read(entry.path)
             except NbrelayError:
                 continue
-            if isinstance(session_meta(snap.notebook), dict):
-                if session_id not in found or folder:  # its own folder wins
-                    found[session_id] = snap
+            is_session = isinstance(session_meta(snap.notebook), dict)
+            if is_session and (session_id not in found or folder):  # its own folder wins
+                found[session_id] = snap
         return sorted(found.items())
 
     async def remove_folder(self, path: str) -> None:
