@@ -31,6 +31,7 @@ from nbrelay.config import (
     is_credential_name,
     load,
     read_toml,
+    srcbook_storage,
 )
 from nbrelay.errors import InvalidArgument, NbrelayError
 
@@ -322,10 +323,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _print_tools(settings, as_json=args.json)
         if args.command == "settings":
             return _print_settings(settings, origins, as_json=args.json)
+        make_storage(args.config, settings)
         return _serve(settings)
     except NbrelayError as exc:
         sys.stderr.write(f"nbrelay: {exc}\n")
         return 2
+
+
+def make_storage(config: Path | None, settings: Settings) -> None:
+    """Create the sessions' folder a ``srcbook-mcp.json`` names (``storageDirectory``, as
+    Srcbook's own server does) when it is the root and does not exist yet."""
+    if config is None or config.suffix.lower() != ".json" or settings.jupyter_url:
+        return
+    storage = srcbook_storage(config)
+    if storage is None or storage != settings.root or storage.exists():
+        return
+    try:
+        storage.mkdir(parents=True)
+    except OSError as exc:
+        raise InvalidArgument(
+            f"the sessions' folder {storage} (storageDirectory in {config}) could not be "
+            f"created: {exc.strerror}.",
+            hint="Create it yourself, or name another storageDirectory (or --root).",
+        ) from exc
 
 
 def _serve(settings: Settings) -> int:

@@ -52,6 +52,7 @@ __all__ = [
     "read_toml",
     "redact",
     "safe_url",
+    "srcbook_storage",
     "url_problem",
 ]
 
@@ -226,7 +227,7 @@ def read_srcbook_json(path: Path) -> dict[str, Any]:
     """Read a ``srcbook-mcp.json`` (Srcbook's MCP server configuration): its ``options`` become
     settings (times in milliseconds, sizes like "512MB"; ``storageDirectory``, the sessions'
     folder, is the root, relative to the file); the descriptive keys (name, version,
-    capabilities…) are ignored."""
+    capabilities…) are ignored. The sandbox is on unless the file says ``"sandbox": false``."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -253,7 +254,18 @@ def read_srcbook_json(path: Path) -> dict[str, Any]:
             raise InvalidArgument(f"config file {path}: {key} = {value!r} is not valid.") from exc
     if "root" in out:
         out["root"] = str((path.parent / out["root"]).resolve())
+    # The specification's promise ("Sandboxed to notebook working directory ... No access to
+    # parent directories"): its configuration runs kernels in the sandbox unless it says
+    # "sandbox": false (or --no-sandbox is given).
+    out.setdefault("sandbox", True)
     return out
+
+
+def srcbook_storage(path: Path) -> Path | None:
+    """The ``storageDirectory`` a ``srcbook-mcp.json`` names (absolute), or None."""
+    options = json.loads(path.read_text(encoding="utf-8")).get("options") or {}
+    folder = options.get("storageDirectory")
+    return (path.parent / folder).resolve() if isinstance(folder, str) else None
 
 
 def read_toml(path: Path) -> dict[str, Any]:

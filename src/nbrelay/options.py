@@ -255,7 +255,9 @@ OPTIONS: tuple[Option, ...] = (
         bool,
         None,
         "Let kernels use the network (default: yes, but no with --sandbox); "
-        "--no-kernel-network cuts it off even without --sandbox.",
+        "--no-kernel-network cuts it off even without --sandbox, but then kernels still reach "
+        "every Unix socket on the machine (a local proxy, Docker, an SSH agent), which can give "
+        "the network back: add --sandbox to close that.",
     ),
     Option(
         "kernel_net_allow",

@@ -3,12 +3,15 @@ tests/profiles/test_srcbook.py)."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import threading
 from pathlib import Path
 
 import pytest
 
-from nbrelay.kernels.deno_guard import Rules, host_matches, split_host
+from nbrelay.kernels.deno_guard import Rules, _answer, host_matches, split_host
 
 
 @pytest.fixture
@@ -69,3 +72,36 @@ def test_network_rules() -> None:
     assert split_host("Example.COM") == ("example.com", None)
     assert host_matches("example.com", "example.com", 1)
     assert not host_matches("example.com", "sub.example.com", 1)
+
+
+def test_a_path_that_changes_while_it_resolves_is_refused_and_the_broker_answers_on(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link replaced while the broker resolves it makes realpath's readlink fail (a race the
+    real-kernel test in test_srcbook.py causes; here the failure is forced): the check is
+    refused with the reason, and the connection, which Deno exits without, stays open."""
+    rules = Rules(folders=(str(folder),), start_cwd=str(folder))
+
+    def changing(path: str) -> str:
+        raise FileNotFoundError(2, "No such file or directory", path)
+
+    monkeypatch.setattr(os.path, "realpath", changing)
+    reason = rules.decide("read", "link", None)
+    assert reason is not None
+    assert "could not be resolved" in reason
+    ours, deno = socket.socketpair()
+    thread = threading.Thread(target=_answer, args=(ours, rules), daemon=True)
+    thread.start()
+    with deno, deno.makefile("rwb") as stream:
+        for check_id in (1, 2):
+            request = {"id": check_id, "permission": "read", "value": "link"}
+            stream.write(json.dumps(request).encode() + b"\n")
+            stream.flush()
+            answer = json.loads(stream.readline())
+            assert answer["id"] == check_id
+            assert answer["result"] == "deny"
+        stream.write(json.dumps({"id": 3, "permission": "env", "value": "HOME"}).encode() + b"\n")
+        stream.flush()
+        assert json.loads(stream.readline()) == {"id": 3, "result": "allow"}
+    thread.join(10)
+    assert not thread.is_alive()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nbrelay.cli import build_parser, settings_from
+from nbrelay.cli import build_parser, main, make_storage, settings_from
 from nbrelay.config import parse_size
 from nbrelay.errors import InvalidArgument
 
@@ -44,6 +44,46 @@ def test_the_seed_configuration_maps_onto_nbrelay_settings(tmp_path: Path) -> No
     assert s.session_dir is None
     plain = settings_from(build_parser().parse_args(["serve", "--config", str(cfg)]), environ={})
     assert (plain.max_sessions, plain.execution_timeout) == (10, 30.0)
+
+
+def test_the_seed_configuration_sandboxes_kernels_unless_it_says_not(tmp_path: Path) -> None:
+    """ "Sandboxed to notebook working directory": a srcbook-mcp.json turns the sandbox on; its
+    "sandbox": false or --no-sandbox turn it off."""
+    cfg = tmp_path / "srcbook-mcp.json"
+    cfg.write_text(json.dumps(SEED_CONFIG))
+    seed = settings_from(build_parser().parse_args(["serve", "--config", str(cfg)]), environ={})
+    assert seed.sandbox is True
+    flag = build_parser().parse_args(["serve", "--config", str(cfg), "--no-sandbox"])
+    assert settings_from(flag, environ={}).sandbox is False
+    cfg.write_text(json.dumps({"options": {**SEED_CONFIG["options"], "sandbox": False}}))  # type: ignore[dict-item]
+    off = settings_from(build_parser().parse_args(["serve", "--config", str(cfg)]), environ={})
+    assert off.sandbox is False
+
+
+def test_the_sessions_folder_is_created_only_by_serve(tmp_path: Path) -> None:
+    """The storageDirectory a srcbook-mcp.json names is created when the server starts with it
+    as the root (not by `nbrelay settings`, and not when --root names another folder); one
+    that cannot be created stops start-up with the reason."""
+    cfg = tmp_path / "srcbook-mcp.json"
+    cfg.write_text(json.dumps(SEED_CONFIG))
+    storage = tmp_path / "notebook-sessions"
+    assert main(["settings", "--config", str(cfg)]) == 0
+    assert not storage.exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    args = ["serve", "--config", str(cfg), "--root", str(other)]
+    make_storage(cfg, settings_from(build_parser().parse_args(args), environ={}))
+    assert not storage.exists()
+    seed = settings_from(build_parser().parse_args(["serve", "--config", str(cfg)]), environ={})
+    make_storage(cfg, seed)
+    assert storage.is_dir()
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    options = {**SEED_CONFIG["options"], "storageDirectory": "./file/sessions"}  # type: ignore[dict-item]
+    cfg.write_text(json.dumps({"options": options}))
+    bad = settings_from(build_parser().parse_args(["serve", "--config", str(cfg)]), environ={})
+    with pytest.raises(InvalidArgument, match="could not be created"):
+        make_storage(cfg, bad)
 
 
 def test_network_lists_come_from_the_config_file(tmp_path: Path) -> None:

@@ -256,6 +256,42 @@ except OSError as exc:
             assert text(await run(c, code)) == "CANARY\nrefused\n"
 
 
+async def test_unix_sockets_stay_reachable_without_the_file_sandbox(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """--no-kernel-network alone leaves a kernel every Unix socket of the machine (a local
+    proxy would give it the network back), as --help and the README say; --sandbox closes it."""
+    from nbrelay.config import OPTION_BY_NAME
+
+    assert "Unix socket" in OPTION_BY_NAME["kernel_network"].help
+    assert "--sandbox" in OPTION_BY_NAME["kernel_network"].help
+    path = str(tmp_path / "proxy.sock")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen()
+        code = f"""
+import socket
+try:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect({path!r})
+    print("connected")
+except OSError as exc:
+    print("refused")
+"""
+        seen = {}
+        for sandbox in (False, True):
+            settings = Settings(
+                root=folders["root"],
+                lock_dir=tmp_path / "locks",
+                kernel_network=False,
+                sandbox=sandbox,
+            )
+            async for c in open_client(settings):
+                seen[sandbox] = text(await run(c, code))
+            (folders["root"] / NB).unlink()
+    assert seen == {False: "connected\n", True: "refused\n"}
+
+
 async def test_the_sandbox_leaves_no_temporary_files(
     folders: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import http.server
+import itertools
 import json
 import sys
 import threading
 import tomllib
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +188,11 @@ BENCH = """
   """
 
 
+def notebook_file(root: Path, session_id: str) -> Path:
+    """Where a session's notebook is kept: in its own working folder under the root."""
+    return root / session_id / f"{session_id}.ipynb"
+
+
 async def session_list(client: Client, **args: Any) -> list[dict[str, Any]]:
     """notebook_list's result: the specification's array (structured: {"result": [...]})."""
     result = await client.call_tool("notebook_list", args)
@@ -335,7 +342,7 @@ async def test_example_1_data_analysis_workflow(kernel_client: ProfileClient, ro
         assert "no session has id" in await call_error(
             client, "cell_add", session_id=session_id, content="1"
         )
-    assert not (root / f"{session_id}.ipynb").exists()
+    assert not (root / session_id).exists()  # its folder went with it
 
 
 async def test_example_2_code_testing(kernel_client: ProfileClient) -> None:
@@ -414,7 +421,7 @@ async def test_cell_operations_and_bad_input(profile_client: ProfileClient, root
             "cell_id": c["cell_id"],
             "deleted": True,
         }
-        path = root / f"{session_id}.ipynb"
+        path = notebook_file(root, session_id)
         before = path.read_bytes()
         for tool, args, message in [
             ("cell_add", {"session_id": "../outside", "content": "x"}, "not a session id"),
@@ -430,7 +437,8 @@ async def test_cell_operations_and_bad_input(profile_client: ProfileClient, root
         ]:
             assert message in await call_error(client, tool, **args), tool
         assert path.read_bytes() == before
-        assert sorted(p.name for p in root.iterdir()) == [f"{session_id}.ipynb"]
+        assert sorted(p.name for p in root.iterdir()) == [session_id]
+        assert sorted(p.name for p in (root / session_id).iterdir()) == [path.name]
     cells = parse(path.read_bytes()).cells
     assert [(x["cell_type"], x["source"]) for x in cells] == [
         ("markdown", "# Title"),
@@ -476,7 +484,7 @@ async def test_sessions_persist_suspend_and_resume(
         assert [s["session_id"] for s in resumed] == [two["session_id"]]
         assert len(await session_list(client, filter="all")) == 2
     # Plain notebooks under the root are not sessions.
-    (root / "plain.ipynb").write_bytes((root / f"{two['session_id']}.ipynb").read_bytes())
+    (root / "plain.ipynb").write_bytes(notebook_file(root, two["session_id"]).read_bytes())
     raw = json.loads((root / "plain.ipynb").read_text())
     del raw["metadata"]["srcbook"]
     (root / "plain.ipynb").write_text(json.dumps(raw))
@@ -552,9 +560,9 @@ async def test_state_listeners_hear_of_changes(modern: Client, root: Path) -> No
     # entering waits for the server's acknowledgement, sent once the feed has its baseline
     async with modern.listen(resource_subscriptions=[state, history]) as sub:
         # A change made outside nbrelay (a person's editor) is reported too.
-        raw = json.loads((root / f"{session_id}.ipynb").read_text())
+        raw = json.loads(notebook_file(root, session_id).read_text())
         raw["cells"].append({"cell_type": "markdown", "id": "m1", "metadata": {}, "source": "note"})
-        (root / f"{session_id}.ipynb").write_text(json.dumps(raw, indent=1))
+        notebook_file(root, session_id).write_text(json.dumps(raw, indent=1))
         seen: set[str] = set()
         with anyio.fail_after(PATIENCE):
             async for event in sub:
@@ -575,6 +583,34 @@ async def _resource_error(client: Client, uri: str) -> Exception:
     except Exception as exc:  # the client raises the server's resource error
         return exc
     raise AssertionError(f"{uri} was read")
+
+
+async def test_each_session_has_its_own_folder_and_older_sessions_are_still_found(
+    profile_client: ProfileClient, root: Path
+) -> None:
+    """A session lives in a working folder of its own (``<id>/<id>.ipynb``), which
+    notebook_delete removes with what the cells left there; a session kept in the root, as
+    sessions were before they had folders, is still listed, used and deleted."""
+    async with profile_client("srcbook") as client:
+        new = await call(client, "notebook_create", name="Foldered")
+        old = await call(client, "notebook_create", name="Older")
+    assert new["path"] == f"{new['session_id']}/{new['session_id']}.ipynb"
+    (root / new["session_id"] / "scratch.tmp").write_text("left by a cell")
+    moved = root / f"{old['session_id']}.ipynb"
+    notebook_file(root, old["session_id"]).rename(moved)
+    (root / old["session_id"]).rmdir()
+    async with profile_client("srcbook") as client:
+        listed = await session_list(client, filter="all")
+        assert {s["session_id"]: s["path"] for s in listed} == {
+            new["session_id"]: new["path"],
+            old["session_id"]: moved.name,
+        }
+        await call(client, "cell_add", session_id=old["session_id"], content="1")
+        assert len(parse(moved.read_bytes()).cells) == 1
+        for session in (new, old):
+            await call(client, "notebook_delete", session_id=session["session_id"])
+        assert await session_list(client, filter="all") == []
+    assert sorted(root.iterdir()) == []
 
 
 async def test_session_ids_are_never_paths(tmp_path: Path) -> None:
@@ -696,6 +732,44 @@ async def test_javascript_markdown_imports_run_and_errors_carry_text(
         assert failed[0]["message"] == f"Error: {error['message']}"
 
 
+async def test_a_javascript_block_in_a_typescript_markdown_import_runs(
+    kernel_client: ProfileClient,
+) -> None:
+    """Markdown whose first block is ```typescript and a later one ```javascript (which jupytext
+    makes a "%%javascript" cell) imports as a TypeScript session whose cells all run on Deno;
+    a cell Deno's kernel refuses without saying anything (a %% cell magic) fails with words."""
+    markdown = (
+        "# Mixed\n\n```typescript\nconst n: number = 2;\n```\n\n"
+        "```javascript\nconsole.log('javascript ran', n * 21);\n```\n"
+    )
+    async with kernel_client("srcbook") as client:
+        session = await call(client, "notebook_import", content=markdown, format="markdown")
+        assert (session["language"], session["kernel"]) == ("typescript", "deno")
+        ran = await call(client, "cell_execute", session_id=session["session_id"], cell_id="all")
+        assert [c["status"] for c in ran["cells"]] == ["ok", "ok"], ran
+        assert ran["stdout"] == "javascript ran 42\n"
+        events: list[dict[str, Any]] = []
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            if message:
+                events.append(json.loads(message))
+
+        cell = await call(
+            client, "cell_add", session_id=session["session_id"], content="%%javascript\n1"
+        )
+        refused = await client.call_tool(
+            "cell_execute",
+            {"session_id": session["session_id"], "cell_id": cell["cell_id"]},
+            progress_callback=progress,
+        )
+        failed = json.loads(text_of(refused))
+        assert failed["status"] == "error", failed
+        assert "cell magic" in failed["error"]["message"], failed
+        said = [e["message"] for e in events if e["event"] == "notebook.error"]
+        assert len(said) == 1, events
+        assert "cell magic" in said[0], events
+
+
 async def test_storage_directory_is_the_sessions_folder(tmp_path: Path) -> None:
     """`nbrelay serve --profile srcbook --config srcbook-mcp.json` with the seed's
     storageDirectory ("./notebook-sessions", relative to the file): sessions are kept there."""
@@ -713,7 +787,64 @@ async def test_storage_directory_is_the_sessions_folder(tmp_path: Path) -> None:
         made = await call(client, "notebook_create", name="Stored")
         listed = await session_list(client, filter="all")
     assert [s["session_id"] for s in listed] == [made["session_id"]]
-    assert (tmp_path / "notebook-sessions" / f"{made['session_id']}.ipynb").exists()
+    assert notebook_file(tmp_path / "notebook-sessions", made["session_id"]).exists()
+
+
+# The specification's srcbook-mcp.json, verbatim.
+SEED_CONFIG_TEXT = """{
+  "name": "srcbook-notebook",
+  "version": "1.0.0",
+  "description": "Srcbook notebook execution for AI agents",
+  "main": "./dist/mcp-server.js",
+  "capabilities": {
+    "tools": true,
+    "resources": true,
+    "events": true
+  },
+  "options": {
+    "maxSessions": 10,
+    "sessionTimeout": 3600000,
+    "executionTimeout": 30000,
+    "maxMemoryPerSession": "512MB",
+    "allowNetworkAccess": false,
+    "persistSessions": true,
+    "storageDirectory": "./notebook-sessions"
+  }
+}
+"""
+
+
+async def test_the_seeds_configuration_starts_and_confines_typescript(tmp_path: Path) -> None:
+    """`nbrelay serve --profile srcbook --config srcbook-mcp.json` with the specification's file
+    as written: the sessions' folder it names is created, and a TypeScript cell is "sandboxed to
+    notebook working directory" with "no access to parent directories": it cannot read
+    /etc/hostname or a file next to the sessions' folder, and reads and writes inside it."""
+    (tmp_path / "srcbook-mcp.json").write_text(SEED_CONFIG_TEXT)
+    (tmp_path / "canary.txt").write_text("secret-canary")
+    storage = tmp_path / "notebook-sessions"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nbrelay", "serve", "--profile", "srcbook", "--config", "srcbook-mcp.json"],
+        cwd=str(tmp_path),
+    )
+    async with Client(params) as client:
+        session_id = (await call(client, "notebook_create", name="Seed"))["session_id"]
+        assert storage.is_dir()
+        for target in ("/etc/hostname", str(tmp_path / "canary.txt"), "../canary.txt"):
+            denied = await _one_cell(client, session_id, f"Deno.readTextFileSync({target!r})")
+            assert denied["status"] == "error", (target, denied)
+            assert denied["error"]["name"] == "NotCapable", denied
+            assert "only inside the session's folder" in denied["error"]["message"]
+            assert "secret-canary" not in json.dumps(denied)
+        inside = await _one_cell(
+            client,
+            session_id,
+            'Deno.writeTextFileSync("note.txt", "kept"); Deno.readTextFileSync("note.txt")',
+        )
+        assert (inside["status"], inside["result"]) == ("ok", '"kept"'), inside
+        offline = await _one_cell(client, session_id, 'await fetch("https://example.com/")')
+        assert "network access is off" in offline["error"]["message"]
+    assert [p.name for p in storage.glob("*/*.ipynb")] == [f"{session_id}.ipynb"]
 
 
 async def _one_cell(client: Client, session_id: str, content: str) -> dict[str, Any]:
@@ -731,15 +862,25 @@ async def test_typescript_cells_are_sandboxed_by_denos_permissions(
     channels still work: it runs in a network namespace of its own, on loopback TCP."""
     canary = tmp_path / "canary.txt"
     canary.write_text("secret-canary")
-    (root / "data.txt").write_text("inside")
     async with kernel_client("srcbook", sandbox=True) as client:
         session_id = (await call(client, "notebook_create", name="Boxed"))["session_id"]
-        for target in (str(canary), "/etc/hostname", "../canary.txt"):
+        folder = root / session_id
+        (folder / "data.txt").write_text("inside")
+        other = (await call(client, "notebook_create", name="Neighbour"))["session_id"]
+        (root / other / "theirs.txt").write_text("secret-canary")
+        for target in (
+            str(canary),
+            "/etc/hostname",
+            "../canary.txt",
+            f"../{other}/theirs.txt",  # another session's folder
+            f"../{other}/{other}.ipynb",
+            str(root / other / "theirs.txt"),
+        ):
             denied = await _one_cell(client, session_id, f"Deno.readTextFileSync({target!r})")
             assert denied["status"] == "error", target
             assert denied["error"]["name"] == "NotCapable", denied
             assert "only inside the session's folder" in denied["error"]["message"]
-            assert str(root) in denied["error"]["message"]
+            assert str(folder) in denied["error"]["message"]
             assert "secret-canary" not in json.dumps(denied)
         written = await _one_cell(
             client,
@@ -748,6 +889,7 @@ async def test_typescript_cells_are_sandboxed_by_denos_permissions(
             'Deno.readTextFileSync("data.txt") + " / " + Deno.readTextFileSync("./out.txt")',
         )
         assert (written["status"], written["result"]) == ("ok", '"inside / written by TS"')
+        assert (folder / "out.txt").read_text() == "written by TS"
         escape = await _one_cell(client, session_id, 'Deno.writeTextFileSync("/tmp/x", "1")')
         assert "only inside the session's folder" in escape["error"]["message"]
         offline = await _one_cell(client, session_id, 'await fetch("https://example.com/")')
@@ -755,8 +897,91 @@ async def test_typescript_cells_are_sandboxed_by_denos_permissions(
         assert "network access is off" in offline["error"]["message"]
         ran = await _one_cell(client, session_id, 'new Deno.Command("id").outputSync()')
         assert "run programs" in ran["error"]["message"]
-    assert (root / "out.txt").read_text() == "written by TS"
+        # Ending the session removes its folder with the files its cells left there.
+        await call(client, "notebook_delete", session_id=session_id)
+        assert not folder.exists()
+        assert (root / other / "theirs.txt").exists()
     assert canary.read_text() == "secret-canary"
+
+
+# A cell that reads "link" 20 at a time, 1,000 times, and counts what it got.
+RACING_READS = """let leaked = 0, inside = 0, denied = 0, missing = 0; const other = new Set();
+const one = async () => {
+  try {
+    const text = await Deno.readTextFile("link");
+    if (text === "inside") inside++; else leaked++;
+  } catch (e) {
+    if (e.name === "NotCapable") denied++;
+    else if (e.name === "NotFound") missing++;
+    else other.add(e.name);
+  }
+};
+for (let i = 0; i < 50; i++) await Promise.all(Array.from({length: 20}, one));
+JSON.stringify({leaked, inside, denied, missing, other: [...other]})"""
+
+
+@pytest.fixture
+def swapper(tmp_path: Path) -> Iterator[Callable[[Path], None]]:
+    """Starts a thread that swaps ``folder/link`` as fast as it can between a file inside the
+    folder, links to /etc/passwd, /etc/hostname and a canary outside the root, and nothing
+    (each swap an atomic rename, every third one after an unlink)."""
+    (tmp_path / "canary.txt").write_text("secret-canary")
+    targets: list[str | None] = ["/etc/passwd", None, str(tmp_path / "canary.txt"), "/etc/hostname"]
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def swap(folder: Path) -> None:
+        link, spare = folder / "link", folder / "link.new"
+        for turn in itertools.count():
+            if stop.is_set():
+                return
+            target = targets[turn % len(targets)]
+            with contextlib.suppress(OSError):
+                if turn % 3 == 0:
+                    link.unlink()
+                if target is None:
+                    spare.write_text("inside")
+                else:
+                    spare.symlink_to(target)
+                spare.rename(link)
+
+    def start(folder: Path) -> None:
+        threads.append(threading.Thread(target=swap, args=(folder,), daemon=True))
+        threads[-1].start()
+
+    try:
+        yield start
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+
+
+async def test_a_link_swapped_between_denos_check_and_its_open_reaches_nothing_outside(
+    kernel_client: ProfileClient, root: Path, swapper: Callable[[Path], None]
+) -> None:
+    """Deno asks nbrelay's broker about a path, then opens the path again itself: a link swapped
+    in between is opened as it is then. With the link swapped for real while a TypeScript cell
+    reads it 1,000 times per round, no round reads /etc/passwd, /etc/hostname or a file outside
+    the root (the mount namespace shows a Deno kernel the session's folder and only the system
+    files it needs), and the kernel survives every round (a link replaced while the broker
+    resolved it used to end the broker's connection, and Deno with it)."""
+    async with kernel_client("srcbook", sandbox=True, kernel_network=False) as client:
+        session_id = (await call(client, "notebook_create", name="Racing"))["session_id"]
+        swapper(root / session_id)
+        totals: dict[str, int] = {"leaked": 0, "inside": 0, "denied": 0}
+        for _ in range(4):
+            ran = await _one_cell(client, session_id, RACING_READS)
+            assert ran["status"] == "ok", ran
+            shown = ran["result"]  # Deno shows the string in single quotes
+            assert shown[0] == shown[-1] == "'", shown
+            counts = json.loads(shown[1:-1])
+            assert counts["other"] == [], counts
+            for key in totals:
+                totals[key] += counts[key]
+        assert totals["leaked"] == 0, totals
+        assert totals["denied"] > 0, totals  # the race did run
+        assert totals["inside"] > 0, totals
 
 
 async def test_typescript_runs_without_network_outside_the_file_sandbox(

@@ -28,6 +28,7 @@ from nbrelay.kernels.limits import KernelLimits
 from nbrelay.kernels.sandbox import IsolatedPolicy
 
 KERNEL_NAME = "deno"
+_ETC_UNNEEDED = ("passwd", "group")  # of the sandbox's /etc, what Deno kernels never read
 GUARD = str(Path(__file__).with_name("deno_guard.py"))
 
 
@@ -81,6 +82,10 @@ def launch_policy(policy: LaunchPolicy, kernel_name: str) -> LaunchPolicy:
     # takes hosts out of an allowed network. Deno's own checks hold the kernel to them, so its
     # namespace shares the network whenever it may use some (Python kernels then get none).
     network = "hosts" if policy.allow_hosts else "all" if policy.kernel_network else "none"
-    sandbox = replace(policy.sandbox, network=network != "none")
+    # Deno opens a path itself after its permission check (deno_guard's answer), so a link
+    # swapped in between reaches whatever the mount namespace shows: for Deno that is the
+    # session's folder and the system files Deno and the guard need, without users and groups.
+    etc = tuple(name for name in policy.sandbox.etc if name not in _ETC_UNNEEDED)
+    sandbox = replace(policy.sandbox, network=network != "none", etc=etc)
     fields = {f: getattr(policy, f) for f in policy.__dataclass_fields__}
     return GuardedDeno(**{**fields, "sandbox": sandbox}, network=network)

@@ -97,7 +97,16 @@ class Rules:
         if pid:
             with contextlib.suppress(OSError):
                 cwd = os.readlink(f"/proc/{pid}/cwd")
-        real = os.path.realpath(os.path.join(cwd, value))
+        try:
+            real = os.path.realpath(os.path.join(cwd, value))
+        except (OSError, ValueError) as exc:
+            # A link replaced while it is resolved (realpath's readlink then fails) or a NUL in
+            # the path: refused; before, the error ended this connection and Deno with it.
+            return (
+                f"nbrelay's sandbox lets TypeScript/JavaScript cells {verb} files only inside "
+                f"the session's folder ({inside}); {value!r} could not be resolved ({exc}), "
+                "so it is refused."
+            )
         for folder in self.folders:
             if real == folder or real.startswith(folder.rstrip("/") + "/"):
                 return None
@@ -183,13 +192,16 @@ def _answer(conn: socket.socket, rules: Rules) -> None:
                 permission = str(request.get("permission"))
                 value = request.get("value")
                 pid = request.get("pid")
+            except (ValueError, KeyError, TypeError):
+                return  # Deno then exits (code 87): a broken exchange never allows anything
+            try:
                 reason = rules.decide(
                     permission,
                     value if isinstance(value, str) else None,
                     pid if isinstance(pid, int) else None,
                 )
-            except (ValueError, KeyError, TypeError):
-                return  # Deno then exits (code 87): a broken exchange never allows anything
+            except Exception as exc:  # a check that fails is refused, never fatal
+                reason = f"nbrelay could not check the Deno permission {permission!r}: {exc}."
             answer: dict[str, object] = {"id": check_id, "result": "allow"}
             if reason is not None:
                 answer = {"id": check_id, "result": "deny", "reason": reason}

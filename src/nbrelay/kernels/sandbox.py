@@ -102,6 +102,7 @@ class Sandbox:
     bwrap: str
     filesystem: bool = True
     network: bool = False
+    etc: tuple[str, ...] = _ETC  # what of /etc the kernel sees
 
     def namespaces(self) -> list[str]:
         # In its own PID namespace the kernel's parent is the namespace's init (pid 1), which
@@ -135,7 +136,7 @@ class Sandbox:
                 args += ["--symlink", os.readlink(link), link]
             elif os.path.isdir(link):
                 args += ["--ro-bind", link, link]
-        args += etc_binds()
+        args += etc_binds(names=self.etc)
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", _TMP, "--tmpfs", "/var" + _TMP]
         for env_root in python_roots(argv0):
             args += ["--ro-bind", env_root, env_root]
@@ -192,10 +193,10 @@ class Sandbox:
             )
 
 
-def etc_binds(etc: str = "/etc") -> list[str]:
-    """The bwrap arguments that show a kernel the parts of ``/etc`` in ``_ETC`` that exist."""
+def etc_binds(etc: str = "/etc", names: Sequence[str] = _ETC) -> list[str]:
+    """The bwrap arguments that show a kernel the parts of ``/etc`` in ``names`` that exist."""
     args: list[str] = []
-    for name in _ETC:
+    for name in names:
         path = os.path.join(etc, name)
         if os.path.islink(path):
             target = os.path.realpath(path)

@@ -278,6 +278,10 @@ class LocalFiles(Protocol):
         """Delete a state file given by :meth:`state_file` (if it exists)."""
         ...
 
+    async def remove_tree(self, folder: str) -> None:
+        """Delete a folder under the root and everything in it (if it exists)."""
+        ...
+
     def file_path(self, path: str) -> str:
         """Validate the path of a file of any kind; return its relative form."""
         ...

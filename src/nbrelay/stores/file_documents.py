@@ -14,6 +14,7 @@ import functools
 import mimetypes
 import os
 import posixpath
+import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -260,6 +261,33 @@ class FileDocuments:
         rel = os.path.relpath(os.path.normpath(cwd), self.fs.root_s)
         _, real = self.fs.folder("" if rel == "." else rel)
         return self.fs.open_folder(real)
+
+    async def remove_tree(self, folder: str) -> None:
+        """Delete a folder under the root and everything in it (a session's working folder),
+        through its parent's descriptor: links inside are removed, never followed, and a
+        folder swapped for a link is refused. A folder that does not exist is no error."""
+
+        def remove() -> None:
+            try:
+                rel, real = self.fs.folder(folder)
+                if real == self.fs.root_s:
+                    raise PathError("the root folder itself is never deleted.")
+                dfd = self.fs.open_folder(os.path.dirname(real))
+            except NotebookNotFound:
+                return
+            try:
+                shutil.rmtree(os.path.basename(real), dir_fd=dfd)
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot delete folder {rel!r}: {exc.strerror}.",
+                    hint="Check the folder's permissions; delete what is left by hand.",
+                ) from exc
+            finally:
+                os.close(dfd)
+
+        await anyio.to_thread.run_sync(remove)
 
     # -- kernel state files: .nbrelay-state/ next to a notebook (hidden, never served) ------
 

@@ -1,8 +1,9 @@
 """Profile ``srcbook``: the tools, resources and events of Srcbook's MCP specification.
 
-A *session* is a notebook directly in the root folder that ``notebook_create`` or
-``notebook_import`` made (its ``metadata.srcbook`` holds the name, description, language and
-tsconfig); its id is the file name without ``.ipynb``: a slug of the name and six hex digits
+A *session* is a notebook that ``notebook_create`` or ``notebook_import`` made, in a working
+folder of its own under the root (``<id>/<id>.ipynb``; in live mode directly in the root; its
+``metadata.srcbook`` holds the name, description, language and tsconfig); its id is the file
+name without ``.ipynb``: a slug of the name and six hex digits
 (``sales-analysis-q4-2024-3f9a2c``), so sessions persist with their notebooks (the registry is
 ``workspace/srcbook_sessions.py``). TypeScript and JavaScript run on the Deno kernel; an imported
 Python notebook keeps its Python kernel. A session is *active* while its kernel runs or for
@@ -175,11 +176,13 @@ def register(reg: Registrar, ws: Workspace) -> None:
     ) -> Deleted:
         """Terminates and cleans up a notebook session.
 
-        Stops its kernel and deletes its notebook and saved state.
+        Stops its kernel and deletes its notebook, saved state and working folder (with the
+        files its cells wrote there).
         """
         snap = await sessions.open(session_id, touch=False)
         await ws.delete_document(snap.path)
         await ws.forget_saved_state(snap.path)
+        await sessions.remove_folder(snap.path)
         sessions.used.pop(session_id, None)
         await changed(ctx, session_id)
         return Deleted(session_id=session_id, deleted=True)

@@ -94,6 +94,12 @@ class VisualResult(VisualData):
 # -- execution results ---------------------------------------------------------------------
 
 
+SILENT_ERROR = (
+    "the kernel reported an error without an error output, a name or a message (Deno's kernel "
+    "does so for a cell it cannot run at all, such as one that starts with a %% cell magic)"
+)
+
+
 def error_message(out: dict[str, Any]) -> str:
     """An error output's message, never empty (``throw new Error()`` has no text of its own)."""
     value = render.strip_ansi(str(out.get("evalue") or "")).strip()
@@ -105,7 +111,13 @@ def failure(job: Job, cell: CellRun) -> str:
     for out in job.cell_outputs(cell):
         if out.get("output_type") == "error":
             return f"{out.get('ename') or 'Error'}: {error_message(out)}"
-    return cell.message or f"the cell ended with status {cell.status}"
+    if cell.message:
+        return cell.message
+    return (
+        f"Error: {SILENT_ERROR}"
+        if cell.status == "error"
+        else f"the cell ended with status {cell.status}"
+    )
 
 
 def cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
@@ -141,6 +153,8 @@ def cell_result(job: Job, cell: CellRun, budget: render.Budget) -> CellResult:
             "interrupted": "Interrupted",
         }
         error = RunError(name=names[status], message=cell.message or status)
+    elif status == "error" and error is None:
+        error = RunError(name="Error", message=cell.message or SILENT_ERROR)
     return CellResult(
         cell_id=cell.id or "",
         position=cell.index,

@@ -1,5 +1,7 @@
-"""Srcbook's sessions (profile ``srcbook``): notebooks directly in the root that
-``notebook_create`` or ``notebook_import`` made, marked in ``metadata.srcbook``.
+"""Srcbook's sessions (profile ``srcbook``): notebooks that ``notebook_create`` or
+``notebook_import`` made, marked in ``metadata.srcbook``, each in a working folder of its own
+(``<id>/<id>.ipynb``, where its kernel runs; live mode keeps them in the root, and sessions made
+before they had folders are still found there).
 
 The registry keeps only when this server last used each session; the rest lives in the
 notebooks, so sessions persist with them. Also here, what a session needs of the kernels beyond
@@ -23,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
+from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound, PathError
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.base import Snapshot
 from nbrelay.timestamps import utc_iso
@@ -36,6 +38,17 @@ EVENT_LOG_DEPTH = 500  # events kept per session
 # Appended to a JavaScript cell checked as a module: it can never be resolved, so the module is
 # parsed (a SyntaxError if it is not JavaScript) but never runs.
 _NEVER = "\n;import 'nbrelay-javascript-check:never';"
+
+
+def check_id(session_id: str) -> None:
+    """Refuse what is not a session id (a path, say)."""
+    value: object = session_id
+    if not isinstance(value, str) or not SESSION_ID.match(session_id):
+        raise InvalidArgument(
+            f"{session_id!r} is not a session id.",
+            hint="Session ids come from notebook_create or notebook_import; notebook_list "
+            "shows them.",
+        )
 
 
 def session_meta(nb: Notebook) -> Any:
@@ -68,22 +81,34 @@ class Sessions:
         for listener in self.listeners:
             await listener(entry)
 
+    @property
+    def own_folders(self) -> bool:
+        """Whether each session gets a working folder of its own (file mode: its kernel runs
+        there, and a sandbox shows it that folder alone); in live mode sessions are notebooks
+        at the top of the Jupyter Server's root."""
+        return self.ws.capabilities.files is not None
+
     def path(self, session_id: str) -> str:
-        value: object = session_id
-        if not isinstance(value, str) or not SESSION_ID.match(session_id):
-            raise InvalidArgument(
-                f"{session_id!r} is not a session id.",
-                hint="Session ids come from notebook_create or notebook_import; notebook_list "
-                "shows them.",
-            )
+        """Where a new session's notebook goes: ``<id>/<id>.ipynb`` (its own folder) in file
+        mode, ``<id>.ipynb`` in live mode."""
+        check_id(session_id)
+        if self.own_folders:
+            return self.ws.relative(f"{session_id}/{session_id}.ipynb")
         return self.ws.relative(session_id + ".ipynb")
 
     async def open(self, session_id: str, *, touch: bool = True) -> Snapshot:
-        """The session's notebook (``touch`` marks it used, resuming a suspended session)."""
-        try:
-            snap = await self.ws.read(self.path(session_id))
-        except NotebookNotFound:
-            snap = None
+        """The session's notebook (``touch`` marks it used, resuming a suspended session); a
+        session made before sessions had folders of their own is found in the root."""
+        snap: Snapshot | None = None
+        check_id(session_id)
+        places = [f"{session_id}/{session_id}.ipynb"] if self.own_folders else []
+        for place in [*places, session_id + ".ipynb"]:
+            try:
+                snap = await self.ws.read(self.ws.relative(place))
+            except (NotebookNotFound, PathError):  # a link that leads elsewhere is no session
+                continue
+            if isinstance(session_meta(snap.notebook), dict):
+                break
         if snap is None or not isinstance(session_meta(snap.notebook), dict):
             raise InvalidArgument(
                 f"no session has id {session_id!r}.",
@@ -110,18 +135,31 @@ class Sessions:
         return str(meta.get("language") or snap.notebook.language or "typescript").lower()
 
     async def all(self) -> list[tuple[str, Snapshot]]:
-        found = []
-        for entry in await self.ws.list_notebooks("", recursive=False):
-            session_id = entry.path[: -len(".ipynb")]
-            if "/" in entry.path or not SESSION_ID.match(session_id):
+        entries = await self.ws.list_notebooks("", recursive=False)
+        if self.own_folders:
+            entries += await self.ws.list_notebooks("", pattern="*/*.ipynb")
+        found: dict[str, Snapshot] = {}
+        for entry in entries:
+            session_id = entry.path.rsplit("/", 1)[-1][: -len(".ipynb")]
+            folder, _, _ = entry.path.rpartition("/")
+            if folder not in ("", session_id) or not SESSION_ID.match(session_id):
                 continue
             try:
                 snap = await self.ws.read(entry.path)
             except NbrelayError:
                 continue
-            if isinstance(session_meta(snap.notebook), dict):
-                found.append((session_id, snap))
-        return found
+            is_session = isinstance(session_meta(snap.notebook), dict)
+            if is_session and (session_id not in found or folder):  # its own folder wins
+                found[session_id] = snap
+        return sorted(found.items())
+
+    async def remove_folder(self, path: str) -> None:
+        """After a session's notebook is deleted: delete its working folder and everything its
+        cells left there (a session kept in the root has none)."""
+        files = self.ws.capabilities.files
+        folder = path.rpartition("/")[0]
+        if files is not None and folder:
+            await files.remove_tree(folder)
 
     def check_room(self, session_id: str) -> None:
         """Refuse a new session when ``--max-sessions`` (``maxSessions``) kernels run: the
@@ -288,6 +326,9 @@ def prepare_import(name: str) -> Callable[[Notebook], None]:
             language = "javascript" if language in ("javascript", "js") else "typescript"
             meta["kernelspec"] = kernelspec(language)
             meta["language_info"] = {"name": language}
+            for cell in nb.cells:
+                if cell.get("cell_type") == "code":
+                    cell["source"] = _without_script_magic(cell.get("source", ""))
         meta["srcbook"] = {
             **old,
             "name": old.get("name") or name,
@@ -296,6 +337,19 @@ def prepare_import(name: str) -> Callable[[Notebook], None]:
         }
 
     return apply
+
+
+# The cell magic jupytext writes for a code block in another language than the notebook's
+# (```javascript in a TypeScript notebook becomes "%%javascript"): Deno cannot run it, and
+# the block's code is TypeScript/JavaScript that Deno runs as it is.
+_SCRIPT_MAGIC = re.compile(r"\A%%(?:javascript|js|typescript|ts)[ \t]*(?:\n|\Z)")
+
+
+def _without_script_magic(source: Any) -> Any:
+    text = "".join(source) if isinstance(source, list) else source
+    if not isinstance(text, str) or not _SCRIPT_MAGIC.match(text):
+        return source
+    return _SCRIPT_MAGIC.sub("", text, count=1)
 
 
 def import_name(content: str, fmt: str) -> str:
