@@ -187,7 +187,9 @@ class Transcript:
 
     def outcomes(self, steps: Sequence[Step]) -> list[dict[str, Any]]:
         """The recorded outcomes, after checking the transcript is of exactly these calls."""
-        recorded = [{"label": s["label"], **{k: s[k] for k in ("tool", "args")}} for s in self.steps]
+        recorded = [
+            {"label": s["label"], **{k: s[k] for k in ("tool", "args")}} for s in self.steps
+        ]
         wanted = [{"label": s.label, **s.call()} for s in steps]
         if recorded != wanted:
             raise AssertionError(
@@ -198,7 +200,9 @@ class Transcript:
 
 
 def transcript_steps(steps: Sequence[Step], outcomes: Sequence[dict[str, Any]]) -> list[Any]:
-    return [{"label": s.label, **s.call(), "outcome": o} for s, o in zip(steps, outcomes, strict=True)]
+    return [
+        {"label": s.label, **s.call(), "outcome": o} for s, o in zip(steps, outcomes, strict=True)
+    ]
 
 
 # -- comparing --------------------------------------------------------------------------------

@@ -208,4 +208,6 @@ LIVE = False
 def files_after(root: Path, mask: Mask) -> dict[str, Any]:
     """The notebooks the sequence changed, as they are on disk after it."""
     return {name: notebook_facts(root / name) for name in ("edit.ipynb", "blank.ipynb")}
+
+
 NBRELAY: dict[str, Any] = {}

@@ -30,14 +30,21 @@ def write_fixtures(root: Path) -> None:
     demo = new_notebook(
         cells=[
             new_markdown_cell("# Demo"),
-            new_code_cell("print('hello')", execution_count=1, outputs=[
-                new_output("stream", name="stdout", text="hello\n")]),
+            new_code_cell(
+                "print('hello')",
+                execution_count=1,
+                outputs=[new_output("stream", name="stdout", text="hello\n")],
+            ),
             new_code_cell("x = 1"),
-            new_code_cell("x + 1", execution_count=2, outputs=[
-                new_output("execute_result", execution_count=2, data={"text/plain": "2"})]),
+            new_code_cell(
+                "x + 1",
+                execution_count=2,
+                outputs=[new_output("execute_result", execution_count=2, data={"text/plain": "2"})],
+            ),
         ],  # fmt: skip
-        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}},  # fmt: skip
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },  # fmt: skip
     )
     _write(root / "demo.ipynb", demo)
     _write(root / "empty.ipynb", new_notebook())
