@@ -39,6 +39,7 @@ __all__ = [
     "Budget",
     "OutputText",
     "allocate",
+    "as_text",
     "clean_traceback",
     "collapse_cr",
     "describe_image",

@@ -44,43 +44,96 @@ TRACEBACK = [
 def _demo() -> Any:
     cells = [
         new_markdown_cell("# Demo\n\nA notebook with one output of each kind."),
-        new_code_cell("print('hello')", execution_count=1, outputs=[
-            new_output("stream", name="stdout", text="hello\n")]),
-        new_code_cell("df", execution_count=2, outputs=[
-            new_output("execute_result", execution_count=2, data={
-                "text/plain": "   a   b\n0  0   0\n1  1   1\n2  2   4",
-                "text/html": TABLE})]),
-        new_code_cell("plot()", execution_count=3, outputs=[
-            new_output("display_data", data={
-                "image/png": PNG, "text/plain": "<Figure size 640x480 with 1 Axes>"})]),
-        new_code_cell("1/0", execution_count=4, outputs=[
-            new_output("error", ename="ZeroDivisionError", evalue="division by zero",
-                       traceback=TRACEBACK)]),
-        new_code_cell("print('x' * 6000)", execution_count=5, outputs=[
-            new_output("stream", name="stdout", text="x" * 6000 + "\n")]),
-        new_code_cell("import sys; print('careful', file=sys.stderr)", execution_count=6,
-                      outputs=[new_output("stream", name="stderr", text="careful\n")]),
+        new_code_cell(
+            "print('hello')",
+            execution_count=1,
+            outputs=[new_output("stream", name="stdout", text="hello\n")],
+        ),
+        new_code_cell(
+            "df",
+            execution_count=2,
+            outputs=[
+                new_output(
+                    "execute_result",
+                    execution_count=2,
+                    data={
+                        "text/plain": "   a   b\n0  0   0\n1  1   1\n2  2   4",
+                        "text/html": TABLE,
+                    },
+                )
+            ],
+        ),
+        new_code_cell(
+            "plot()",
+            execution_count=3,
+            outputs=[
+                new_output(
+                    "display_data",
+                    data={"image/png": PNG, "text/plain": "<Figure size 640x480 with 1 Axes>"},
+                )
+            ],
+        ),
+        new_code_cell(
+            "1/0",
+            execution_count=4,
+            outputs=[
+                new_output(
+                    "error",
+                    ename="ZeroDivisionError",
+                    evalue="division by zero",
+                    traceback=TRACEBACK,
+                )
+            ],
+        ),
+        new_code_cell(
+            "print('x' * 6000)",
+            execution_count=5,
+            outputs=[new_output("stream", name="stdout", text="x" * 6000 + "\n")],
+        ),
+        new_code_cell(
+            "import sys; print('careful', file=sys.stderr)",
+            execution_count=6,
+            outputs=[new_output("stream", name="stderr", text="careful\n")],
+        ),
         new_raw_cell("raw text, left as it is"),
         new_code_cell("x = 1"),
-        new_code_cell("show(data)", execution_count=7, outputs=[
-            new_output("display_data", data={"application/json": {"a": 1, "b": [1, 2]}})]),
-        new_code_cell("from IPython.display import HTML; HTML('<b>bold</b>')",
-                      execution_count=8, outputs=[
-            new_output("execute_result", execution_count=8, data={
-                "text/html": "<b>bold</b>", "text/plain": "<IPython.core.display.HTML object>"})]),
-    ]  # fmt: skip
-    return new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3",
-        "display_name": "Python 3", "language": "python"}})  # fmt: skip
+        new_code_cell(
+            "show(data)",
+            execution_count=7,
+            outputs=[new_output("display_data", data={"application/json": {"a": 1, "b": [1, 2]}})],
+        ),
+        new_code_cell(
+            "from IPython.display import HTML; HTML('<b>bold</b>')",
+            execution_count=8,
+            outputs=[
+                new_output(
+                    "execute_result",
+                    execution_count=8,
+                    data={
+                        "text/html": "<b>bold</b>",
+                        "text/plain": "<IPython.core.display.HTML object>",
+                    },
+                )
+            ],
+        ),
+    ]
+    return new_notebook(
+        cells=cells,
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+    )
 
 
 def _edit() -> Any:
     cells = [
-        new_code_cell("a = 1", execution_count=1, outputs=[
-            new_output("stream", name="stdout", text="one\n")]),
+        new_code_cell(
+            "a = 1", execution_count=1, outputs=[new_output("stream", name="stdout", text="one\n")]
+        ),
         new_markdown_cell("## Notes"),
         new_code_cell("b = a + 1"),
         new_code_cell("print(b)"),
-    ]  # fmt: skip
+    ]
     return new_notebook(cells=cells)
 
 
@@ -137,54 +190,146 @@ STEPS = [
     Step("output index 0", "get_full_output", _full(2, 0), True),
     Step("unknown type_hint", "get_full_output", _full(2, 1, "video"), True),
     Step("cell index of the wrong type", "get_full_output", _full("two", 1), True),
-    Step("output of an empty notebook", "get_full_output",
-         {"filepath": "empty.ipynb", "cell_index": 1, "output_index": 1}, True),  # fmt: skip
-    Step("output of a missing file", "get_full_output",
-         {"filepath": "missing.ipynb", "cell_index": 1, "output_index": 1}, True),  # fmt: skip
-    Step("edit a code cell", "edit_cell",
-         {"filepath": "edit.ipynb", "cell_index": 1, "new_source_content": "a = 2"}),
-    Step("edit a markdown cell", "edit_cell",
-         {"filepath": "edit.ipynb", "cell_index": 2, "new_source_content": "## Notes, edited"}),
-    Step("edit out of range", "edit_cell",
-         {"filepath": "edit.ipynb", "cell_index": 9, "new_source_content": "x"}, True),
-    Step("edit cell 0", "edit_cell",
-         {"filepath": "edit.ipynb", "cell_index": 0, "new_source_content": "x"}, True),
-    Step("edit a missing file", "edit_cell",
-         {"filepath": "missing.ipynb", "cell_index": 1, "new_source_content": "x"}, True),
-    Step("edit an empty notebook", "edit_cell",
-         {"filepath": "empty.ipynb", "cell_index": 1, "new_source_content": "x"}, True),
-    Step("add a markdown cell", "add_cell", {"filepath": "edit.ipynb", "cell_index": 2,
-         "cell_type": "markdown", "source_content": "Inserted."}),
-    Step("add a code cell at the end", "add_cell", {"filepath": "edit.ipynb", "cell_index": 6,
-         "cell_type": "code", "source_content": "c = 3"}),
-    Step("add past the end", "add_cell", {"filepath": "edit.ipynb", "cell_index": 10,
-         "cell_type": "code", "source_content": "d = 4"}, True),
-    Step("add at index 0", "add_cell", {"filepath": "edit.ipynb", "cell_index": 0,
-         "cell_type": "code", "source_content": "e = 5"}, True),
-    Step("add a raw cell", "add_cell", {"filepath": "edit.ipynb", "cell_index": 1,
-         "cell_type": "raw", "source_content": "raw"}, True),
-    Step("add to an empty notebook", "add_cell", {"filepath": "blank.ipynb", "cell_index": 1,
-         "cell_type": "code", "source_content": "first = True"}),
-    Step("add to a missing file", "add_cell", {"filepath": "missing.ipynb", "cell_index": 1,
-         "cell_type": "code", "source_content": "x"}, True),
+    Step(
+        "output of an empty notebook",
+        "get_full_output",
+        {"filepath": "empty.ipynb", "cell_index": 1, "output_index": 1},
+        True,
+    ),
+    Step(
+        "output of a missing file",
+        "get_full_output",
+        {"filepath": "missing.ipynb", "cell_index": 1, "output_index": 1},
+        True,
+    ),
+    Step(
+        "edit a code cell",
+        "edit_cell",
+        {"filepath": "edit.ipynb", "cell_index": 1, "new_source_content": "a = 2"},
+    ),
+    Step(
+        "edit a markdown cell",
+        "edit_cell",
+        {"filepath": "edit.ipynb", "cell_index": 2, "new_source_content": "## Notes, edited"},
+    ),
+    Step(
+        "edit out of range",
+        "edit_cell",
+        {"filepath": "edit.ipynb", "cell_index": 9, "new_source_content": "x"},
+        True,
+    ),
+    Step(
+        "edit cell 0",
+        "edit_cell",
+        {"filepath": "edit.ipynb", "cell_index": 0, "new_source_content": "x"},
+        True,
+    ),
+    Step(
+        "edit a missing file",
+        "edit_cell",
+        {"filepath": "missing.ipynb", "cell_index": 1, "new_source_content": "x"},
+        True,
+    ),
+    Step(
+        "edit an empty notebook",
+        "edit_cell",
+        {"filepath": "empty.ipynb", "cell_index": 1, "new_source_content": "x"},
+        True,
+    ),
+    Step(
+        "add a markdown cell",
+        "add_cell",
+        {
+            "filepath": "edit.ipynb",
+            "cell_index": 2,
+            "cell_type": "markdown",
+            "source_content": "Inserted.",
+        },
+    ),
+    Step(
+        "add a code cell at the end",
+        "add_cell",
+        {"filepath": "edit.ipynb", "cell_index": 6, "cell_type": "code", "source_content": "c = 3"},
+    ),
+    Step(
+        "add past the end",
+        "add_cell",
+        {
+            "filepath": "edit.ipynb",
+            "cell_index": 10,
+            "cell_type": "code",
+            "source_content": "d = 4",
+        },
+        True,
+    ),
+    Step(
+        "add at index 0",
+        "add_cell",
+        {"filepath": "edit.ipynb", "cell_index": 0, "cell_type": "code", "source_content": "e = 5"},
+        True,
+    ),
+    Step(
+        "add a raw cell",
+        "add_cell",
+        {"filepath": "edit.ipynb", "cell_index": 1, "cell_type": "raw", "source_content": "raw"},
+        True,
+    ),
+    Step(
+        "add to an empty notebook",
+        "add_cell",
+        {
+            "filepath": "blank.ipynb",
+            "cell_index": 1,
+            "cell_type": "code",
+            "source_content": "first = True",
+        },
+    ),
+    Step(
+        "add to a missing file",
+        "add_cell",
+        {"filepath": "missing.ipynb", "cell_index": 1, "cell_type": "code", "source_content": "x"},
+        True,
+    ),
     Step("delete a cell", "delete_cell", {"filepath": "edit.ipynb", "cell_index": 4}),
     Step("delete out of range", "delete_cell", {"filepath": "edit.ipynb", "cell_index": 99}, True),
-    Step("delete from an empty notebook", "delete_cell",
-         {"filepath": "empty.ipynb", "cell_index": 1}, True),
-    Step("merge code and markdown", "merge_cells",
-         {"filepath": "edit.ipynb", "cell_index1": 1, "cell_index2": 2}),
-    Step("merge cells not consecutive", "merge_cells",
-         {"filepath": "edit.ipynb", "cell_index1": 1, "cell_index2": 3}, True),
-    Step("merge out of range", "merge_cells",
-         {"filepath": "edit.ipynb", "cell_index1": 4, "cell_index2": 5}, True),
-    Step("merge two code cells", "merge_cells",
-         {"filepath": "edit.ipynb", "cell_index1": 3, "cell_index2": 4}),
+    Step(
+        "delete from an empty notebook",
+        "delete_cell",
+        {"filepath": "empty.ipynb", "cell_index": 1},
+        True,
+    ),
+    Step(
+        "merge code and markdown",
+        "merge_cells",
+        {"filepath": "edit.ipynb", "cell_index1": 1, "cell_index2": 2},
+    ),
+    Step(
+        "merge cells not consecutive",
+        "merge_cells",
+        {"filepath": "edit.ipynb", "cell_index1": 1, "cell_index2": 3},
+        True,
+    ),
+    Step(
+        "merge out of range",
+        "merge_cells",
+        {"filepath": "edit.ipynb", "cell_index1": 4, "cell_index2": 5},
+        True,
+    ),
+    Step(
+        "merge two code cells",
+        "merge_cells",
+        {"filepath": "edit.ipynb", "cell_index1": 3, "cell_index2": 4},
+    ),
     Step("read the edited notebook", "get_formatted_content", {"filepath": "edit.ipynb"}),
     Step("read the notebook added to", "get_formatted_content", {"filepath": "blank.ipynb"}),
     Step("read outside the root", "get_formatted_content", {"filepath": "../outside.ipynb"}, True),
-    Step("edit outside the root", "edit_cell", {"filepath": "../outside.ipynb", "cell_index": 1,
-         "new_source_content": "secret = 0"}, True),
-]  # fmt: skip
+    Step(
+        "edit outside the root",
+        "edit_cell",
+        {"filepath": "../outside.ipynb", "cell_index": 1, "new_source_content": "secret = 0"},
+        True,
+    ),
+]
 
 MASK = Mask(messages=frozenset({"error"}))
 

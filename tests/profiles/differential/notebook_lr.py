@@ -34,8 +34,11 @@ STEPS = [
     Step("delete in the empty notebook", "delete_cell", {"index": 0}, True),
     Step("move in the empty notebook", "move_cell", {"index": 0, "direction": "up"}, True),
     Step("add with the defaults", "add_cell", {}),
-    Step("add markdown after 0", "add_cell",
-         {"cell_type": "markdown", "after_index": 0, "source": "# Title"}),
+    Step(
+        "add markdown after 0",
+        "add_cell",
+        {"cell_type": "markdown", "after_index": 0, "source": "# Title"},
+    ),
     Step("add code at the end", "add_cell", {"cell_type": "code", "source": "print('hi')"}),
     Step("add after an index out of range", "add_cell", {"after_index": 99, "source": "z"}, True),
     Step("add after a negative index", "add_cell", {"after_index": -1, "source": "z"}, True),
@@ -47,8 +50,12 @@ STEPS = [
     Step("source of an index of the wrong type", "get_cell_source", {"index": "one"}, True),
     Step("update cell 0", "update_cell_source", {"index": 0, "source": "x = 1"}),
     Step("update out of range", "update_cell_source", {"index": 5, "source": "y"}, True),
-    Step("update with a source of the wrong type", "update_cell_source",
-         {"index": 0, "source": ["a"]}, True),
+    Step(
+        "update with a source of the wrong type",
+        "update_cell_source",
+        {"index": 0, "source": ["a"]},
+        True,
+    ),
     Step("get cell 0", "get_cell", {"index": 0}),
     Step("list three cells", "list_cells", {}),
     Step("move the last cell up", "move_cell", {"index": 2, "direction": "up"}),
@@ -69,11 +76,12 @@ STEPS = [
     Step("save a copy in a new folder", "save_notebook", {"path": "nested/copy.nblr"}),
     Step("save with a path of the wrong type", "save_notebook", {"path": 123}, True),
     Step("info after the copy", "get_notebook_info", {}),
-    Step("save with the session", "save_notebook",
-         {"path": "session.nblr", "include_session": True}),
+    Step(
+        "save with the session", "save_notebook", {"path": "session.nblr", "include_session": True}
+    ),
     Step("save over another notebook", "save_notebook", {"path": "other.nblr"}, True),
     Step("get the last cell", "get_cell", {"index": 2}),
-]  # fmt: skip
+]
 
 MASK = Mask(times=frozenset({"created", "modified", "saved_at"}))
 

@@ -5,7 +5,6 @@ Usage (the originals live outside this repository; their code is never committed
     python -m tests.profiles.differential.record ipynb-mcp PATH
     python -m tests.profiles.differential.record notebook-lr PATH
     python -m tests.profiles.differential.record jupyterlab-rtc PATH
-    python -m tests.profiles.differential.record jupyter-mcp-server [VENV]
 
 ``PATH`` is a checkout of the original prepared as its README says (the commits are in each
 sequence module's ``ORIGINAL``):
@@ -20,8 +19,6 @@ sequence module's ``ORIGINAL``):
   then ``npm ci && npx tsc``. Run as ``node dist/index.js`` with ``JUPYTERLAB_URL`` and
   ``JUPYTERLAB_TOKEN`` naming a JupyterLab (jupyter-collaboration) that this script starts on
   127.0.0.1 over the fixture root, from this Python (the suite's own versions).
-* jupyter-mcp-server: datalayer's 2.2.4 from PyPI, the venv ``originals.py`` installs (default)
-  or ``VENV``, on a JupyterLab started the same way.
 
 The transcript keeps each call and its masked outcome (``harness.outcome``), the original's
 tools/list, and for file-based originals the files the sequence left (ids and times masked).
@@ -81,17 +78,12 @@ def _params(profile: str, original: Path, root: Path, jupyter: Any) -> StdioServ
             command=str(node) if node.exists() else "node",
             args=[str(original / "dist/index.js")],
             cwd=str(root),
-            env={**env, "JUPYTERLAB_URL": jupyter.url.rstrip("/"),
-                 "JUPYTERLAB_TOKEN": jupyter.token},
-        )  # fmt: skip
-    if profile == "jupyter-mcp-server":
-        return StdioServerParameters(
-            command=str(original / "bin/jupyter-mcp-server"),
-            args=["start", "--transport", "stdio", "--jupyter-url", jupyter.url.rstrip("/"),
-                  "--jupyter-token", jupyter.token],
-            cwd=str(root),
-            env=env,
-        )  # fmt: skip
+            env={
+                **env,
+                "JUPYTERLAB_URL": jupyter.url.rstrip("/"),
+                "JUPYTERLAB_TOKEN": jupyter.token,
+            },
+        )
     raise SystemExit(f"no recipe for {profile}")
 
 
@@ -129,20 +121,13 @@ async def record(profile: str, original: Path) -> Transcript:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("profile", choices=sequences.RECORDED)
-    parser.add_argument("original", nargs="?", type=Path)
+    parser.add_argument("original", type=Path, help="the original's prepared checkout")
     args = parser.parse_args(argv)
-    original: Path | None = args.original
-    if original is None:
-        if args.profile != "jupyter-mcp-server":
-            parser.error("give the path of the original's checkout")
-        from tests.profiles.differential import originals
-
-        original = originals.ensure("jupyter-mcp-server")
-    transcript = anyio.run(record, args.profile, original.resolve())
+    transcript = anyio.run(record, args.profile, args.original.resolve())
     transcript.save()
     steps = transcript.steps
     errors = sum(s["outcome"]["error"] for s in steps)
-    print(f"{transcript.path}: {len(steps)} steps, {errors} error results", file=sys.stderr)
+    sys.stderr.write(f"{transcript.path}: {len(steps)} steps, {errors} error results\n")
     return 0
 
 

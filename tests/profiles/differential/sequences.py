@@ -10,11 +10,9 @@ MODULES = {
     "ipynb-mcp": "ipynb_mcp",
     "notebook-lr": "notebook_lr",
     "jupyterlab-rtc": "jupyterlab_rtc",
-    "mcp-jupyter": "mcp_jupyter",
-    "jupyter-mcp-server": "jupyter_mcp_server",
 }
-# The originals recorded once as transcripts (the others run live in the suite).
-RECORDED = ("ipynb-mcp", "notebook-lr", "jupyterlab-rtc", "jupyter-mcp-server")
+# The originals recorded once as transcripts.
+RECORDED = ("ipynb-mcp", "notebook-lr", "jupyterlab-rtc")
 
 
 def get(profile: str) -> ModuleType:

@@ -8,18 +8,12 @@ steps a profile lists in ``ACCEPTED`` with the reason nbrelay keeps its own beha
 original is broken or unsafe). The figures (steps identical / steps) are printed at the end of
 the run.
 
-Where the originals come from:
-
-* **mcp-jupyter 2.0.2** (PyPI) runs live here, in a virtual environment of its own installed from
-  hash-pinned requirements (``originals.py``; ``scripts/test`` installs it before the run), on the
-  suite's JupyterLab; nbrelay answers the same sequence in file mode and in live mode.
-* **ipynb-mcp**, **notebook-lr** and **jupyterlab-rtc** exist only as source on GitHub: their
-  answers were recorded once as golden transcripts (``transcripts/``), facts about their
-  behaviour, by ``python -m tests.profiles.differential.record PROFILE CHECKOUT`` (its docstring
-  says which commit of each, how it was built and run). Their code is not in this repository.
-* **datalayer jupyter-mcp-server 2.2.4** (PyPI) is the original of a profile still to build; its
-  transcript over its 18 tools is recorded the same way (``record jupyter-mcp-server``, the venv
-  from ``originals.py`` on a JupyterLab this script starts), for that profile's comparison.
+Where the originals come from: **ipynb-mcp**, **notebook-lr** and **jupyterlab-rtc** exist only
+as source on GitHub, so their answers were recorded once as golden transcripts
+(``transcripts/``), facts about their behaviour, by ``python -m
+tests.profiles.differential.record PROFILE CHECKOUT`` (its docstring says which commit of each,
+how it was built and run). Their code is not in this repository. ipynb-mcp and notebook-lr are
+answered by nbrelay in file mode; jupyterlab-rtc in live mode on the suite's JupyterLab.
 
 A transcript is tied to its sequence: changing a sequence fails here until it is recorded again.
 """
@@ -39,6 +33,7 @@ from nbrelay.server import build_server
 from nbrelay.stores.files import FileStore
 from nbrelay.workspace import Workspace
 from tests.helpers import counter_ids
+from tests.profiles.conftest import ProfileClient
 from tests.profiles.differential import sequences
 from tests.profiles.differential.harness import (
     FIGURES,
@@ -83,3 +78,22 @@ async def test_file_profile_answers_as_its_recorded_original(profile: str, tmp_p
         kept: Kept | None = getattr(seq, "FILES_KEPT", None)
         only = kept.only if kept is not None and kept.only is not None else (lambda v: v)
         assert only(seq.files_after(root, mask)) == only(transcript.files), "the files left differ"
+
+
+async def test_live_profile_answers_as_its_recorded_original(
+    live_client: tuple[ProfileClient, Path],
+) -> None:
+    """jupyterlab-rtc in live mode on the suite's JupyterLab, against the original's answers
+    recorded on a JupyterLab serving the same fixtures."""
+    profile = "jupyterlab-rtc"
+    seq = sequences.get(profile)
+    check_sequence(seq.STEPS)
+    theirs = Transcript.load(profile).outcomes(seq.STEPS)
+    open_client, local = live_client
+    seq.write_fixtures(local)
+    mask = seq.MASK.with_roots(local)
+    async with open_client(profile) as client:
+        ours = await play(client, seq.STEPS, mask)
+    result = compare(profile, seq.STEPS, theirs, ours, seq.ACCEPTED)
+    FIGURES.append(result.report())
+    assert not result.differing, result.report()
