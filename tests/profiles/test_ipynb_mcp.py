@@ -57,7 +57,9 @@ async def test_tools_list_matches_the_seed_exactly(profile_client: ProfileClient
         )
         for param, (kind, required, default) in params.items():
             prop = schema["properties"][param]
-            assert prop["type"] == kind, (name, param)
+            # An enum with null is an anyOf, as the original's listing has it.
+            types = prop["type"] if "type" in prop else [a["type"] for a in prop["anyOf"]]
+            assert types == kind, (name, param)
             if not required:
                 assert prop["default"] == default
 
@@ -96,18 +98,23 @@ async def test_agent_workflow_on_real_kernel_outputs(
         text = view["formatted_content"]
         assert view["error"] is None
         assert view["filepath"] == "sales.ipynb"
-        assert "--- Cell 1 [markdown] ---" in text
-        assert "--- Cell 4 [code]" in text
-        assert "row 0" in text
+        assert text.startswith("[[Cell 1 - Markdown]]\n```\n# Sales\n```\n")
+        assert (
+            "[[Cell 4 - Code]]\n```\ntotal = 10\ntotal\n```\n[[Cell 4 - Output]]\n- Text: 10\n"
+            in text
+        )
+        assert "- Text: row 0\nrow 1\n" in text
         assert "row 399" in text
-        assert "characters cut" in text
-        assert "get_full_output(cell_index=2, output_index=1, type_hint='text')" in text
-        assert "get_full_output(cell_index=3, output_index=2, type_hint='image')" in text
+        assert "- Table (HTML): \n```markdown\n| q | sales |\n|---|---|\n| Q1 | 10 |\n```\n" in text
+        assert (
+            "- Image (PNG) - IMG_ID003002 Use `get_full_output` for full content. (cell 3 [1-based], output 2 [1-based])"
+            in text
+        )
 
         full = await call(
             client, "get_full_output", filepath="sales.ipynb", cell_index=2, output_index=1
         )
-        assert full["mime_type"] == "text/plain"
+        assert full["mime_type"] == "text/stdout"
         assert full["full_output_data"].count("row ") == 400
         image = await call(
             client,
@@ -152,11 +159,22 @@ async def test_agent_workflow_on_real_kernel_outputs(
             "new_cell_actual_index": 2,
             "error": None,
         }
-        appended = await call(
+        refused = await call(
             client,
             "add_cell",
             filepath="sales.ipynb",
             cell_index=99,
+            cell_type="code",
+            source_content="print(total)",
+        )
+        assert refused["success"] is False
+        assert refused["new_cell_actual_index"] == -1
+        assert "cell_index=6 to append" in refused["error"]
+        appended = await call(
+            client,
+            "add_cell",
+            filepath="sales.ipynb",
+            cell_index=6,
             cell_type="code",
             source_content="print(total)",
         )
@@ -212,26 +230,14 @@ async def test_merge_type_rule_code_only_when_both_are_code(
         (
             "get_formatted_content",
             {"filepath": "../x.ipynb"},
-            {"formatted_content": None},
+            {"formatted_content": ""},
             "contains '..'",
         ),
         (
             "get_full_output",
-            {"filepath": "n.ipynb", "cell_index": 0, "output_index": 1},
-            {"full_output_data": None, "mime_type": None},
-            "1-based",
-        ),
-        (
-            "get_full_output",
             {"filepath": "n.ipynb", "cell_index": 1, "output_index": 1},
-            {"full_output_data": None},
-            "has 0 output(s)",
-        ),
-        (
-            "get_full_output",
-            {"filepath": "n.ipynb", "cell_index": 1, "output_index": 1, "type_hint": "video"},
-            {"mime_type": None},
-            "not one of text, image, table",
+            {"full_output_data": None, "mime_type": None},
+            "not a code cell or has no outputs",
         ),
         (
             "edit_cell",
@@ -241,9 +247,9 @@ async def test_merge_type_rule_code_only_when_both_are_code(
         ),
         (
             "add_cell",
-            {"filepath": "n.ipynb", "cell_index": 1, "cell_type": "raw", "source_content": "x"},
+            {"filepath": "n.ipynb", "cell_index": 4, "cell_type": "code", "source_content": "x"},
             {"success": False, "new_cell_actual_index": -1},
-            "'raw' is not supported",
+            "out of range for adding",
         ),
         (
             "delete_cell",
@@ -253,7 +259,7 @@ async def test_merge_type_rule_code_only_when_both_are_code(
         ),
         (
             "merge_cells",
-            {"filepath": "n.ipynb", "cell_index1": 1, "cell_index2": 3},
+            {"filepath": "n.ipynb", "cell_index1": 2, "cell_index2": 1},
             {"success": False},
             "must be cell_index1 + 1",
         ),
@@ -301,3 +307,69 @@ async def test_out_of_range_errors_speak_of_1_based_indexes(
             assert "read_notebook" not in error, (tool, error)
             assert "get_formatted_content" in error, (tool, error)
     assert (root / "n.ipynb").read_bytes() == raw
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("get_full_output", {"cell_index": 0, "output_index": 1}),
+        ("get_full_output", {"cell_index": 1, "output_index": 0}),
+        ("get_full_output", {"cell_index": 1, "output_index": 1, "type_hint": "video"}),
+        ("edit_cell", {"cell_index": 0, "new_source_content": "x"}),
+        ("add_cell", {"cell_index": -1, "cell_type": "code", "source_content": "x"}),
+        ("add_cell", {"cell_index": 1, "cell_type": "raw", "source_content": "x"}),
+        ("delete_cell", {"cell_index": 0}),
+        ("merge_cells", {"cell_index1": 0, "cell_index2": 1}),
+    ],
+)
+async def test_arguments_outside_the_schema_are_refused_before_the_tool_runs(
+    profile_client: ProfileClient, root: Path, tool: str, args: dict[str, Any]
+) -> None:
+    """As in the original, a 0 index, an unknown type_hint or a raw cell type breaks the schema
+    (minimum 1, enums): an MCP tool error, not a ``success: false`` field; nothing changes."""
+    write_notebook(root / "n.ipynb", notebook("a", "b"))
+    raw = (root / "n.ipynb").read_bytes()
+    async with profile_client("ipynb-mcp") as client:
+        result = await client.call_tool(tool, {"filepath": "n.ipynb", **args})
+    assert result.is_error, result
+    assert (root / "n.ipynb").read_bytes() == raw
+
+
+async def test_full_output_answers_as_the_original(
+    profile_client: ProfileClient, root: Path
+) -> None:
+    """text/plain first without a hint; streams as text/stdout or text/stderr; an error output as
+    its fields; data with neither text nor image as JSON text."""
+    nb = notebook("x", "y", "z", "w")
+    nb.cells[0]["outputs"] = [
+        {"output_type": "stream", "name": "stderr", "text": "warn\n"},
+        {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t1", "t2"]},
+    ]
+    nb.cells[1]["outputs"] = [
+        {
+            "output_type": "display_data",
+            "metadata": {},
+            "data": {"text/html": "<b>b</b>", "text/plain": "<HTML>", "image/png": "iVBO"},
+        },
+        {"output_type": "display_data", "metadata": {}, "data": {"application/json": {"a": 1}}},
+    ]
+    write_notebook(root / "o.ipynb", nb)
+
+    async def full(cell: int, output: int, hint: str | None = None) -> tuple[Any, Any]:
+        args: dict[str, Any] = {"filepath": "o.ipynb", "cell_index": cell, "output_index": output}
+        if hint:
+            args["type_hint"] = hint
+        got = await call(client, "get_full_output", **args)
+        assert got["error"] is None
+        return got["mime_type"], got["full_output_data"]
+
+    async with profile_client("ipynb-mcp") as client:
+        assert await full(1, 1) == ("text/stderr", "warn\n")
+        assert await full(1, 2) == (
+            "application/json",
+            {"ename": "E", "evalue": "v", "traceback": ["t1", "t2"]},
+        )
+        assert await full(2, 1) == ("text/plain", "<HTML>")
+        assert await full(2, 1, "table") == ("text/html", "<b>b</b>")
+        assert await full(2, 1, "image") == ("image/png", "iVBO")
+        assert await full(2, 2) == ("application/json", '{"application/json": {"a": 1}}')

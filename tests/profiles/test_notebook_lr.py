@@ -172,7 +172,7 @@ async def test_the_documents_example_calls(profile_client: ProfileClient, root: 
             "code_count": 1,
             "markdown_count": 0,
             "executed_count": 0,
-            "version": "4.5",
+            "version": "1.0",  # the .nblr file's own version, as notebook-lr reports it
             "path": "notebook.nblr",
         }
         saved = await call(client, "save_notebook", path="my_notebook.nblr")
@@ -180,6 +180,12 @@ async def test_the_documents_example_calls(profile_client: ProfileClient, root: 
         assert (await call(client, "get_notebook_info"))["path"] == "my_notebook.nblr"
         # Later edits go to the saved notebook, as in the original.
         await call(client, "add_cell", cell_type="markdown", source="# Notes")
+        # An index past the last cell is refused (notebook-lr: "out of range"), nothing added.
+        refused = await call_error(client, "add_cell", after_index=5, source="never")
+        assert "out of range" in refused
+        # Plain values come as FastMCP gives them: structured content {"result": value}.
+        source = await client.call_tool("get_cell_source", {"index": 0})
+        assert source.structured_content == {"result": "print('Updated!')"}
     # notebook-lr's own format: the files are .nblr JSON, not .ipynb.
     saved_doc = json.loads((root / "my_notebook.nblr").read_text())
     assert set(saved_doc) == {"version", "cells", "metadata", "session_state"}
@@ -197,6 +203,8 @@ async def test_the_documents_example_calls(profile_client: ProfileClient, root: 
         "metadata",
     }
     assert {"created", "modified"} <= set(saved_doc["metadata"])
+    assert saved_doc["metadata"]["name"] == "Untitled"
+    assert saved_doc["metadata"]["path"] == "my_notebook.nblr"
     first = json.loads((root / "notebook.nblr").read_text())
     assert [c["source"] for c in first["cells"]] == ["print('Updated!')"]
     assert not list(root.glob("*.ipynb"))

@@ -122,15 +122,20 @@ def _output_out(out: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def dump(nb: Notebook, *, now: datetime | None = None) -> bytes:
-    """A notebook as ``.nblr`` bytes (``metadata.modified`` is ``now``)."""
+def dump(nb: Notebook, *, path: str | None = None, now: datetime | None = None) -> bytes:
+    """A notebook as ``.nblr`` bytes, its metadata as notebook-lr writes it: ``name``
+    ("Untitled" unless set), ``created``, ``modified`` (``now``) and ``path`` (where it is saved,
+    when given)."""
     meta = dict(nb.data.get("metadata") or {})
     found = meta.get(_KEPT)
     kept: dict[str, Any] = found if isinstance(found, dict) else {}
     stamp = (now or datetime.now(UTC)).isoformat()
     metadata = {k: v for k, v in meta.items() if k not in _NOT_NBLR}
+    metadata.setdefault("name", "Untitled")
     metadata.setdefault("created", stamp)
     metadata["modified"] = stamp
+    if path is not None:
+        metadata["path"] = path
     cells = []
     for cell in nb.cells:
         code = cell.get("cell_type") == "code"

@@ -136,6 +136,61 @@ def html_to_text(html: str) -> str:
     return "\n".join(ln for ln in lines if ln)
 
 
+class _TableRows(HTMLParser):
+    """The rows of an HTML table's head and body, each a list of cell texts (``th`` and ``td``).
+    Without a ``thead``, a first row of ``th`` cells only is the head."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.head: list[list[str]] = []
+        self.body: list[list[str]] = []
+        self._section = "body"
+        self._row: list[str] | None = None
+        self._cell: list[str] | None = None
+        self._only_th = True
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "thead":
+            self._section = "head"
+        elif tag == "tbody":
+            self._section = "body"
+        elif tag == "tr":
+            self._row = []
+            self._only_th = True
+            (self.head if self._section == "head" else self.body).append(self._row)
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+            self._only_th = self._only_th and tag == "th"
+            self._row.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._row is not None and self._cell is not None:
+            self._row[-1] = " ".join("".join(self._cell).split())
+            self._cell = None
+        elif tag == "thead":
+            self._section = "body"
+        elif (
+            tag == "tr"
+            and self._row
+            and self._only_th
+            and not self.head
+            and self.body == [self._row]
+        ):
+            self.head.append(self.body.pop())
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def html_table_rows(html: str) -> tuple[list[list[str]], list[list[str]]]:
+    """The (head, body) rows of the first tables in ``html``; rows without cells are left out."""
+    parser = _TableRows()
+    parser.feed(html)
+    parser.close()
+    return [r for r in parser.head if r], [r for r in parser.body if r]
+
+
 def clean_traceback(output: dict[str, Any]) -> str:
     """An error output as plain text: the traceback without ANSI colour codes."""
     tb = output.get("traceback")

@@ -223,7 +223,7 @@ class FileStore(LockedEdits, NotebookStore):
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         rel, real = self.fs.resolve(path)
         validate.check_notebook(notebook)
-        data = nblr.dump(notebook) if nblr.is_nblr(rel) else serialize(notebook)
+        data = nblr.dump(notebook, path=rel) if nblr.is_nblr(rel) else serialize(notebook)
         async with self.lock(real):
             snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
         return self._seen.observe(real, snap)
@@ -290,17 +290,17 @@ class FileStore(LockedEdits, NotebookStore):
             )
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
-            data = self._serialize(real, after_nb)
+            data = self._serialize(rel, real, after_nb)
             st = self.fs.write_atomic(real, data, expect=before.version)
             after = Snapshot(rel, after_nb, version_of(data), size=st.st_size, modified=st.st_mtime)
             self._cache[real] = _Cached(_stat_key(st), after)
             return EditOutcome(before, after, plan, changed_outside=outside)
 
-    def _serialize(self, real: str, nb: Notebook) -> bytes:
+    def _serialize(self, rel: str, real: str, nb: Notebook) -> bytes:
         """``serialize(nb)`` byte for byte, re-encoding only the cells written since the last
         save of this file (see :mod:`nbrelay.notebook.serialize`)."""
         if nblr.is_nblr(real):
-            return nblr.dump(nb)
+            return nblr.dump(nb, path=rel)
         data, self._cell_bytes[real], encoded = splice(nb, self._cell_bytes.get(real, {}))
         if encoded > _TRIM_AFTER:  # encoding goes through many small strings: give them back
             release_memory()
@@ -347,8 +347,10 @@ class FileStore(LockedEdits, NotebookStore):
             raw, _ = self.fs.read_bytes(src_real, src_rel)
             if notebook:
                 nb = parse(nblr.decode(src_rel, raw), name=src_rel)
-                if nblr.is_nblr(src_rel) != nblr.is_nblr(dst_rel):  # .ipynb <-> .nblr
-                    raw = nblr.dump(nb) if nblr.is_nblr(dst_rel) else serialize(nb)
+                if nblr.is_nblr(dst_rel):  # .nblr metadata names where the file is
+                    raw = nblr.dump(nb, path=dst_rel)
+                elif nblr.is_nblr(src_rel):  # .nblr -> .ipynb
+                    raw = serialize(nb)
             expect = self._replacing(dst_rel, dst_real, overwrite)
             os.close(self.fs.open_folder(os.path.dirname(dst_real), create=True))
             st = self.fs.write_atomic(dst_real, raw, expect=expect)

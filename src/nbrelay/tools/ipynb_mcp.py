@@ -10,6 +10,7 @@ order tools/list shows them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -26,7 +27,11 @@ FilePath = Annotated[
     str, Field(description="The path to the Jupyter notebook file (e.g., `test/example.ipynb`).")
 ]
 NotebookFile = Annotated[str, Field(description="The path to the Jupyter notebook file.")]
-OUTPUT_PREVIEW = 500
+# How get_formatted_content cuts outputs (ipynb-mcp's own limits and wording).
+TEXT_LIMIT = 5000
+TABLE_ROWS = 5
+CUT = "[TRUNCATED]"
+FULL_OUTPUT_HINT = "Use `get_full_output` for full content."
 _AGAIN = "Call get_formatted_content to see the notebook as it is now, then retry."
 # How errors say things here (see nbrelay.errors): this profile's tools, cells numbered from 1.
 WORDS = Vocabulary(
@@ -47,7 +52,7 @@ WORDS = Vocabulary(
 
 
 class FormattedContent(BaseModel):
-    formatted_content: str | None
+    formatted_content: str
     filepath: str
     error: str | None = None
 
@@ -100,29 +105,94 @@ async def _succeeded(filepath: str, change: Callable[[], Awaitable[object]]) -> 
     return Success(success=True, filepath=filepath)
 
 
-def format_notebook(path: str, nb: Notebook) -> str:
-    """The agent-readable summary of a notebook: every cell, outputs cut to a preview."""
-    lines = [f"Notebook: {path} ({len(nb.cells)} cells)"]
+def _pointer(cell: int, output: int, *, based: bool = True) -> str:
+    where = (
+        f"(cell {cell} [1-based], output {output} [1-based])"
+        if based
+        else (f"(cell {cell}, output {output})")
+    )
+    return f"{FULL_OUTPUT_HINT} {where}"
+
+
+def _text_summary(text: str, cell: int, output: int) -> str:
+    if len(text) > TEXT_LIMIT:
+        return f"Text: {text[:TEXT_LIMIT]}... {CUT} {_pointer(cell, output)}"
+    return f"Text: {text}"
+
+
+def _table_summary(html: str, cell: int, output: int) -> str:
+    head, body = render.html_table_rows(html)
+    lines: list[str] = []
+    if head:
+        lines.append("| " + " | ".join(head[-1]) + " |")
+        lines.append("|" + "---|" * len(head[-1]))
+    lines += ["| " + " | ".join(row) + " |" for row in body[:TABLE_ROWS]]
+    if not lines:
+        return f"HTML content (truncated): {html[:TEXT_LIMIT]}... {CUT} {_pointer(cell, output)}"
+    if len(body) > TABLE_ROWS:
+        lines.append(f"... {CUT}")
+    table = "\n".join(lines)
+    return f"Table (HTML): \n```markdown\n{table}\n```\n{_pointer(cell, output)}"
+
+
+def _output_summary(out: dict[str, Any], cell: int, k: int) -> str:
+    kind = out.get("output_type")
+    if kind == "stream":
+        return _text_summary(render.as_text(out.get("text", "")), cell, k)
+    if kind == "error":
+        return f"Error: {out.get('ename', '')}: {out.get('evalue', '')} {_pointer(cell, k, based=False)}"
+    data = out.get("data")
+    data = data if isinstance(data, dict) else {}
+    image = next((m for m in render.IMAGE_MIMES if m in data), None)
+    if image is not None:
+        label = image.split("/")[1].split("+")[0].upper()
+        return f"Image ({label}) - IMG_ID{cell:03d}{k:03d} {_pointer(cell, k)}"
+    html = render.as_text(data.get("text/html", ""))
+    if "<table" in html.lower():
+        return _table_summary(html, cell, k)
+    if "text/plain" in data:
+        return _text_summary(render.as_text(data["text/plain"]), cell, k)
+    return f"Other data type: {', '.join(data)} {_pointer(cell, k, based=False)}"
+
+
+def format_notebook(nb: Notebook) -> str:
+    """The agent-readable summary of a notebook, as ipynb-mcp lays it out: each cell as
+    ``[[Cell N - Type]]`` and its fenced source, then ``[[Cell N - Output]]`` with one line per
+    output (text cut at 5,000 characters, tables at 5 rows, images named), each pointing to
+    ``get_full_output``. An empty notebook is an empty string."""
+    parts: list[str] = []
     for i, cell in enumerate(nb.cells, start=1):
-        kind = cell.get("cell_type", "")
-        count = cell.get("execution_count")
-        head = f"--- Cell {i} [{kind}]" + (f" (execution count {count})" if count else "") + " ---"
-        lines += ["", head, str(cell.get("source", ""))]
+        kind = str(cell.get("cell_type", ""))
+        source = render.as_text(cell.get("source", "")).strip()
+        parts.append(f"[[Cell {i} - {kind.capitalize()}]]\n```\n{source}\n```\n")
         outputs = [o for o in cell.get("outputs") or [] if isinstance(o, dict)]
-        if outputs:
-            lines.append("Outputs:")
-        for k, out in enumerate(outputs, start=1):
-            ot = render.output_text(out, OUTPUT_PREVIEW)
-            hint = "image" if ot.image else ("table" if "text/html" in ot.mimes else "text")
-            label = out.get("name") if out.get("output_type") == "stream" else ot.image or ot.kind
-            pointer = f"get_full_output(cell_index={i}, output_index={k}, type_hint={hint!r})"
-            text, cut = render.truncate_middle(
-                ot.text, OUTPUT_PREVIEW, hint=pointer, unread=ot.unread, seam=ot.seam
-            )
-            if ot.image and not cut:
-                text = f"{text} (full image: {pointer})"
-            lines.append(f"  [{k}] {label}: {text}")
-    return "\n".join(lines)
+        if kind == "code" and outputs:
+            parts.append(f"[[Cell {i} - Output]]\n")
+            parts += [f"- {_output_summary(o, i, k)}\n" for k, o in enumerate(outputs, start=1)]
+        parts.append("\n")
+    return "".join(parts)
+
+
+def full_output(out: dict[str, Any], type_hint: str | None) -> tuple[str | None, Any]:
+    """One output whole, as ipynb-mcp gives it: a stream as its text (``text/stdout`` or
+    ``text/stderr``); an error as ``{ename, evalue, traceback}`` (``application/json``); rich data
+    by the hint, else ``text/plain`` first, then an image, else all its data as JSON text."""
+    kind = out.get("output_type")
+    if kind == "stream":
+        return f"text/{out.get('name', 'stdout')}", render.as_text(out.get("text", ""))
+    if kind == "error":
+        error = {k: out.get(k) for k in ("ename", "evalue", "traceback")}
+        return "application/json", error
+    data = out.get("data")
+    data = data if isinstance(data, dict) else {}
+    images = [m for m in render.IMAGE_MIMES if m in data]
+    wanted: list[str] = {"image": images, "text": ["text/plain"], "table": ["text/html"]}.get(
+        type_hint or "", []
+    )
+    for mime in [*wanted, "text/plain", *images]:
+        if mime in data:
+            return mime, render.as_text(data[mime])
+    return "application/json", json.dumps(data)
 
 
 async def get_formatted_content(ws: Workspace, filepath: FilePath) -> FormattedContent:
@@ -130,38 +200,37 @@ async def get_formatted_content(ws: Workspace, filepath: FilePath) -> FormattedC
     try:
         snap = await ws.read(filepath)
     except NbrelayError as exc:
-        return FormattedContent(formatted_content=None, filepath=filepath, error=exc.render(WORDS))
-    return FormattedContent(
-        formatted_content=format_notebook(snap.path, snap.notebook), filepath=filepath
-    )
+        return FormattedContent(formatted_content="", filepath=filepath, error=exc.render(WORDS))
+    return FormattedContent(formatted_content=format_notebook(snap.notebook), filepath=filepath)
 
 
 async def get_full_output(
     ws: Workspace,
     filepath: NotebookFile,
     cell_index: Annotated[
-        int, Field(description="The 1-based index of the cell containing the desired output.")
+        int,
+        Field(description="The 1-based index of the cell containing the desired output.", ge=1),
     ],
     output_index: Annotated[
-        int, Field(description="The 1-based index of the specific output within the cell.")
+        int, Field(description="The 1-based index of the specific output within the cell.", ge=1)
     ],
     type_hint: Annotated[
-        str | None,
+        Literal["text", "image", "table"] | None,
         Field(
             description='An optional hint about the expected output type ("text", "image", "table").'
         ),
     ] = None,
 ) -> FullOutput:
-    """Fetches the complete, untruncated content of a specific output from a Jupyter notebook cell. This is particularly useful for retrieving full text, image data (base64), or large table outputs (HTML) that are truncated in `get_formatted_content`."""
+    """Fetches the complete, untruncated content of a specific output from a Jupyter notebook cell. This is particularly useful for retrieving full text, image data (base64), or large table outputs (HTML) that are truncated in `get_formatted_content`. Without type_hint, text/plain comes first; an error output is {ename, evalue, traceback}."""
     try:
-        if type_hint is not None and type_hint not in ("text", "image", "table"):
-            raise InvalidArgument(
-                f"type_hint {type_hint!r} is not one of text, image, table.",
-                hint="Leave it out to get the richest format.",
-            )
         snap = await ws.read(filepath)
         cell = snap.notebook.cells[_cell_index(snap.notebook, cell_index)]
         outputs = [o for o in cell.get("outputs") or [] if isinstance(o, dict)]
+        if cell.get("cell_type") != "code" or not outputs:
+            raise InvalidArgument(
+                f"Cell {cell_index} is not a code cell or has no outputs.",
+                hint="Call get_formatted_content to see which cells have outputs.",
+            )
         k = _zero_based(output_index, "output_index")
         if k >= len(outputs):
             raise InvalidArgument(
@@ -169,7 +238,7 @@ async def get_full_output(
                 f"{len(outputs)} output(s).",
                 hint="Call get_formatted_content to see the outputs.",
             )
-        mime, data = render.full_output(outputs[k], type_hint)
+        mime, data = full_output(outputs[k], type_hint)
     except NbrelayError as exc:
         return FullOutput(full_output_data=None, mime_type=None, error=exc.render(WORDS))
     return FullOutput(full_output_data=data, mime_type=mime)
@@ -178,7 +247,7 @@ async def get_full_output(
 async def edit_cell(
     ws: Workspace,
     filepath: NotebookFile,
-    cell_index: Annotated[int, Field(description="The 1-based index of the cell to edit.")],
+    cell_index: Annotated[int, Field(description="The 1-based index of the cell to edit.", ge=1)],
     new_source_content: Annotated[
         str, Field(description="The new source code or markdown content for the cell.")
     ],
@@ -201,23 +270,29 @@ async def add_cell(
     cell_index: Annotated[
         int,
         Field(
-            description="The 1-based index at which to insert the new cell. Cells at and after this index will be shifted down."
+            description="The 1-based index at which to insert the new cell. Cells at and after this index will be shifted down.",
+            ge=0,
         ),
     ],
-    cell_type: Annotated[str, Field(description='The type of cell to add ("code" or "markdown").')],
+    cell_type: Annotated[
+        Literal["code", "markdown"],
+        Field(description='The type of cell to add ("code" or "markdown").'),
+    ],
     source_content: Annotated[
         str, Field(description="The initial source content for the new cell.")
     ],
 ) -> AddCellResult:
-    """Adds a new cell (either `code` or `markdown`) to the Jupyter notebook at a specified 1-based index. An index past the end appends; the result gives the 1-based index actually used."""
+    """Adds a new cell (either `code` or `markdown`) to the Jupyter notebook at a specified 1-based index. To append, pass the number of cells + 1; an index past that is refused (new_cell_actual_index -1)."""
     try:
-        if cell_type not in ("code", "markdown"):
-            raise InvalidArgument(
-                f"cell_type {cell_type!r} is not supported.", hint='Use "code" or "markdown".'
-            )
         at = _zero_based(cell_index, "cell_index")
         snap = await ws.read(filepath)
-        at = min(at, len(snap.notebook.cells))
+        count = len(snap.notebook.cells)
+        if at > count:
+            raise InvalidArgument(
+                f"cell_index {cell_index} is out of range for adding: the notebook has {count} "
+                f"cells, so 1-{count + 1} (the last appends).",
+                hint=f"Pass cell_index={count + 1} to append.",
+            )
         outcome = await ws.insert_cells(
             filepath,
             [CellSpec(cell_type, source_content)],
@@ -236,7 +311,7 @@ async def add_cell(
 async def delete_cell(
     ws: Workspace,
     filepath: NotebookFile,
-    cell_index: Annotated[int, Field(description="The 1-based index of the cell to delete.")],
+    cell_index: Annotated[int, Field(description="The 1-based index of the cell to delete.", ge=1)],
 ) -> Success:
     """Deletes a cell from the Jupyter notebook at the specified 1-based index."""
     return await _succeeded(
@@ -247,27 +322,27 @@ async def delete_cell(
 async def merge_cells(
     ws: Workspace,
     filepath: NotebookFile,
-    cell_index1: Annotated[int, Field(description="The 1-based index of the first cell.")],
+    cell_index1: Annotated[int, Field(description="The 1-based index of the first cell.", ge=1)],
     cell_index2: Annotated[
         int,
         Field(
-            description="The 1-based index of the second cell, which must be immediately consecutive to `cell_index1` (i.e., `cell_index2 = cell_index1 + 1`)."
+            description="The 1-based index of the second cell, which must be immediately consecutive to `cell_index1` (i.e., `cell_index2 = cell_index1 + 1`).",
+            ge=1,
         ),
     ],
 ) -> Success:
     """Merges two consecutive cells in a Jupyter notebook. The content of the second cell (`cell_index2`) is appended to the first cell (`cell_index1`), and the second cell is then deleted. The merged cell's type will be 'code' if both original cells were 'code', otherwise it will be 'markdown'."""
 
     async def merge() -> None:
-        first = _zero_based(cell_index1, "cell_index1")
-        second = _zero_based(cell_index2, "cell_index2")
+        snap = await ws.read(filepath)
+        nb = snap.notebook
+        first = _cell_index(nb, cell_index1)
+        second = _cell_index(nb, cell_index2)
         if second != first + 1:
             raise InvalidArgument(
                 f"cell_index2 must be cell_index1 + 1 ({cell_index1 + 1}), not {cell_index2}.",
                 hint="Only consecutive cells can be merged.",
             )
-        snap = await ws.read(filepath)
-        nb = snap.notebook
-        _cell_index(nb, cell_index2)
         both_code = all(nb.cells[i].get("cell_type") == "code" for i in (first, second))
         merged: Literal["code", "markdown"] = "code" if both_code else "markdown"
         await ws.merge_cells(

@@ -7,6 +7,7 @@ import posixpath
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult
 from pydantic import Field
 
 from nbrelay.errors import InvalidArgument
@@ -30,9 +31,10 @@ from nbrelay.tools.jupyterlab_rtc.views import (
     done_running,
     kernel_view,
     lab_path,
-    plural,
+    nbformat_output,
     range_ref,
     run_cells,
+    said,
     session_view,
 )
 from nbrelay.tools.results import iso
@@ -149,16 +151,17 @@ async def read_nb_cells(
 ) -> CellItems:
     """Read multiple cells by specifying ranges.
 
-    Indexes are 0-based and `end` is excluded; a range without `end` reads to the
-    notebook's end. Code cells also give their outputs as text. Example: ranges=[{"start": 0, "end": 3}].
+    Indexes are 0-based and `end` is excluded; a range without `end` is the one cell at
+    `start`; cells past the end are left out. Code cells also give their outputs as text.
+    Example: ranges=[{"start": 0, "end": 3}].
     """
     snap = await ws.read(lab_path(path))
     nb = snap.notebook
     indexes: list[int] = []
-    for r in ranges if ranges is not None else [CellRange(start=0)]:
-        end = len(nb.cells) if r.end is None else min(r.end, len(nb.cells))
-        if end == r.start == len(nb.cells):
-            continue  # reading "to the end" from the end (of an empty notebook, say)
+    for r in ranges if ranges is not None else [CellRange(start=0, end=len(nb.cells))]:
+        end = min(r.start + 1 if r.end is None else r.end, len(nb.cells))
+        if r.start >= end:
+            continue  # nothing there (past the end, an empty notebook): no cells, as the original
         ref = range_ref(CellRange(start=r.start, end=end))
         indexes += [i for i in address.resolve(nb.ids, ref) if i not in indexes]
     budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
@@ -169,9 +172,10 @@ async def read_nb_cells(
         item = CellItem(
             index=i, id=cell["id"], content=str(cell.get("source", "")), type=cell["cell_type"]
         )
-        if cell["cell_type"] == "code":
+        if cell["cell_type"] == "code":  # both always there, as the original gives them
             item.execution_count = cell.get("execution_count")
-            item.outputs = outputs or None
+            raw = [o for o in cell.get("outputs") or [] if isinstance(o, dict)]
+            item.outputs = [nbformat_output(raw[v["output"]], v) for v in outputs]
         cells.append(item)
     return CellItems(cells=cells)
 
@@ -184,19 +188,19 @@ async def modify_nb_cells(
     ],
     ctx: Context,
     exec: Exec = True,
-) -> Done:
+) -> Annotated[CallToolResult, Done]:
     """Modify multiple cells by specifying ranges, with optional execution.
 
     Every cell in a range gets the content. Indexes are 0-based, `end` excluded; a range
-    without `end` runs to the notebook's end. All ranges are checked first: out of range,
+    without `end` is the one cell at `start`. All ranges are checked first: out of range,
     nothing changes. Example: modifications=[{"range": {"start": 2, "end": 3}, "content": "x = 1"}].
     """
     rel = lab_path(path)
     outcome = await ws.set_sources(rel, [(range_ref(m.range), m.content) for m in modifications])
     execution = await run_cells(ws, rel, list(outcome.plan.touched), ctx) if exec else None
     n = len(modifications)
-    message = f"Successfully modified {plural(n, 'cell range')}"
-    return done_running(message, execution, ws, modified_ranges=n)
+    message = f"Successfully modified {n} cell ranges"  # the original's words, for any n
+    return said(done_running(message, execution, ws, modified_ranges=n))
 
 
 async def insert_nb_cells(
@@ -218,26 +222,24 @@ async def insert_nb_cells(
     )
     ids = list(outcome.plan.touched)
     execution = await run_cells(ws, rel, ids, ctx) if exec else None
-    return done_running(
-        f"Successfully inserted {plural(len(ids), 'cell')}", execution, ws, cell_ids=ids
-    )
+    return done_running(f"Successfully inserted {len(ids)} cells", execution, ws, cell_ids=ids)
 
 
 async def delete_nb_cells(
     ws: Workspace,
     path: NbPath,
     ranges: Annotated[list[CellRange], Field(description="Array of cell ranges to delete")],
-) -> Done:
+) -> Annotated[CallToolResult, Done]:
     """Delete multiple cells by specifying ranges.
 
-    Indexes are 0-based, `end` excluded; a range without `end` runs to the notebook's end.
+    Indexes are 0-based, `end` excluded; a range without `end` is the one cell at `start`.
     Example: ranges=[{"start": 3, "end": 5}] deletes cells 3 and 4.
     """
     if not ranges:
         raise InvalidArgument("ranges is empty.", hint='Give ranges like [{"start": 3}].')
     outcome = await ws.delete_cells(lab_path(path), [range_ref(r) for r in ranges])
     n = len(outcome.plan.touched)
-    return Done(message=f"Successfully deleted {plural(n, 'cell')}", deleted=n)
+    return said(Done(message=f"Successfully deleted {n} cells", deleted=n))
 
 
 async def restart_nb_kernel(

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from nbrelay.errors import NbrelayError, Vocabulary
 from nbrelay.kernels.jobs import Job
@@ -89,6 +89,16 @@ class CellItem(BaseModel):
     execution_count: int | None = None
     outputs: list[dict[str, Any]] | None = None
 
+    @model_serializer(mode="wrap")
+    def _code_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A code cell always has ``execution_count`` (null when never run) and ``outputs``, as
+        the original gives them, though results leave null fields out."""
+        data: dict[str, Any] = handler(self)
+        if self.type == "code":
+            data.setdefault("execution_count", None)
+            data.setdefault("outputs", [])
+        return data
+
 
 class CellItems(BaseModel):
     cells: list[CellItem]
@@ -125,8 +135,9 @@ def as_given(given: str | None, rel: str) -> str:
 
 
 def range_ref(r: CellRange) -> address.CellRef:
-    """A seed range as an address: ``end`` excluded; without ``end``, to the notebook's end."""
-    return f"{r.start}:" if r.end is None else f"{r.start}:{r.end}"
+    """A seed range as an address: ``end`` excluded; without ``end``, the one cell at ``start``
+    (as the original: ``end = start + 1``)."""
+    return f"{r.start}:{r.start + 1}" if r.end is None else f"{r.start}:{r.end}"
 
 
 def doc_view(doc: Document, given: str | None = None) -> dict[str, Any]:
@@ -152,8 +163,8 @@ def json_reply(value: Any) -> CallToolResult:
 
 def kernel_view(ws: Workspace, snap: Snapshot) -> dict[str, Any]:
     info = ws.kernel_info(snap.path)
-    if info is None:
-        return {"name": snap.notebook.kernel_name or "python3", "state": "not started"}
+    if info is None:  # as the original says it before a kernel runs
+        return {"name": "none", "id": "", "state": "not running"}
     return {"name": info.name, "id": info.kernel_id, "state": info.state}
 
 
@@ -181,12 +192,51 @@ def done_running(
     message: str, execution: ExecutionResult | None, ws: Workspace, **counts: Any
 ) -> Done:
     """What a tool that runs the cells it changed (``execution``, None when it ran none) says:
-    ``message``, then whether the code cells ran."""
+    ``message`` (the original's words: "… and executed them"), then the run."""
     if execution is not None:
-        message += f" and executed the code cells ({execution.status})"
+        message += f" and executed them ({execution.status})"
     elif ws.settings.no_execute:
         message += " (not executed: this server runs no code)"
-    return Done(message=message, executed=execution is not None, execution=execution, **counts)
+    return Done(
+        message=message,
+        executed=True if execution is not None else None,
+        execution=execution,
+        **counts,
+    )
+
+
+def said(done: Done) -> CallToolResult:
+    """A result the original gives as a plain success message: the message as text (then the
+    run, when cells ran, as JSON text); the whole result as structured content."""
+    data = done.model_dump(mode="json", exclude_none=True)
+    blocks = [TextContent(text=done.message)]
+    if done.execution is not None:
+        blocks.append(TextContent(text=compact_json(data["execution"])))
+    return CallToolResult(content=list(blocks), structured_content=data)
+
+
+def nbformat_output(out: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
+    """An output as the original gives it (the notebook's own output: ``output_type``, a
+    stream's ``name`` and ``text``, rich data under ``data``), its text the readable, budgeted
+    ``view`` of it (``render``); ``cut``/``omitted`` say what the budget left out."""
+    kind = str(out.get("output_type", ""))
+    text = str(view.get("text", ""))
+    item: dict[str, Any]
+    if kind == "stream":
+        item = {"name": view.get("name", "stdout"), "output_type": kind, "text": text}
+    elif kind == "error":
+        item = {
+            "ename": out.get("ename", ""),
+            "evalue": out.get("evalue", ""),
+            "output_type": kind,
+            "traceback": text.splitlines(),
+        }
+    else:
+        item = {"data": {"text/plain": text}, "metadata": {}, "output_type": kind}
+        if kind == "execute_result":
+            item["execution_count"] = out.get("execution_count")
+    item.update({k: view[k] for k in ("cut", "omitted") if k in view})
+    return item
 
 
 def plural(n: int, noun: str) -> str:

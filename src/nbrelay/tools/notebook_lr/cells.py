@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 from typing import Annotated, Any, Literal
 
+from mcp_types import CallToolResult
 from pydantic import Field
 
-from nbrelay.errors import CellNotFound, NotebookExists, NotebookNotFound
+from nbrelay.errors import NotebookExists, NotebookNotFound
 from nbrelay.notebook import address, moves
 from nbrelay.notebook.edits import CellSpec, Plan
 from nbrelay.notebook.model import Notebook
@@ -23,12 +24,13 @@ from nbrelay.tools.notebook_lr.views import (
     ReplaceResult,
     cell_output,
     omit_null_default,
+    scalar,
     with_images,
     zero_based,
 )
 
 
-async def get_cell_source(lr: Current, index: Index) -> str:
+async def get_cell_source(lr: Current, index: Index) -> Annotated[CallToolResult, str]:
     """Get the source content of a cell at the specified index.
 
     Args:
@@ -41,12 +43,12 @@ async def get_cell_source(lr: Current, index: Index) -> str:
         ValueError: If index is out of range
     """
     nb = await lr.notebook()
-    return str(nb.cells[address.resolve_one(nb.ids, zero_based(index))].get("source", ""))
+    return scalar(str(nb.cells[address.resolve_one(nb.ids, zero_based(index))].get("source", "")))
 
 
 async def update_cell_source(
     lr: Current, index: Index, source: Annotated[str, Field(description="New source code to set")]
-) -> bool:
+) -> Annotated[CallToolResult, bool]:
     """Update the source content of a cell at the specified index.
 
     Args:
@@ -60,7 +62,7 @@ async def update_cell_source(
         ValueError: If index is out of range
     """
     await lr.on_current(lambda p: lr.ws.edit_cell(p, zero_based(index), source=source))
-    return True
+    return scalar(True)
 
 
 async def add_cell(
@@ -89,15 +91,18 @@ async def add_cell(
     """
     after = None if after_index is None else zero_based(after_index, "after_index")
     new = [CellSpec(cell_type, source)]
-    if await lr.snapshot() is None:
+    snap = await lr.snapshot()
+    ids = snap.notebook.ids if snap else []
+    if after is not None and (ids or after != 0):
+        # An existing cell, as notebook-lr checks ("out of range"), never appended instead; only
+        # the seed's own example, after_index=0 in an empty notebook, makes the first cell.
+        address.resolve_one(ids, after)
+    if snap is None:
         # The first cell makes the notebook (live mode: no placeholder cell before it).
         with contextlib.suppress(NotebookExists):
             made = await lr.ws.create_notebook(lr.path, new)
             return lr.budget().share(lambda b: cell_output(made.notebook.cells[0], 0, b))
-    try:
-        outcome = await lr.on_current(lambda p: lr.ws.insert_cells(p, new, after=after))
-    except CellNotFound:  # past the last cell: appended, as the document's list insert does
-        outcome = await lr.on_current(lambda p: lr.ws.insert_cells(p, new))
+    outcome = await lr.on_current(lambda p: lr.ws.insert_cells(p, new, after=after))
     new_id = outcome.plan.touched[0]
     at = outcome.after.notebook.ids.index(new_id)
     return lr.budget().share(lambda b: cell_output(outcome.after.notebook.cells[at], at, b))
@@ -106,7 +111,7 @@ async def add_cell(
 async def delete_cell(
     lr: Current,
     index: Annotated[int, Field(description="Zero-based index of the cell to delete")],
-) -> bool:
+) -> Annotated[CallToolResult, bool]:
     """Delete a cell at the specified index.
 
     Args:
@@ -119,7 +124,7 @@ async def delete_cell(
         ValueError: If index is out of range
     """
     await lr.on_current(lambda p: lr.ws.delete_cells(p, [zero_based(index)]))
-    return True
+    return scalar(True)
 
 
 async def move_cell(

@@ -20,7 +20,7 @@ from nbrelay.errors import (
     Vocabulary,
 )
 from nbrelay.kernels.jobs import CellRun, Job
-from nbrelay.notebook import render
+from nbrelay.notebook import nblr, render
 from nbrelay.notebook.model import Notebook, new_notebook
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools.notebook_lr.views import NotebookInfo
@@ -137,9 +137,19 @@ class Current:
             code_count=sum(1 for c in cells if c.get("cell_type") == "code"),
             markdown_count=sum(1 for c in cells if c.get("cell_type") == "markdown"),
             executed_count=sum(1 for c in cells if c.get("execution_count") is not None),
-            version=f"{nb.data.get('nbformat', 4)}.{nb.data.get('nbformat_minor', 0)}",
+            version=self.version(nb),
             path=path,
         )
+
+    def version(self, nb: Notebook) -> str:
+        """The notebook's own format version, as notebook-lr reports it: a ``.nblr`` file's
+        ``version`` ("1.0"), an ``.ipynb`` file's nbformat version."""
+        kept = (nb.data.get("metadata") or {}).get("nblr")
+        if isinstance(kept, dict) and isinstance(kept.get("version"), str):
+            return str(kept["version"])
+        if nblr.is_nblr(self.path):
+            return nblr.VERSION
+        return f"{nb.data.get('nbformat', 4)}.{nb.data.get('nbformat_minor', 0)}"
 
     async def carry_kernel(self, source: str, target: str) -> str | None:
         """notebook-lr has one kernel for the notebook being worked on: after a save under a

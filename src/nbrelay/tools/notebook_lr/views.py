@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
-from mcp_types import ImageContent
+from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from nbrelay.errors import InvalidArgument
@@ -25,6 +26,13 @@ def omit_null_default(schema: dict[str, Any]) -> None:
 
 
 Index = Annotated[int, Field(description="Zero-based index of the cell")]
+
+
+def scalar(value: str | bool) -> CallToolResult:
+    """A plain value as FastMCP returns one: as text (a string as it is, else JSON), with
+    ``{"result": value}`` as structured content (what a client of notebook-lr reads)."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return CallToolResult(content=[TextContent(text=text)], structured_content={"result": value})
 
 
 class CellOutput(BaseModel):
