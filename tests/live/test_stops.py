@@ -6,9 +6,10 @@ later. What the room store promises (both ways into the rooms, ``tests.live.room
 * a clean stop (SIGTERM: what JupyterHub's "Stop My Server" and ``docker stop`` send) loses
   nothing acknowledged. In process, nbrelay saves its rooms before jupyter-collaboration lets them
   go; over a WebSocket, nbrelay gives the restarted server back what it lost, on its own;
-* after a crash (SIGKILL), nbrelay (over a WebSocket: it outlives the server) applies its lost
-  edits again where nothing else changed them meanwhile, and its next result names each of them,
-  and those it could not apply again.
+* after a crash (SIGKILL), nbrelay applies its lost edits again where nothing else changed them
+  meanwhile, and its next result names each of them, and those it could not apply again. Over a
+  WebSocket nbrelay outlives the server and remembers them; in process it dies with the server
+  and finds them in the journal it keeps beside it.
 
 The servers here save only when nbrelay asks (no autosave, nbrelay's saver an hour away), so the
 edits are in no file when the signal comes; the signal is sent the moment the last call returns.
@@ -71,13 +72,13 @@ async def _quietly(*exc: Any) -> bool:
 
 
 async def test_after_a_crash_the_lost_edits_are_applied_again_or_named(
-    start_jupyter: Any,
+    start_jupyter: Any, way: str
 ) -> None:
-    # Over a WebSocket nbrelay outlives the server and knows what it acknowledged.
     server: JupyterServer = start_jupyter(args=QUIET)
     write_notebook(server.root / "n.ipynb", notebook("a", "b", "c"))
     path = server.root / "n.ipynb"
-    async with room_agent("websocket", server, save_delay=3600) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(room_agent(way, server, save_delay=3600))
         await call(client, "read_notebook", path="n.ipynb")
         await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
         await call(client, "edit_cell", path="n.ipynb", cell="c1", source="b1")
@@ -89,9 +90,13 @@ async def test_after_a_crash_the_lost_edits_are_applied_again_or_named(
         changed.cells.insert(0, code("top", "t0"))
         write_notebook(path, changed)
         server.start()
-        # nbrelay gives the restarted server what nothing changed meanwhile, on its own...
+        # nbrelay gives the restarted server what nothing changed meanwhile, on its own (over a
+        # WebSocket from what it remembers; in process from its journal, beside the server)...
         await wait_for(lambda: disk(path)[1] == ["top", "a1", "b from outside"], seconds=60)
         # ...and the agent's next result names what came back and what did not.
+        if way == "in-process":  # the agent's session ended with the server
+            stack.push_async_exit(_quietly)
+            client = await stack.enter_async_context(room_agent(way, server))
         view = await call(client, "read_notebook", path="n.ipynb")
     note = view["note"]
     assert "The Jupyter Server stopped before saving some of your edits" in note

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import signal
 import threading
@@ -90,11 +91,17 @@ class _Relay:
 
         self.settings = settings
         self.collab = collab
+        # Edits not yet saved are journaled beside the server, for the crash that takes nbrelay
+        # down with it (one folder per server root).
+        root = Path(serverapp.root_dir).resolve()
+        digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+        journal = Path(serverapp.runtime_dir) / "nbrelay-unsaved" / digest
         store = server_store(
             serverapp.contents_manager,
             collab,
             idle_close=room_idle_close,
             save_delay=room_save_delay,
+            journal=journal,
         )
         kernels = ServerKernels(
             serverapp.session_manager,

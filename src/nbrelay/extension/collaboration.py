@@ -133,6 +133,11 @@ class Collaboration:
         file_id = str(self.serverapp.web_app.settings["file_id_manager"].index(path))
         return file_id, f"json:notebook:{file_id}"
 
+    def path_of(self, file_id: str) -> str | None:
+        """The server path of the file with id ``file_id`` now (None: gone)."""
+        path = self.serverapp.web_app.settings["file_id_manager"].get_path(file_id)
+        return str(path) if path else None
+
     def current(self, room_id: str) -> Any | None:
         """The room now serving ``room_id``, if any (a dictionary lookup)."""
         return self.app.ywebsocket_server.rooms.get(room_id)

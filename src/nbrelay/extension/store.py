@@ -16,6 +16,7 @@ REST API would. Every operation asks Jupyter's authorizer first (``contents`` re
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from nbrelay.extension.access import require
@@ -23,6 +24,7 @@ from nbrelay.extension.collaboration import Collaboration, CollaborationChanged
 from nbrelay.extension.contents import ServerContents
 from nbrelay.stores import paths
 from nbrelay.stores.rtc import RTCStore
+from nbrelay.stores.rtc_journal import Journal
 from nbrelay.stores.rtc_room import SharedRoom
 from nbrelay.stores.rtc_rooms import RoomWay
 
@@ -77,10 +79,23 @@ class InProcessWay(RoomWay):
     name = "in process"
     output_interval = 0.25
 
-    def __init__(self, collab: Collaboration | None, contents: ServerContents) -> None:
+    def __init__(
+        self, collab: Collaboration | None, contents: ServerContents, journal: Journal | None = None
+    ) -> None:
         self.collab = collab
         self.contents = contents
+        self.journal = journal
         self.rtc = collab is not None
+
+    async def journaled(self) -> list[str]:
+        if self.collab is None or self.journal is None:
+            return []
+        found = []
+        for key in await self.journal.rooms():
+            path = self.collab.path_of(key)
+            if path is not None:
+                found.append(path)
+        return found
 
     async def join(self, rel: str, full: str) -> InProcessRoom | None:
         if self.collab is None:
@@ -95,7 +110,9 @@ class InProcessWay(RoomWay):
             logger.info("no room for %s: %s", full, exc)
             return None
         _, room_id = self.collab.room_id(full)
-        return InProcessRoom(self.collab, room, name=rel, path=full, room_id=room_id, made=made)
+        joined = InProcessRoom(self.collab, room, name=rel, path=full, room_id=room_id, made=made)
+        joined.journal = self.journal
+        return joined
 
 
 async def _access(action: str) -> None:
@@ -108,9 +125,11 @@ def server_store(
     *,
     idle_close: float = 120.0,
     save_delay: float = 0.5,
+    journal: Path | None = None,
 ) -> RTCStore:
     """The room store of this Jupyter Server: its rooms in process (its contents manager when it
-    has no jupyter-collaboration), every operation asking Jupyter's authorizer first."""
+    has no jupyter-collaboration), every operation asking Jupyter's authorizer first; edits not
+    yet saved are journaled in the folder ``journal``."""
     api = ServerContents(contents_manager)
-    way = InProcessWay(collab, api)
+    way = InProcessWay(collab, api, Journal(journal) if journal is not None else None)
     return RTCStore(api, way=way, idle_close=idle_close, save_delay=save_delay, access=_access)

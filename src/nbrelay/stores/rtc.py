@@ -49,7 +49,7 @@ from nbrelay.stores.contents import NOT_LIVE_NOTE
 from nbrelay.stores.live_extras import ContentsDocuments
 from nbrelay.stores.rtc_room import RoomLost, SharedRoom
 from nbrelay.stores.rtc_rooms import Access, RoomHost, RoomWay, settle
-from nbrelay.stores.rtc_saving import SAVE_NOTE, landed, save_room
+from nbrelay.stores.rtc_saving import SAVE_NOTE, keep, landed, save_room
 
 __all__ = ["RECONNECT_NOTE", "RELOAD_NOTE", "SAVE_NOTE", "RTCStore"]
 
@@ -290,7 +290,7 @@ class RTCStore(RoomHost):
             await room.barrier()
         except RoomLost:
             raise _Unconfirmed(outcome) from None
-        room.acknowledged(outcome)
+        await keep(room, outcome, journal=not _streaming(plan.edits))
         if room.reloads != reloads:
             self._seen_reloads[rel] = (room, room.reloads)
             raise ConflictError(
@@ -324,7 +324,7 @@ class RTCStore(RoomHost):
                     "reached it; nbrelay reconnected, and the edit is not in the notebook.",
                     hint="Nothing was changed: read the notebook again and redo the edit.",
                 )
-            room.acknowledged(outcome)
+            await keep(room, outcome)
             saved = await save_room(room)
         extra = (RECONNECT_NOTE,) if RECONNECT_NOTE not in notes else ()
         if saved is not None:

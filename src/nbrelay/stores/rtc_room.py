@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import pycrdt
 
     from nbrelay.stores.base import EditOutcome
+    from nbrelay.stores.rtc_journal import Journal
 
 EMPTY_UPDATE = b"\x00\x00"  # a Yjs update with no structs and an empty delete set
 _JOURNAL = 500  # acknowledged edits remembered until saved (beyond that, only counted)
@@ -73,6 +74,9 @@ class SharedRoom(ABC):
         self.closed = anyio.Event()
         self.close_reason = ""
         self.lost = False  # ended by the other side (not by nbrelay)
+        # Where the unsaved edits are also kept, for a process that dies with the server.
+        self.journal: Journal | None = None
+        self.key = room_id.rsplit(":", 1)[-1]  # the notebook's file id
         self._own = False  # nbrelay is applying a transaction of its own
         self._subscriptions: list[tuple[Any, Any]] = []
 

@@ -39,7 +39,15 @@ from nbrelay.stores.base import EditOutcome, Snapshot
 from nbrelay.stores.contents import ContentsStore, Paths
 from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.rtc_room import RoomLost, SharedRoom
-from nbrelay.stores.rtc_saving import Recovery, recover, recovery_note, save_room, saver
+from nbrelay.stores.rtc_saving import (
+    Recovery,
+    Unsaved,
+    keep,
+    recover,
+    recovery_note,
+    save_room,
+    saver,
+)
 
 logger = logging.getLogger("nbrelay.rtc")
 
@@ -66,6 +74,11 @@ class RoomWay(ABC):
         Raises:
             NotebookNotFound: there is no such notebook.
         """
+
+    async def journaled(self) -> list[str]:
+        """Server paths of notebooks whose journal holds edits a crash kept from their file
+        (the rooms of a process that dies with the server; none by default)."""
+        return []
 
     async def announce(self, full: str) -> None:  # noqa: B027 - no presence by default
         """Be shown as working on ``full`` (JupyterLab's online collaborators)."""
@@ -139,6 +152,7 @@ class RoomHost(LockedEdits):
         self._stopping = False
         self.way.attach(tg)
         tg.start_soon(self._reap_idle)
+        tg.start_soon(self._recover_journaled)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Self]:
@@ -246,26 +260,37 @@ class RoomHost(LockedEdits):
                 self.mode = "contents"
             self._rooms.pop(rel, None)
             return None
+        unsaved = None
         if room is not None:
             if room.lost:
                 self._reconnected.add(rel)
-            last = room.snapshot()[0] if room.unsaved else None
+            if room.unsaved:  # with the room as nbrelay last had it
+                outcomes = [outcome for _, outcome in room.unsaved]
+                unsaved = Unsaved.of(outcomes, room.snapshot()[0])
             await room.close()
-            if last is not None:
-                await self._recover(rel, room, last, fresh)
+        if unsaved is None and fresh.journal is not None:  # from before this process began
+            records = await fresh.journal.read(fresh.key)
+            if records:
+                unsaved = Unsaved()
+                for record in records:
+                    with contextlib.suppress(KeyError, TypeError, ValueError):
+                        unsaved.add_entry(record)
+                if not unsaved:
+                    await fresh.journal.replace(fresh.key, [])
+        if unsaved:
+            await self._recover(rel, unsaved, fresh)
         self._rooms[rel] = fresh
         self._tg.start_soon(self._keep, rel, fresh)
         await self.way.announce(self.paths.server(rel))
         return fresh
 
-    async def _recover(self, rel: str, old: SharedRoom, last: Notebook, fresh: SharedRoom) -> None:
-        """Apply again to ``fresh`` what the server lost of nbrelay's edits in ``old`` (it
+    async def _recover(self, rel: str, unsaved: Unsaved, fresh: SharedRoom) -> None:
+        """Apply again to ``fresh`` what the server lost of nbrelay's ``unsaved`` edits (it
         stopped before saving them), where that is safe; tell the agent on its next call."""
-        unsaved = [outcome for _, outcome in old.unsaved]
         async with fresh.lock:
             await fresh.barrier()
             nb, version, problems = fresh.snapshot()
-            found = recover(unsaved, last, nb)
+            found = recover(unsaved, nb)
             if found.edits:
                 before = Snapshot(path=rel, notebook=nb, version=version, problems=problems)
                 try:
@@ -278,12 +303,23 @@ class RoomHost(LockedEdits):
                     after, version, problems = fresh.snapshot()
                     plan = Plan(edits=found.edits, touched=())
                     snap = Snapshot(path=rel, notebook=after, version=version, problems=problems)
-                    fresh.acknowledged(EditOutcome(before, snap, plan))
-                    with contextlib.suppress(NbrelayError):
-                        await save_room(fresh)
+                    await keep(fresh, EditOutcome(before, snap, plan))
+            with contextlib.suppress(NbrelayError, RoomLost):
+                await save_room(fresh)  # also clears the journal
         note = recovery_note(rel, found)
         if note:
             self._lost[rel] = note
+
+    async def _recover_journaled(self) -> None:
+        """Give the server back the edits its previous run acknowledged and never saved (in its
+        journal), without waiting for a call on those notebooks."""
+        for full in await self.way.journaled():
+            try:
+                rel = self.relative(self.paths.back(full))
+                async with self.lock(rel):
+                    await self._room(rel)
+            except (NbrelayError, RoomLost) as exc:
+                logger.warning("recovering the unsaved edits of %s failed: %s", full, exc)
 
     async def _keep(self, rel: str, room: SharedRoom) -> None:
         """Save the room's file after nbrelay's edits while the room lasts; if its connection

@@ -20,7 +20,8 @@ import copy
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -55,12 +56,23 @@ async def save(room: SharedRoom) -> str | None:
 
 
 async def save_room(room: SharedRoom) -> str | None:
-    """Save the room's edits so far (see ``save``); the count of saved edits follows."""
+    """Save the room's edits so far (see ``save``); the count of saved edits (and the room's
+    journal) follows."""
     upto = room.edits
     saved = await save(room)
     if saved is None:
         room.written(upto)
+        if room.journal is not None:
+            await room.journal.replace(room.key, [entry(o) for _, o in room.unsaved])
     return saved
+
+
+async def keep(room: SharedRoom, outcome: EditOutcome, *, journal: bool = True) -> None:
+    """Count an edit the server has acknowledged, and journal it (unless ``journal`` is false:
+    a running cell's outputs, written again and again until it ends)."""
+    room.acknowledged(outcome)
+    if room.journal is not None and journal and outcome.plan.edits:
+        await room.journal.append(room.key, entry(outcome))
 
 
 async def flush(room: SharedRoom | None) -> str | None:
@@ -140,75 +152,139 @@ class Recovery:
     lost: tuple[str, ...]  # one phrase per change that cannot be restored safely
 
 
-def recover(unsaved: Sequence[EditOutcome], last: Notebook, now: Notebook) -> Recovery:
-    """Compare the room as nbrelay last had it (``last``, every acknowledged edit in it) with
-    the notebook as the server reopened it (``now``), for the changes nbrelay's ``unsaved``
-    edits made. A change missing from ``now`` is restored when nothing else changed what it
-    changed since (the cell is still as it was before nbrelay's first unsaved edit: the file
-    did not move on meanwhile); otherwise it is only named. Moves are only named."""
-    if not unsaved:
-        return Recovery((), (), ())
-    base = {c["id"]: c for c in unsaved[0].before.notebook.cells}
-    had = {c["id"]: c for c in last.cells}
+def _cell(nb: Notebook, cid: str, ids: list[str]) -> Cell | None:
+    try:
+        return nb.cells[ids.index(cid)]
+    except ValueError:
+        return None
+
+
+def _touched(edit: Edit) -> tuple[str, ...]:
+    if isinstance(edit, InsertCells):
+        return tuple(str(c["id"]) for c in edit.cells)
+    if isinstance(edit, UpdateCell):
+        return (edit.id,)
+    return tuple(edit.ids)
+
+
+@dataclass
+class Unsaved:
+    """nbrelay's edits that the file may not hold, cell by cell: what ``recover`` needs, small
+    enough to keep in a journal beside the server (``entry`` and ``add_entry``)."""
+
+    base: dict[str, Cell | None] = field(default_factory=dict)  # before the first (None: made)
+    had: dict[str, Cell | None] = field(default_factory=dict)  # after the last (None: deleted)
+    keys: dict[str, list[str]] = field(default_factory=dict)  # the fields changed, by cell
+    anchors: dict[str, str | None] = field(default_factory=dict)  # inserted/moved: cell before
+    moved: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, outcomes: Sequence[EditOutcome], last: Notebook | None = None) -> Unsaved:
+        """From the outcomes of the edits; ``last`` (the room as nbrelay last had it) gives
+        the cells as they ended, others' changes since included."""
+        unsaved = cls()
+        for outcome in outcomes:
+            unsaved.add_entry(entry(outcome))
+        if last is not None:
+            ids = last.ids
+            for cid in unsaved.had:
+                unsaved.had[cid] = _cell(last, cid, ids)
+        return unsaved
+
+    def add_entry(self, record: dict[str, Any]) -> None:
+        for cid, (before, after) in record["cells"].items():
+            self.base.setdefault(cid, before)
+            self.had[cid] = after
+        for cid, keys in record["keys"].items():
+            known = self.keys.setdefault(cid, [])
+            known.extend(k for k in keys if k not in known)
+        self.anchors.update(record["anchors"])
+        self.moved.extend(c for c in record["moved"] if c not in self.moved)
+
+    def __bool__(self) -> bool:
+        return bool(self.had)
+
+
+def entry(outcome: EditOutcome) -> dict[str, Any]:
+    """One edit's part of ``Unsaved``, as JSON: the cells it touched before and after it."""
+    before, after = outcome.before.notebook, outcome.after.notebook
+    before_ids, after_ids = before.ids, after.ids
+    cells: dict[str, tuple[Cell | None, Cell | None]] = {}
+    keys: dict[str, list[str]] = {}
+    anchors: dict[str, str | None] = {}
+    moved: list[str] = []
+    for edit in outcome.plan.edits:
+        for cid in _touched(edit):
+            cells.setdefault(cid, (_cell(before, cid, before_ids), _cell(after, cid, after_ids)))
+        if isinstance(edit, UpdateCell):
+            keys.setdefault(edit.id, []).extend(
+                k for k in (*edit.changes, *edit.remove) if k in _FIELDS
+            )
+        elif isinstance(edit, InsertCells | MoveCells):
+            for cid in _touched(edit):
+                at = after_ids.index(cid) if cid in after_ids else -1
+                anchors[cid] = after_ids[at - 1] if at > 0 else None
+            if isinstance(edit, MoveCells):
+                moved.extend(edit.ids)
+    return {"cells": cells, "keys": keys, "anchors": anchors, "moved": moved}
+
+
+def recover(unsaved: Unsaved, now: Notebook) -> Recovery:
+    """Which of nbrelay's ``unsaved`` changes the notebook ``now`` (as the server reopened it)
+    lacks. One is restored when nothing else changed what it changed since (the cell is still
+    as it was before nbrelay's first unsaved edit of it: the file did not move on meanwhile);
+    otherwise it is only named. Moves are only named."""
     has = {c["id"]: c for c in now.cells}
+    order = list(now.ids)
     inserts: list[str] = []
     deletes: list[str] = []
-    updates: dict[str, dict[str, object]] = {}
+    updates: dict[str, dict[str, Any]] = {}
     restored: list[str] = []
     lost: list[str] = []
-
-    def note(into: list[str], what: str) -> None:
-        if what not in restored and what not in lost:
-            into.append(what)
-
-    for outcome in unsaved:
-        for edit in outcome.plan.edits:
-            if isinstance(edit, InsertCells):
-                for cell in edit.cells:
-                    cid = str(cell["id"])
-                    if cid in had and cid not in has and cid not in inserts:
-                        inserts.append(cid)
-                        note(restored, f"the new cell {cid!r} ({_first_line(had[cid])!r})")
-            elif isinstance(edit, DeleteCells):
-                for cid in edit.ids:
-                    if cid in has and cid not in had and cid not in deletes:
-                        if cid in base and has[cid] == base[cid]:
-                            deletes.append(cid)
-                            note(restored, f"the deletion of cell {cid!r}")
-                        else:
-                            note(lost, f"the deletion of cell {cid!r}")
-            elif isinstance(edit, UpdateCell):
-                if edit.id not in had or edit.id not in has:
+    for cid, had in unsaved.had.items():
+        base, is_now = unsaved.base.get(cid), has.get(cid)
+        if had is not None and base is None:  # nbrelay made it
+            if is_now is None:
+                inserts.append(cid)
+                restored.append(f"the new cell {cid!r} ({_first_line(had)!r})")
+        elif had is None and base is not None:  # nbrelay deleted it
+            if is_now is not None and is_now == base:
+                deletes.append(cid)
+                restored.append(f"the deletion of cell {cid!r}")
+            elif is_now is not None:
+                lost.append(f"the deletion of cell {cid!r}")
+        elif had is not None and base is not None:  # nbrelay changed it
+            for key in unsaved.keys.get(cid, []):
+                if is_now is not None and had.get(key) == is_now.get(key):
                     continue
-                for key in [k for k in (*edit.changes, *edit.remove) if k in _FIELDS]:
-                    if had[edit.id].get(key) == has[edit.id].get(key):
-                        continue
-                    what = f"the {_FIELDS[key]} of cell {edit.id!r}"
-                    before = base.get(edit.id)
-                    if before is not None and before.get(key) == has[edit.id].get(key):
-                        updates.setdefault(edit.id, {})[key] = had[edit.id].get(key)
-                        note(restored, what)
-                    else:
-                        note(lost, what)
-            elif isinstance(edit, MoveCells):
-                common = [cid for cid in last.ids if cid in has]
-                kept = [cid for cid in now.ids if cid in had]
-                moved = [cid for cid in edit.ids if cid in had and cid in has]
-                if moved and [common.index(c) for c in moved] != [kept.index(c) for c in moved]:
-                    note(
-                        lost,
-                        "the move of cell" + ("s " if len(moved) > 1 else " ") + ", ".join(moved),
-                    )
+                what = f"the {_FIELDS[key]} of cell {cid!r}"
+                if is_now is not None and base.get(key) == is_now.get(key):
+                    updates.setdefault(cid, {})[key] = had.get(key)
+                    restored.append(what)
+                else:
+                    lost.append(what)
+    for cid in unsaved.moved:
+        if cid in has and unsaved.had.get(cid) is not None:
+            at = order.index(cid)
+            if (order[at - 1] if at > 0 else None) != unsaved.anchors.get(cid):
+                lost.append(f"the move of cell {cid!r}")
     edits: list[Edit] = []
     if deletes:
         edits.append(DeleteCells(tuple(deletes)))
-    order = [cid for cid in now.ids if cid not in deletes]
-    for cid in [c for c in last.ids if c in inserts]:  # in the order the room had them
-        at = last.ids.index(cid)
-        anchor = next((c for c in reversed(last.ids[:at]) if c in order), None)
-        index = order.index(anchor) + 1 if anchor is not None else 0
-        edits.append(InsertCells(index, (copy.deepcopy(had[cid]),)))
-        order.insert(index, cid)
+        order = [cid for cid in order if cid not in deletes]
+    made = {cid: cell for cid in inserts if (cell := unsaved.had[cid]) is not None}
+    pending = list(made)
+    while pending:  # each after the cell before it, once that one is back
+        ready = [cid for cid in pending if unsaved.anchors.get(cid) not in pending]
+        for cid in ready or pending:  # anchors pointing at each other: as they come
+            anchor = unsaved.anchors.get(cid)
+            if anchor in order:
+                index = order.index(anchor) + 1
+            else:
+                index = 0 if anchor is None else len(order)
+            edits.append(InsertCells(index, (copy.deepcopy(made[cid]),)))
+            order.insert(index, cid)
+            pending.remove(cid)
     for cid, changes in updates.items():
         edits.append(UpdateCell(cid, {k: copy.deepcopy(v) for k, v in changes.items()}))
     return Recovery(tuple(edits), tuple(restored), tuple(lost))
