@@ -10,7 +10,9 @@ of 200 and 10,000 cells with outputs (``--sizes``):
 * **live**: ``nbrelay serve --http --jupyter-url`` on another copy in the same Jupyter Server;
 * **datalayer** (``--with dl``, the other client): datalayer jupyter-mcp-server 2.2.4, installed
   from PyPI into a virtual environment of its own under ``--cache`` as ``bench/compare.py`` does,
-  working on a copy of its own in the same Jupyter Server (its own tools for each operation).
+  working all the while on a copy of its own in the same Jupyter Server (its own tool for each
+  operation, over and over, in the background): its medians are those of the calls it made
+  meanwhile.
 
 The operations: read the notebook (``read_notebook``'s first page), read one cell, insert a cell,
 edit a cell (whole source), delete a cell, in the middle of the notebook. Then the reads again
@@ -159,13 +161,32 @@ async def timed_call(target: Target, op: str, i: int, *, keep: bool) -> None:
         target.times.setdefault(op, []).append(took)
 
 
-async def rounds(targets: list[Target], ops: tuple[str, ...], repeat: int, warmup: int) -> None:
+async def rounds(
+    targets: list[Target],
+    ops: tuple[str, ...],
+    repeat: int,
+    warmup: int,
+    other: Target | None = None,
+) -> None:
     """Each op ``repeat`` times on every target, interleaved call by call; insert, edit and
-    delete in turn, so the notebooks keep their size."""
-    for i in range(warmup + repeat):
+    delete in turn, so the notebooks keep their size. ``other`` works meanwhile, in a loop of
+    its own (its first round untimed)."""
+    async with anyio.create_task_group() as tg:
+        if other is not None:
+            tg.start_soon(keep_working, other, ops)
+        for i in range(warmup + repeat):
+            for op in ops:
+                for target in targets:
+                    await timed_call(target, op, i, keep=i >= warmup)
+        tg.cancel_scope.cancel()
+
+
+async def keep_working(target: Target, ops: tuple[str, ...]) -> None:
+    i = 0
+    while True:
         for op in ops:
-            for target in targets:
-                await timed_call(target, op, i, keep=i >= warmup)
+            await timed_call(target, op, i, keep=i > 0)
+        i += 1
 
 
 SAVER = """

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from nbrelay.stores.rtc_journal import Journal
 
 EMPTY_UPDATE = b"\x00\x00"  # a Yjs update with no structs and an empty delete set
-_JOURNAL = 500  # acknowledged edits remembered until saved (beyond that, only counted)
+_REMEMBERED = 100  # acknowledged edits remembered until saved (beyond that, only counted)
 
 
 class RoomLost(Exception):
@@ -70,6 +70,7 @@ class SharedRoom(ABC):
         self.saved = 0  # … of which the file holds the first ``saved`` (a confirmed save)
         self.sent = 0  # nbrelay's own transactions that changed the document
         self.unsaved: list[tuple[int, EditOutcome]] = []  # (edit number, outcome), oldest first
+        self.forgotten = 0  # unsaved edits beyond those remembered
         self.save_wanted = anyio.Event()  # set by an edit; the store's saver coalesces them
         self.closed = anyio.Event()
         self.close_reason = ""
@@ -156,12 +157,16 @@ class SharedRoom(ABC):
         self.edits += 1
         if outcome is not None and outcome.plan.edits:
             self.unsaved.append((self.edits, outcome))
-            del self.unsaved[:-_JOURNAL]
+            if len(self.unsaved) > _REMEMBERED:
+                self.forgotten += len(self.unsaved) - _REMEMBERED
+                del self.unsaved[:-_REMEMBERED]
 
     def written(self, upto: int) -> None:
         """The file holds the first ``upto`` edits (a save the server confirmed)."""
         self.saved = max(self.saved, upto)
         self.unsaved = [(n, o) for n, o in self.unsaved if n > self.saved]
+        if not self.unsaved:
+            self.forgotten = 0
 
     @property
     def pending(self) -> bool:

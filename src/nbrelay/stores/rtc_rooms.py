@@ -267,6 +267,7 @@ class RoomHost(LockedEdits):
             if room.unsaved:  # with the room as nbrelay last had it
                 outcomes = [outcome for _, outcome in room.unsaved]
                 unsaved = Unsaved.of(outcomes, room.snapshot()[0])
+                unsaved.forgotten = room.forgotten
             await room.close()
         if unsaved is None and fresh.journal is not None:  # from before this process began
             records = await fresh.journal.read(fresh.key)
@@ -298,7 +299,7 @@ class RoomHost(LockedEdits):
                     await fresh.barrier()
                 except NbrelayError as exc:
                     logger.warning("restoring edits to %s failed: %s", rel, exc)
-                    found = Recovery((), (), (*found.restored, *found.lost))
+                    found = Recovery((), (), (*found.restored, *found.lost), found.forgotten)
                 else:
                     after, version, problems = fresh.snapshot()
                     plan = Plan(edits=found.edits, touched=())

@@ -71,7 +71,7 @@ async def keep(room: SharedRoom, outcome: EditOutcome, *, journal: bool = True) 
     """Count an edit the server has acknowledged, and journal it (unless ``journal`` is false:
     a running cell's outputs, written again and again until it ends)."""
     room.acknowledged(outcome)
-    if room.journal is not None and journal and outcome.plan.edits:
+    if room.journal is not None and journal and outcome.plan.edits and not room.forgotten:
         await room.journal.append(room.key, entry(outcome))
 
 
@@ -150,6 +150,7 @@ class Recovery:
     edits: tuple[Edit, ...]  # to apply to the reopened notebook: what is safe to restore
     restored: tuple[str, ...]  # one phrase per change those edits restore
     lost: tuple[str, ...]  # one phrase per change that cannot be restored safely
+    forgotten: int = 0  # older unsaved edits nbrelay no longer remembered, not checked
 
 
 def _cell(nb: Notebook, cid: str, ids: list[str]) -> Cell | None:
@@ -177,6 +178,7 @@ class Unsaved:
     keys: dict[str, list[str]] = field(default_factory=dict)  # the fields changed, by cell
     anchors: dict[str, str | None] = field(default_factory=dict)  # inserted/moved: cell before
     moved: list[str] = field(default_factory=list)
+    forgotten: int = 0  # older unsaved edits no longer remembered
 
     @classmethod
     def of(cls, outcomes: Sequence[EditOutcome], last: Notebook | None = None) -> Unsaved:
@@ -202,7 +204,7 @@ class Unsaved:
         self.moved.extend(c for c in record["moved"] if c not in self.moved)
 
     def __bool__(self) -> bool:
-        return bool(self.had)
+        return bool(self.had) or self.forgotten > 0
 
 
 def entry(outcome: EditOutcome) -> dict[str, Any]:
@@ -287,13 +289,13 @@ def recover(unsaved: Unsaved, now: Notebook) -> Recovery:
             pending.remove(cid)
     for cid, changes in updates.items():
         edits.append(UpdateCell(cid, {k: copy.deepcopy(v) for k, v in changes.items()}))
-    return Recovery(tuple(edits), tuple(restored), tuple(lost))
+    return Recovery(tuple(edits), tuple(restored), tuple(lost), unsaved.forgotten)
 
 
 def recovery_note(path: str, recovery: Recovery) -> str:
     """What the agent is told about its unsaved edits after the room reopened (empty when
     nothing was missing)."""
-    if not recovery.restored and not recovery.lost:
+    if not recovery.restored and not recovery.lost and not recovery.forgotten:
         return ""
     parts = [f"The Jupyter Server stopped before saving some of your edits to {path!r}."]
     if recovery.restored:
@@ -308,6 +310,11 @@ def recovery_note(path: str, recovery: Recovery) -> str:
             "the notebook changed there meanwhile: "
             + _listed(recovery.lost)
             + ". Redo what you still want."
+        )
+    if recovery.forgotten:
+        parts.append(
+            f"{recovery.forgotten} earlier edits were too many to remember and were not checked: "
+            "read the notebook to see whether they are there."
         )
     return " ".join(parts)
 
