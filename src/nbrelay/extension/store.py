@@ -19,6 +19,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from nbrelay.extension.access import require
 from nbrelay.extension.collaboration import Collaboration, CollaborationChanged
 from nbrelay.extension.contents import ServerContents
@@ -56,7 +58,9 @@ class InProcessRoom(SharedRoom):
 
     async def save(self, within: float = 30.0) -> str:
         self.check()
-        return await self._collab.save(self._room)
+        with anyio.move_on_after(within):
+            return await self._collab.save(self._room)
+        return "timeout"
 
     async def close(self) -> None:
         if self.closed.is_set():
