@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import re
 import subprocess
 import sys
@@ -106,3 +108,93 @@ def test_readme_lists_every_canonical_tool(tmp_path: Path) -> None:
 def test_readme_lists_every_option() -> None:
     listed = _readme_table("## Options")
     assert listed == ["--config", "--log-level", *[o.flag for o in OPTIONS]]
+
+
+# -- what the command says about itself --------------------------------------------------------
+
+
+def test_tools_prints_each_description_s_first_paragraph_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tools", "--root", str(tmp_path), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert main(["tools", "--root", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(listed)
+    for line, tool in zip(lines, listed, strict=True):
+        first = " ".join(tool["description"].split("\n\n")[0].split())
+        assert line == f"{tool['name']:22} {first}", tool["name"]
+    assert lines[-1].endswith("before git or other programs read it.")  # was cut after "an"
+
+
+def test_serve_help_shows_every_option_s_default() -> None:
+    serve = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices["serve"]
+    for action in serve._actions:
+        if action.option_strings and action.dest != "help":
+            assert "default" in (action.help or ""), action.option_strings
+    shown = " ".join(serve.format_help().split())
+    assert "before head+tail truncation. (default: 6000)" in shown
+    assert "Tool set to expose. (default: canonical)" in shown
+    assert "notebook before giving up. (default: 10)" in shown
+    for opt in OPTIONS:  # the value shown is the one Settings uses
+        if "default:" not in opt.help:
+            assert getattr(Settings(), opt.name) == opt.default, opt.name
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["serve", "--roott", "x"], "nbrelay serve has no option --roott (did you mean --root?)"),
+        (["serve", "--outptu-budget=9"], "--outptu-budget (did you mean --output-budget?)"),
+        (["settings", "--jsno"], "nbrelay settings has no option --jsno (did you mean --json?)"),
+        (["demo", "--dirr", "x"], "nbrelay demo has no option --dirr (did you mean --dir?)"),
+        (["serve", "--zzzzzz"], "nbrelay serve has no option --zzzzzz. `nbrelay serve --help`"),
+    ],
+)
+def test_a_misspelt_option_gets_the_nearest_real_one(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--http", "--token", "SECRET-sk-1234567890"],
+        ["serve", "--http", "--token=SECRET-sk-1234567890"],
+        ["serve", "--jupyter-token", "SECRET-sk-1234567890", "--http"],
+        ["settings", "--password", "SECRET-sk-1234567890"],
+        ["serve", "stray", "SECRET-sk-1234567890"],
+    ],
+)
+def test_a_usage_error_never_repeats_a_value(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve --token SECRET` echoed the secret to stderr (and so to terminals and logs)."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "SECRET" not in err
+    assert "not repeated here" in err
+    if any(w.startswith(("--token", "--jupyter-token", "--password")) for w in argv):
+        assert "$NBRELAY_TOKEN or use --token-file" in err
+
+
+def test_the_installed_command_hides_a_mistyped_token(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "nbrelay", "serve", "--http", "--token", "SECRET-sk-1234567890"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert "SECRET" not in done.stderr + done.stdout
+    assert "did you mean --token-file?" in done.stderr

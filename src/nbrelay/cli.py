@@ -7,10 +7,12 @@ MCP protocol: nothing here writes to it except the non-serving commands.
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import json
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -26,6 +28,7 @@ from nbrelay.config import (
     RedactSecrets,
     Secret,
     Settings,
+    is_credential_name,
     load,
     read_toml,
 )
@@ -67,14 +70,36 @@ def _help(text: str) -> str:
     return text.replace("%", "%%")
 
 
+def default_text(opt: Option) -> str:
+    """`` (default: …)`` for an option's help, unless its help already says what the default
+    is. The parser's own defaults stay None, so that ``settings`` can tell a flag given from
+    one left out."""
+    if "default:" in opt.help:
+        return ""
+    value = opt.default
+    if opt.kind is bool:
+        shown = "on" if value else "off"
+    elif value is None or value == ():
+        shown = "none"
+    elif isinstance(value, float):
+        shown = f"{value:g}"
+    else:
+        shown = str(value)
+    return f" (default: {shown})"
+
+
 def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         type=Path,
-        help="TOML file with settings (keys as below), or a srcbook-mcp.json.",
+        help="TOML file with settings (keys as below), or a srcbook-mcp.json (default: none).",
     )
     for opt in OPTIONS:
-        kwargs: dict[str, Any] = {"dest": opt.name, "default": None, "help": _help(opt.help)}
+        kwargs: dict[str, Any] = {
+            "dest": opt.name,
+            "default": None,
+            "help": _help(opt.help + default_text(opt)),
+        }
         if opt.kind is bool:
             parser.add_argument(*switch_flags(opt), action=_Switch, **kwargs)
             continue
@@ -86,15 +111,80 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         "--log-level",
         default="WARNING",
         choices=LOG_LEVELS,
-        help="Log level for messages on stderr.",
+        help="Log level for messages on stderr (default: WARNING).",
     )
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: words no subcommand takes get a message of their own (see
+    ``unknown_words``) instead of argparse's, which repeats them all."""
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self.error(unknown_words(self, parsed, extra))
+        return parsed
+
+
+def unknown_words(
+    parser: argparse.ArgumentParser, parsed: argparse.Namespace, extra: Sequence[str]
+) -> str:
+    """What is wrong with the words a command does not take: each unknown option by its name
+    with the nearest real one ("did you mean --root?", as Python 3.14's suggest_on_error does;
+    3.11 has none), and the other words only counted, never repeated: after a mistyped
+    ``--token`` the next word is a secret, and error output ends up in logs and terminals."""
+    command = getattr(parsed, "command", None)
+    sub = _subparsers(parser).get(command) if command else None
+    known = sorted(
+        s for a in (sub or parser)._actions for s in a.option_strings if s.startswith("--")
+    )
+    where = f"nbrelay {command}" if command else "nbrelay"
+    parts: list[str] = []
+    secret = False
+    values = 0
+    for word in extra:
+        if word == "--":
+            continue
+        if not word.startswith("-") or word == "-" or _NUMBER.fullmatch(word):
+            values += 1
+            continue
+        name = word.split("=", 1)[0]
+        values += name != word
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        parts.append(f"{name} (did you mean {near[0]}?)" if near else name)
+        secret |= is_credential_name(name.lstrip("-"))
+    counted = f"{values} value{'s' * (values > 1)} (not repeated here)"
+    if parts:
+        text = f"{where} has no option {', '.join(parts)}"
+        text += f", and does not take {counted}." if values else "."
+    else:
+        text = f"{where} does not take {counted}."
+    text += f" `{where} --help` lists what it takes."
+    if secret:
+        text += (
+            f" Tokens are never given on the command line (every user of the machine can read "
+            f"it): set ${TOKEN_ENV} or use --token-file (--jupyter-token-file for Jupyter's)."
+        )
+    return text
+
+
+_NUMBER = re.compile(r"-\d+(\.\d*)?")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="nbrelay",
         description="An MCP server that lets agents work in Jupyter notebooks.",
         allow_abbrev=False,
@@ -241,17 +331,17 @@ def _serve(settings: Settings) -> int:
     # little. It stays off until the server has answered its first requests.
     gc.disable()
     _settle_after(SETTLE_SECONDS)
-    if settings.http:
-        import anyio
+    import anyio
 
+    if settings.http:
         from nbrelay.transport import serve
 
         anyio.run(serve, settings)
         return 0
+    from nbrelay import stdio
     from nbrelay.server import build_server
 
-    server = build_server(settings)
-    server.run("stdio")
+    anyio.run(stdio.serve, build_server(settings))
     return 0
 
 
@@ -283,8 +373,8 @@ def _print_tools(settings: Settings, *, as_json: bool) -> int:
         dumped = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
         sys.stdout.write(json.dumps(dumped, indent=1) + "\n")
         return 0
-    for t in tools:
-        first = (t.description or "").splitlines()[0] if t.description else ""
+    for t in tools:  # the description's first paragraph, on one line
+        first = " ".join((t.description or "").split("\n\n", 1)[0].split())
         sys.stdout.write(f"{t.name:22} {first}\n")
     return 0
 

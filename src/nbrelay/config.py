@@ -82,6 +82,7 @@ class Settings:
     allowed_hosts: tuple[str, ...] = _default("allowed_hosts")
     allowed_origins: tuple[str, ...] = _default("allowed_origins")
     max_http_sessions: int = _default("max_http_sessions")
+    http_timeout: float = _default("http_timeout")
     execution_timeout: float = _default("execution_timeout")
     max_execution_timeout: float = _default("max_execution_timeout")
     execution_wait: float = _default("execution_wait")
@@ -89,7 +90,7 @@ class Settings:
     kernel_idle_timeout: float = _default("kernel_idle_timeout")
     kernel_pool: int = _default("kernel_pool")
     max_sessions: int = _default("max_sessions")
-    max_kernels: int = _default("max_kernels")
+    max_kernels: int | None = _default("max_kernels")  # None: by where kernels run
     persist_sessions: bool = _default("persist_sessions")
     session_dir: Path | None = _default("session_dir")
     kernel_memory: int | None = _default("kernel_memory")
@@ -333,7 +334,7 @@ _READ_TOOLS = (
 _EDIT_TOOLS = (
     *_READ_TOOLS,
     "create_notebook", "insert_cells", "edit_cell", "delete_cells", "move_cells", "merge_cells",
-    "split_cell", "clear_outputs", "replace_in_notebook", "undo",
+    "split_cell", "clear_outputs", "replace_in_notebook", "undo", "notebook_metadata",
 )  # fmt: skip
 TOOL_PRESETS: dict[str, tuple[str, ...]] = {
     "read": _READ_TOOLS,

@@ -5,6 +5,7 @@ applies them to every request."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import hmac
 import ipaddress
 import os
@@ -116,6 +117,23 @@ class Allowlists:
             return False
         name, port = split
         return name in self.hosts or (port is not None and f"{name}:{port}" in self.hosts)
+
+    def host_form(self, value: str) -> str:
+        """An accepted Host header as the lists spell it (names are case-insensitive)."""
+        split = _split_host(value)
+        if split is None:
+            return value
+        name, port = split
+        return name if port is None else f"{name}:{port}"
+
+    def origin_form(self, origin: str) -> str:
+        """An accepted Origin as the lists spell it: lower case, the scheme's default port
+        left out (``HTTP://LOCALHOST:80`` is ``http://localhost``)."""
+        parts = _origin_parts(origin)
+        if parts is None:
+            return origin
+        scheme, host, port = parts
+        return f"{scheme}://{host}" if port is None else f"{scheme}://{host}:{port}"
 
     def origin_ok(self, origin: str) -> bool:
         parts = _origin_parts(origin)
@@ -260,6 +278,12 @@ def load_tokens(settings: Settings) -> tuple[Secret, ...]:
             "new random token).",
         )
     return tuple(tokens)
+
+
+def token_identity(token: str) -> str:
+    """Who holds ``token`` (an accepted one), as per-caller state is keyed for clients without
+    an MCP session: a digest, so the token itself is kept nowhere."""
+    return "token:" + hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 
 def token_matches(given: str, tokens: Sequence[Secret]) -> bool:

@@ -136,6 +136,16 @@ OPTIONS: tuple[Option, ...] = (
         hi=100_000,
     ),
     Option(
+        "http_timeout",
+        float,
+        30.0,
+        "Seconds an --http client may take to send a request's headers, or pause within its "
+        "body, and may leave its connection idle between requests; slower connections are "
+        "closed (a request in progress gets 408). A body may take ten times this in all.",
+        lo=1,
+        hi=3600,
+    ),
+    Option(
         "execution_timeout",
         float,
         600.0,
@@ -171,8 +181,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "kernel_idle_timeout",
         float,
-        3600.0,
-        "Seconds without activity after which a notebook's kernel is shut down (0: never).",
+        900.0,
+        "Seconds without activity after which a notebook's kernel is shut down, its session "
+        "kept for the next run (default 900: 15 minutes; 0: never).",
         lo=0,
         hi=604_800,
     ),
@@ -195,9 +206,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_kernels",
         int,
-        0,
+        None,
         "Most kernels running at once (the warm pool aside); a notebook that needs another waits "
-        "while the least recently used idle one is stopped, its session kept (0: no limit).",
+        "while the least recently used idle one is stopped, its session kept (its variables "
+        "saved with --persist-sessions). Default: 8 for the kernels nbrelay starts on this "
+        "machine, no limit for a Jupyter Server's or a gateway's; 0: no limit.",
         lo=0,
         hi=10_000,
     ),

@@ -19,6 +19,7 @@ The SDK's app then applies its own Host/Origin settings (the same lists), the JS
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -28,6 +29,7 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
+from nbrelay.caller import IDENTITY_SCOPE_KEY
 from nbrelay.config import Secret, Settings, is_credential_name
 from nbrelay.errors import InvalidArgument
 from nbrelay.http_access import (
@@ -36,6 +38,7 @@ from nbrelay.http_access import (
     bracketed,
     load_tokens,
     read_token_file,
+    token_identity,
     token_matches,
 )
 
@@ -93,6 +96,20 @@ class HttpGuard:
             return
         method = scope.get("method", "")
         where = f"{method} {scope.get('path', '')}"
+        if _header(scope, b"transfer-encoding") is not None and (
+            _header(scope, b"content-length") is not None
+        ):
+            logger.warning("refused %s: both Content-Length and Transfer-Encoding", where)
+            await _reply(
+                send,
+                400,
+                "invalid_request",
+                "the request has both Content-Length and Transfer-Encoding, which proxies may "
+                "read differently (request smuggling); send one of them. The connection is "
+                "closed.",
+                close=True,
+            )
+            return
         host = _header(scope, b"host")
         if not self.lists.host_ok(host):
             logger.warning("refused %s: Host %r is not this server's", where, (host or "")[:100])
@@ -153,11 +170,27 @@ class HttpGuard:
                 origin=origin,
             )
             return
+        # Who sent it, for a client without an MCP session: the token it holds (nbrelay.caller).
+        scope[IDENTITY_SCOPE_KEY] = token_identity(given.strip())
         if origin is not None:
             send = _with_cors(send, origin)
         if _header(scope, b"mcp-session-id") is None:
             send = self._explain_session_limit(send)
-        await self.app(scope, receive, send)
+        await self.app(self._normal_names(scope), receive, send)
+
+    def _normal_names(self, scope: Scope) -> Scope:
+        """The request with its Host and Origin as the allowlists spell them: names are
+        case-insensitive (``Host: LOCALHOST``), but the SDK's own second check compares them
+        as strings and refused such a request after this guard had let it through."""
+        headers = []
+        for key, value in scope.get("headers") or ():
+            name = bytes(key).lower()
+            if name == b"host":
+                value = self.lists.host_form(bytes(value).decode("latin-1")).encode("latin-1")
+            elif name == b"origin":
+                value = self.lists.origin_form(bytes(value).decode("latin-1")).encode("latin-1")
+            headers.append((key, value))
+        return {**scope, "headers": headers}
 
     def _credential_in_query(self, scope: Scope) -> bool:
         """A query parameter named like a credential, or whose name or value (or a word of it,
@@ -262,6 +295,7 @@ async def _reply(
     *,
     challenge: str | None = None,
     origin: str | None = None,
+    close: bool = False,
 ) -> None:
     body = json.dumps({"error": error, "error_description": description}).encode()
     headers = [
@@ -269,6 +303,8 @@ async def _reply(
         (b"content-length", str(len(body)).encode()),
         (b"cache-control", b"no-store"),
     ]
+    if close:
+        headers.append((b"connection", b"close"))
     if challenge:
         headers.append((b"www-authenticate", challenge.encode()))
     if origin is not None:
@@ -302,6 +338,104 @@ def build_app(
     return HttpGuard(
         inner, tokens, lists, on_started=on_started, max_sessions=settings.max_http_sessions
     )
+
+
+_TIMED_OUT_TEXT = b"the request did not arrive in time (--http-timeout); send it again.\n"
+_TIMED_OUT = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_TIMED_OUT_TEXT), _TIMED_OUT_TEXT)
+)
+_BODY_TIMES = 10  # a request's whole body may take this many --http-timeout
+
+
+def deadline_protocol(timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol (h11) with deadlines for slow clients, which uvicorn does not
+    have: it waits forever for a first request, for the rest of a request's headers, and for a
+    body, so a few clients that trickle bytes (slowloris) hold connections open without end.
+    Here a connection is closed when it stays idle ``timeout`` seconds (before its first request
+    or between requests, as uvicorn's keep-alive timeout, set to the same), when a request's
+    line and headers take longer than ``timeout`` from their first byte, or when its body pauses
+    longer than ``timeout`` or takes more than ten times it in all; a request cut short gets a
+    408 first. A real client sends its headers at once and its body as fast as the network
+    goes, so it never meets these deadlines. uvicorn's internals used: ``H11Protocol``'s
+    ``conn`` (the h11 connection), ``cycle``, ``flow``, ``loop``, ``transport`` and the hooks
+    overridden below; tests/http/test_limits.py pins them with a real server."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Deadlines(H11Protocol):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.timeout_keep_alive = timeout  # type: ignore[assignment]
+            self._timer: asyncio.TimerHandle | None = None
+            self._phase = ""
+            self._body_ends = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm("idle", timeout)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._follow()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._follow()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _follow(self) -> None:
+            """Set the deadline for what the connection waits for now."""
+            if self.transport.is_closing():
+                self._disarm()
+                return
+            state = self.conn.their_state
+            if state is h11.IDLE:  # between requests: a head begun, or nothing (keep-alive)
+                if self._phase != "head" and self.conn.trailing_data[0]:
+                    self._arm("head", timeout)
+            elif state is h11.SEND_BODY:
+                now = self.loop.time()
+                if self._phase != "body":
+                    self._body_ends = now + _BODY_TIMES * timeout
+                self._arm("body", min(timeout, self._body_ends - now))
+            else:  # the request is in: the application takes the time it needs
+                self._disarm()
+
+        def _arm(self, phase: str, delay: float) -> None:
+            self._disarm()
+            self._phase = phase
+            self._timer = self.loop.call_later(max(delay, 0.0), self._expired, phase)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._phase = ""
+
+        def _expired(self, phase: str) -> None:
+            self._timer = None
+            if self.transport.is_closing():
+                return
+            if phase == "body" and self.flow.read_paused:  # nbrelay is not reading: not slow
+                self._arm("body", timeout)
+                return
+            logger.info("closed a connection that was %s for over %g s", _WAITING[phase], timeout)
+            started = getattr(self.cycle, "response_started", False)  # None before a request
+            if phase == "head" or (phase == "body" and not started):
+                self.transport.write(_TIMED_OUT)
+            self.transport.close()
+
+    return Deadlines
+
+
+_WAITING = {
+    "idle": "idle",
+    "head": "sending a request's headers",
+    "body": "sending a request's body",
+}
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -359,6 +493,7 @@ async def serve(settings: Settings) -> None:
     bound.append(sock.getsockname()[1])
     config = uvicorn.Config(
         app,
+        http=deadline_protocol(settings.http_timeout),
         log_config=None,
         access_log=False,
         lifespan="on",

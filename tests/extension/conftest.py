@@ -48,12 +48,18 @@ class ExtServer(JupyterServer):
 
 
 def make_server(
-    base: Path, *, enable: bool = True, collaboration: bool = True, args: Sequence[str] = ()
+    base: Path,
+    *,
+    enable: bool = True,
+    collaboration: bool = True,
+    args: Sequence[str] = (),
+    root: Path | None = None,
 ) -> JupyterServer:
-    """A server (not started) whose config folder enables nbrelay (or leaves it as is)."""
+    """A server (not started) whose config folder enables nbrelay (or leaves it as is), serving
+    ``root`` (by default ``base/root``) with its own files in ``base/work``."""
     work = base / "work"
     server = ExtServer(
-        root=base / "root",
+        root=root or base / "root",
         work=work,
         port=free_port(),
         collaboration=collaboration,

@@ -13,6 +13,7 @@ import pytest
 from nbrelay.formats import CHROMIUM_FLAGS
 from tests.extension.conftest import ext_client
 from tests.helpers import PATIENCE, call, missing_tool, notebook, write_notebook
+from tests.live.browser import FOCUS_ROUNDS, type_while_the_agent_moves_cells
 from tests.live.person import fresh_sources
 from tests.live.server import JupyterServer, wait_for
 
@@ -86,3 +87,15 @@ async def test_jupyterlab_shows_the_agents_edits_made_through_the_extension_live
             assert sources[1] == "y = 20"
         finally:
             await browser.close()
+
+
+@pytest.mark.parametrize("seed", range(FOCUS_ROUNDS))
+async def test_the_agent_moving_cells_through_the_extension_never_moves_the_persons_cursor(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path], seed: int
+) -> None:
+    """The same rounds as live mode's (``tests.live.browser``): the extension edits the room in
+    the server, with the same transactions."""
+    folder, local = ext_folder
+    await type_while_the_agent_moves_cells(
+        ext_server, folder, local, lambda: ext_client(ext_server), f"{folder}/n.ipynb", seed + 100
+    )

@@ -167,6 +167,21 @@ async def _person_runs(server: JupyterServer, kernel_id: str, code: str) -> None
                 return
 
 
+async def test_a_notebook_created_without_cells_has_none_as_in_file_mode(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    """The room opened on the new file shows it as one empty code cell (jupyter_ydoc adds it);
+    nbrelay takes it out, so the agent's positions count as in file mode."""
+    folder, local = ext_folder
+    async with ext_client(ext_server) as client:
+        created = await call(client, "create_notebook", path=f"{folder}/e.ipynb")
+        assert not created.get("changed"), created
+        assert (await call(client, "read_notebook", path=f"{folder}/e.ipynb"))["cells"] == []
+        await call(client, "insert_cells", path=f"{folder}/e.ipynb", cells=["first"], index=0)
+        await call(client, "save_notebook", path=f"{folder}/e.ipynb")
+    assert sources_on_disk(local / "e.ipynb") == ["first"]
+
+
 async def test_execute_runs_in_the_session_kernel_the_persons_jupyterlab_uses(
     ext_server: JupyterServer, ext_folder: tuple[str, Path]
 ) -> None:
@@ -198,18 +213,51 @@ async def test_execute_runs_in_the_session_kernel_the_persons_jupyterlab_uses(
         assert (await http.get(f"api/kernels/{kernel_id}")).status_code == 200
 
 
+@pytest.mark.parametrize("crash", [True, False], ids=["killed", "stopped"])
+async def test_after_the_server_restarts_code_runs_in_a_new_kernel(
+    start_ext_server: Any, crash: bool
+) -> None:
+    """nbrelay restarts with the server; the sessions the server kept in its database name a
+    kernel that died with it: the next run gets a new kernel, never the stale id."""
+    # The server runs in its work folder: the database is kept there across the restart.
+    server: JupyterServer = start_ext_server(
+        args=["--SessionManager.database_filepath=sessions.db"]
+    )
+    write_notebook(server.root / "n.ipynb", notebook("x = 5"))
+    auth = {"Authorization": f"token {server.token}"}
+    async with ext_client(server) as client:
+        await call(client, "execute", path="n.ipynb", cells=[0])
+    async with httpx2.AsyncClient(base_url=server.url, headers=auth, timeout=60) as http:
+        (before,) = [s["kernel"]["id"] for s in (await http.get("api/sessions")).json()]
+    if crash:
+        server.kill()
+    else:
+        server.stop(grace=5)
+    server.start()
+    async with ext_client(server) as client:
+        ran = await call(client, "execute", path="n.ipynb", code="'x' in globals()")
+        assert ran["cells"][0]["status"] == "ok", ran
+        assert ran["cells"][0]["outputs"][0]["text"] == "False"
+        async with httpx2.AsyncClient(base_url=server.url, headers=auth, timeout=60) as http:
+            sessions = (await http.get("api/sessions")).json()
+            assert [s["path"] for s in sessions] == ["n.ipynb"]
+            assert sessions[0]["kernel"]["id"] != before
+            assert (await http.get(f"api/kernels/{before}")).status_code == 404
+
+
 async def test_jupyters_authorizer_decides_what_each_tool_may_do(start_ext_server: Any) -> None:
     server: JupyterServer = start_ext_server(
         args=[
             "--ServerApp.authorizer_class=nbrelay_test_authz.ReadOnly",
-            "--NbrelayExtension.tools=read_notebook,edit_cell,execute",
+            "--NbrelayExtension.tools=read_notebook,edit_cell,execute,save_notebook",
         ]
     )
     write_notebook(server.root / "n.ipynb", notebook("a = 1"))
     before = (server.root / "n.ipynb").read_bytes()
+    written = (server.root / "n.ipynb").stat().st_mtime_ns
     async with ext_client(server) as client:
         tools = sorted(t.name for t in (await client.list_tools()).tools)
-        assert tools == ["edit_cell", "execute", "read_notebook"]  # the tools trait
+        assert tools == ["edit_cell", "execute", "read_notebook", "save_notebook"]  # the trait
         read = await call(client, "read_notebook", path="n.ipynb")
         assert read["cells"][0]["source"] == "a = 1"
         refused = await call_error(
@@ -217,9 +265,13 @@ async def test_jupyters_authorizer_decides_what_each_tool_may_do(start_ext_serve
         )
         assert "does not allow" in refused
         assert "contents:write" in refused
+        # Saving writes the file (with whatever the room holds): a change like any other.
+        not_saved = await call_error(client, "save_notebook", path="n.ipynb")
+        assert "contents:write" in not_saved
         not_run = await call_error(client, "execute", path="n.ipynb", code="import os")
         assert "kernels:execute" in not_run
     assert (server.root / "n.ipynb").read_bytes() == before
+    assert (server.root / "n.ipynb").stat().st_mtime_ns == written  # not even rewritten
     async with httpx2.AsyncClient(timeout=60) as http:
         auth = {"Authorization": f"token {server.token}"}
         assert (await http.get(f"{server.url}api/sessions", headers=auth)).json() == []
@@ -290,7 +342,8 @@ async def test_without_collaboration_notebooks_go_through_the_contents_manager(
         assert sources_on_disk(server.root / "n.ipynb") == ["print(6 * 7)", "b = 2"]
         assert "no jupyter-collaboration" in inserted["note"]
         ran = await call(client, "execute", path="n.ipynb", cells=[0])
-        assert "note" not in ran
+        # Its outputs too went to the file only, and the run says so (nothing else to say).
+        assert ran["note"] == inserted["note"]
     saved = nbformat.read(str(server.root / "n.ipynb"), as_version=4)
     assert saved.cells[0].outputs[0]["text"] == "42\n"
     assert "execution_state" not in saved.cells[0]
@@ -355,3 +408,70 @@ def _exited(proc: subprocess.Popen[bytes], seconds: float) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return True
+
+
+async def test_listing_pages_and_a_search_over_a_folder_in_the_extension(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    folder, local = ext_folder
+    for i in range(60):
+        write_notebook(local / f"t{i % 3}" / f"n{i:02d}.ipynb", notebook(f"v = {i}"))
+    write_notebook(local / "t1" / "hit.ipynb", notebook("x = 1", "needle = 2"))
+    async with ext_client(ext_server) as client:
+        first = await call(client, "list_notebooks", folder=folder)
+        assert first["count"] == 50
+        assert first["next_start"] == 50
+        rest = await call(client, "list_notebooks", folder=folder, start=50)
+        assert first["count"] + rest["count"] == 61
+        assert "next_start" not in rest
+        only = await call(client, "list_notebooks", folder=folder, pattern=f"{folder}/t2/*")
+        assert only["count"] == 20
+        assert all(n["path"].startswith(f"{folder}/t2/") for n in only["notebooks"])
+        found = await call(client, "search_notebook", path=folder, pattern="needle")
+        assert found["searched"] == 61
+        assert [(m["path"], m["index"]) for m in found["matches"]] == [
+            (f"{folder}/t1/hit.ipynb", 1)
+        ]
+
+
+def _nbformat_4_2(*sources: str) -> str:
+    """A notebook as Jupyter wrote nbformat 4.2 (no cell ids), with a kernelspec lacking `name`."""
+    cells: list[dict[str, Any]] = [
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s}
+        for s in sources
+    ]
+    metadata = {"kernelspec": {"display_name": "Python 3", "language": "python"}}
+    return json.dumps({"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 2})
+
+
+@pytest.mark.parametrize("collaboration", [True, False])
+async def test_an_old_notebook_is_edited_run_and_stored_as_4_5(
+    start_ext_server: Any, collaboration: bool
+) -> None:
+    server: JupyterServer = start_ext_server(collaboration=collaboration)
+    (server.root / "old.ipynb").write_text(_nbformat_4_2("x = 6", "x * 7"), encoding="utf-8")
+    async with ext_client(server) as client:
+        edited = await call(client, "edit_cell", path="old.ipynb", cell=0, find="6", replace="6.0")
+        if not collaboration:  # a room keeps its own ids and minor until the server saves
+            assert "stored as nbformat 4.5" in edited["note"]
+        meta = await call(client, "notebook_metadata", path="old.ipynb", metadata={"title": "T"})
+        assert meta["metadata"]["title"] == "T"
+        ran = await call(client, "execute", path="old.ipynb", cells="all")
+        assert "could not be saved" not in ran.get("note", "")
+        await call(client, "save_notebook", path="old.ipynb")
+
+    def stored() -> bool:
+        try:
+            nb = nbformat.read(str(server.root / "old.ipynb"), as_version=4)
+            nbformat.validate(nb)
+        except (nbformat.ValidationError, ValueError):
+            return False
+        return bool(
+            nb.nbformat_minor == 5
+            and nb.metadata.get("title") == "T"
+            and nb.metadata.kernelspec.get("name") == "python3"
+            and nb.cells[1].outputs
+            and nb.cells[1].outputs[0]["data"]["text/plain"] == "42.0"
+        )
+
+    await wait_for(stored, seconds=30)

@@ -96,6 +96,12 @@ def _config(hub: Hub) -> str:
         "Spawner.start_timeout": int(PATIENCE),
         "Spawner.http_timeout": int(PATIENCE),
     }
+    for key, value in hub.extra.items():  # lists and dicts extend the harness's own
+        if isinstance(value, list):
+            value = [*settings.get(key, []), *value]
+        elif isinstance(value, dict):
+            value = {**settings.get(key, {}), **value}
+        settings[key] = value
     lines = ["c = get_config()  # noqa: F821"]
     for key, value in settings.items():
         section, name = key.split(".")
@@ -114,6 +120,8 @@ class Hub:
     hub_port: int = field(default_factory=free_port)
     admin_token: str = field(default_factory=lambda: secrets.token_hex(32))
     password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    # More settings for jupyterhub_config.py (lists and dicts extend the harness's own).
+    extra: dict[str, Any] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     # Every process the Hub started, recorded while it runs, so teardown can end them by PID.
     started: dict[int, psutil.Process] = field(default_factory=dict)

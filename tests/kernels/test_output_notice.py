@@ -55,3 +55,32 @@ async def test_the_notice_counts_everything_dropped(root: Path, tmp_path: Path) 
         assert dropped == printed - len(kept), (code, notice[0])
         if printed > LIMIT + 20_000:  # more than the start and the kept end can hold
             assert dropped > 0, (code, notice[0])
+
+
+# Floods shaped like the ones that lost their end: fast lines that reach nbrelay as one flush over
+# the limit (1.2 MB in 12,000 lines at the default limit kept only its last line), and lines each
+# longer than the limit (1 GB in 1 MB lines kept 68 characters). Scaled to a 50,000 limit.
+TAIL_LIMIT = 50_000
+FLOODS = [
+    ("for i in range(1_200):\n    print(str(i).rjust(99, 'x'))", 1_200, 100),
+    ("for i in range(20):\n    print(str(i).rjust(99_999, 'x'))", 20, 100_000),
+]
+
+
+async def test_a_cut_output_keeps_its_start_and_last_characters(root: Path, tmp_path: Path) -> None:
+    write_notebook(root / "nb.ipynb", notebook(*(code for code, _, _ in FLOODS)))
+    settings = settings_for(root, tmp_path, cell_output_limit=TAIL_LIMIT)
+    async with serve(settings) as client:
+        with anyio.fail_after(120):
+            await call(client, "execute", path="nb.ipynb", cells=[":"], wait=100)
+    stored = json.loads((root / "nb.ipynb").read_text())
+    kept_tail = min(20_000, TAIL_LIMIT // 2)
+    for (code, count, width), cell in zip(FLOODS, stored["cells"], strict=True):
+        printed = "".join(str(i).rjust(width - 1, "x") + "\n" for i in range(count))
+        text = "".join("".join(o["text"]) for o in cell["outputs"] if o["output_type"] == "stream")
+        notice = NOTICE.search(text)
+        assert notice is not None, (code, text[-300:])
+        assert notice[2] is not None, notice[0]
+        assert int(notice[2].replace(",", "")) == kept_tail, notice[0]
+        assert text[notice.end() :] == printed[-kept_tail:], code
+        assert text[: notice.start()] == printed[: TAIL_LIMIT - kept_tail], code

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -194,37 +193,3 @@ async def test_typescript_runs_on_the_deno_kernel(root: Path, tmp_path: Path) ->
         assert "boom" in second["outputs"][0]["text"]
         kernels = (await call(client, "list_kernels"))["kernels"]
         assert [(k["path"], k["kernel"]) for k in kernels] == [("ts.ipynb", "deno")]
-
-
-async def test_install_packages_installs_into_the_kernels_own_python(
-    root: Path, tmp_path: Path, jupyter_dirs: Path
-) -> None:
-    """A throwaway venv runs the kernel (ipykernel comes from the test environment through
-    PYTHONPATH); the package lands in that venv and imports without a restart."""
-    venv = tmp_path / "venv"
-    await anyio.run_process([sys.executable, "-m", "venv", str(venv)])
-    python = venv / "bin" / "python"
-    spec_dir = Path(os.environ["JUPYTER_DATA_DIR"]) / "kernels" / "throwaway"
-    spec_dir.mkdir(parents=True)
-    spec = {
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "throwaway",
-        "language": "python",
-        "env": {"PYTHONPATH": sysconfig.get_paths()["purelib"]},
-    }
-    (spec_dir / "kernel.json").write_text(json.dumps(spec))
-    nb = notebook("import sys\nsys.prefix")
-    nb.data["metadata"]["kernelspec"]["name"] = "throwaway"
-    write_notebook(root / "nb.ipynb", nb)
-    async with serve(settings_for(root, tmp_path)) as client:
-        with anyio.fail_after(300):
-            done = await call(
-                client, "install_packages", path="nb.ipynb", packages=["termcolor>=2"]
-            )
-        assert done["ok"], done["log"]
-        assert done["python"] == str(python)
-        result = await call(
-            client, "execute", path="nb.ipynb", code="import termcolor, sys\ntermcolor.__file__"
-        )
-        assert str(venv) in result["cells"][0]["outputs"][0]["text"]
-    assert list((venv / "lib").glob("python3*/site-packages/termcolor"))

@@ -4,6 +4,10 @@ driven by Playwright; no browser is downloaded).
 The person types into one cell while the agent inserts and runs another; the new cell and its
 output must be in the page within 2 s of the tool call returning, and the person's typing must
 survive. A screenshot is saved in the test's temporary folder.
+
+The person types while the agent moves the cells around theirs (and changes their types), in
+rounds with fixed seeds (``tests.live.browser``): every keystroke must land in their cell, in
+order, and none in command mode. ``NBRELAY_FOCUS_ROUNDS`` runs more rounds (by hand: 25).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import pytest
 
 from nbrelay.formats import CHROMIUM_FLAGS
 from tests.helpers import PATIENCE, call, missing_tool, notebook, write_notebook
+from tests.live.browser import FOCUS_ROUNDS, type_while_the_agent_moves_cells
 from tests.live.conftest import AGENT, agent
 from tests.live.person import fresh_sources
 from tests.live.server import JupyterServer, wait_for
@@ -93,3 +98,16 @@ async def test_jupyterlab_shows_the_agents_cell_and_output_while_the_person_type
             assert shot.stat().st_size > 10_000
         finally:
             await browser.close()
+
+
+@pytest.mark.parametrize("seed", range(FOCUS_ROUNDS))
+async def test_the_agent_moving_cells_never_takes_the_persons_typing_elsewhere(
+    jupyter: JupyterServer, live_folder: tuple[str, Path], seed: int
+) -> None:
+    """Moves above, across and below the person's cell, and type changes: a change that
+    JupyterLab applied in two steps put the rest of their typing at the start of another cell,
+    or in command mode (where a typed ``b`` inserts a cell)."""
+    folder, local = live_folder
+    await type_while_the_agent_moves_cells(
+        jupyter, folder, local, lambda: agent(jupyter, folder, prefix=f"f{seed}"), "n.ipynb", seed
+    )

@@ -177,3 +177,90 @@ async def test_kernels_on_a_kernel_gateway_run_file_mode_notebooks(
         base_url=gateway.url, headers={"Authorization": f"token {gateway.token}"}
     ) as http:
         assert (await http.get("api/kernels")).json() == []
+
+
+async def _open_as_a_person(server: JupyterServer, path: str) -> str:
+    """What JupyterLab does when a person opens a notebook: a session (and kernel) for it."""
+    async with httpx2.AsyncClient(
+        base_url=server.url, headers={"Authorization": f"token {server.token}"}
+    ) as http:
+        resp = await http.post(
+            "api/sessions",
+            json={"path": path, "name": path, "type": "notebook", "kernel": {"name": "python3"}},
+        )
+        resp.raise_for_status()
+        kernel_id: str = resp.json()["kernel"]["id"]
+        return kernel_id
+
+
+@pytest.mark.parametrize("crash", [True, False], ids=["killed", "stopped"])
+async def test_after_the_server_restarts_code_runs_again_in_a_new_or_the_persons_kernel(
+    start_jupyter: Any, crash: bool
+) -> None:
+    """The server forgets every kernel and session when it stops: the next run notices, starts
+    a new kernel (or joins the one a person's JupyterLab started meanwhile), says the variables
+    were lost, and runs; restart_kernel works too."""
+    server: JupyterServer = start_jupyter()
+    write_notebook(server.root / "n.ipynb", notebook("x = 1"))
+    write_notebook(server.root / "m.ipynb", notebook("y = 1"))
+    async with agent(server) as client:
+        for path in ("n.ipynb", "m.ipynb"):
+            ran = await call(client, "execute", path=path, cells=[0])
+            assert ran["cells"][0]["status"] == "ok"
+        if crash:
+            server.kill()
+        else:
+            server.stop(grace=5)
+        server.start()
+        # n.ipynb: run code again; nbrelay starts a new kernel and says the variables are gone.
+        again = await call(client, "execute", path="n.ipynb", code="'x' in globals()")
+        cell = again["cells"][0]
+        assert cell["status"] == "ok", again
+        assert cell["outputs"][0]["text"] == "False"
+        assert again["state_lost"] is True
+        assert "gone from the Jupyter Server" in cell["note"]
+        assert "variables were lost" in cell["note"]
+        then = await call(client, "execute", path="n.ipynb", code="1 + 1")
+        assert then["cells"][0]["outputs"][0]["text"] == "2"
+        assert "state_lost" not in then
+        # m.ipynb: the person opened it in JupyterLab first; restart_kernel joins their kernel.
+        persons = await _open_as_a_person(server, "m.ipynb")
+        restarted = await call(client, "restart_kernel", path="m.ipynb")
+        assert restarted["kernel"]["state"] in ("idle", "busy"), restarted
+        mine = await call(client, "execute", path="m.ipynb", code="'y' in globals()")
+        assert mine["cells"][0]["outputs"][0]["text"] == "False"
+        # One session per notebook: the person's for m.ipynb, nbrelay's new one for n.ipynb.
+        during = sorted((s["path"], s["kernel"]["id"] == persons) for s in await _sessions(server))
+        assert during == [("m.ipynb", True), ("n.ipynb", False)]
+    sessions = {s["path"]: s["kernel"]["id"] for s in await _sessions(server)}
+    assert sessions == {"m.ipynb": persons}  # nbrelay shut down its own kernel, not the person's
+
+
+async def test_after_a_kernel_gateway_restarts_its_notebooks_run_again(
+    start_jupyter: Any, tmp_path: Path
+) -> None:
+    gateway: JupyterServer = start_jupyter(kind="gateway")
+    root = tmp_path / "files"
+    write_notebook(root / "g.ipynb", notebook("x = 6"))
+    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
+    kernels = RemoteKernels(JupyterAPI(gateway.url, Secret(gateway.token)), close_api=True)
+    ws = Workspace(
+        settings,
+        FileStore(root, lock_dir=tmp_path / "locks"),
+        id_factory=counter_ids(),
+        kernels=kernels,
+    )
+    async with Client(build_server(settings, ws)) as client:
+        await call(client, "execute", path="g.ipynb", cells=[0])
+        gateway.kill()
+        gateway.start()
+        again = await call(client, "execute", path="g.ipynb", code="'x' in globals()")
+        assert again["cells"][0]["status"] == "ok", again
+        assert again["cells"][0]["outputs"][0]["text"] == "False"
+        assert again["state_lost"] is True
+        gateway.stop(grace=5)
+        gateway.start()
+        restarted = await call(client, "restart_kernel", path="g.ipynb")
+        assert restarted["kernel"]["state"] != "dead", restarted
+        after = await call(client, "execute", path="g.ipynb", code="6 * 7")
+        assert after["cells"][0]["outputs"][0]["text"] == "42"

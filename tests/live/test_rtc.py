@@ -432,3 +432,21 @@ async def test_rooms_being_joined_when_nbrelay_stops_are_closed_and_none_starts_
                 await joining.close()
                 await late.close()
     await store.aclose()
+
+
+async def test_a_notebook_created_without_cells_has_none_as_in_file_mode(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    """The room shows a file without cells as one empty code cell (jupyter_ydoc adds it when it
+    loads the file); nbrelay takes it out again, so positions count as in file mode."""
+    folder, local = live_folder
+    async with agent(jupyter, folder, save_each_edit=True) as client:
+        created = await call(client, "create_notebook", path="e.ipynb")
+        assert not created.get("changed"), created
+        assert (await call(client, "read_notebook", path="e.ipynb"))["cells"] == []
+        async with person(jupyter, f"{folder}/e.ipynb") as p:
+            assert p.ids() == []
+        await call(client, "insert_cells", path="e.ipynb", cells=["first"], index=0)
+        view = await call(client, "read_notebook", path="e.ipynb")
+        assert [c["source"] for c in view["cells"]] == ["first"]
+    assert disk(local / "e.ipynb")[1] == ["first"]

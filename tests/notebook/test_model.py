@@ -76,10 +76,49 @@ def test_deep_nesting_is_a_clear_error_not_a_crash() -> None:
     assert "nests JSON values too deeply" in info.value.message
 
 
-def test_nbformat_3_is_refused_with_a_conversion_hint() -> None:
+def test_nbformat_3_is_read_as_nbformat_upgrades_it() -> None:
+    v3 = {
+        "metadata": {"name": "old"},
+        "nbformat": 3,
+        "nbformat_minor": 0,
+        "worksheets": [
+            {
+                "cells": [
+                    {"cell_type": "heading", "level": 1, "metadata": {}, "source": "Title"},
+                    {
+                        "cell_type": "code",
+                        "collapsed": False,
+                        "input": ["x = 1\n", "x"],
+                        "language": "python",
+                        "metadata": {},
+                        "outputs": [],
+                        "prompt_number": 3,
+                    },
+                ],
+                "metadata": {},
+            }
+        ],
+    }
+    nb = parse(json.dumps(v3).encode(), name="old.ipynb")
+    official = nbformat.reads(json.dumps(v3), as_version=4)
+    assert [(c["cell_type"], c["source"]) for c in nb.cells] == [
+        (c.cell_type, c.source) for c in official.cells
+    ]
+    assert nb.cells[1]["execution_count"] == 3
+    assert nb.ids_made
+    assert "nbformat 3" in nb.problems[0]
+    written = nbformat.reads(serialize(nb).decode(), as_version=4)
+    nbformat.validate(written)
+    assert written.nbformat_minor == 5
+    assert [c.id for c in written.cells] == nb.ids
+    assert parse(json.dumps(v3).encode()).ids == nb.ids  # the same ids on every read
+
+
+def test_a_notebook_nbformat_cannot_upgrade_is_refused_with_its_reason() -> None:
     with pytest.raises(NotebookInvalid) as info:
         parse(json.dumps({"nbformat": 3, "worksheets": []}).encode())
-    assert "nbconvert" in info.value.hint
+    assert "cannot upgrade" in info.value.message
+    assert "metadata" in info.value.message
 
 
 def test_non_utf8_bytes_are_refused() -> None:

@@ -154,3 +154,141 @@ def test_a_merged_edit_rebased_live_gives_the_merged_text(
     merged = merge3(base, new, now).text
     assert merged is not None
     assert apply_text_ops(now, rebase_text(base, now, new)) == merged
+
+
+# What a person in JupyterLab goes through when the agent's transaction arrives (JupyterLab 4's
+# notebook widget): the cell list's changes are applied to the widgets one run of the delta at a
+# time; each insertion or removal above the active cell shifts the active index by one
+# (onCellInserted / onCellRemoved), and after each run the active index is set to where the
+# active cell's id is in the *final* list of cells (Notebook._onCellsChanged), clamped.
+def _jupyterlab_active_cell(widgets: list[str], active: str, deltas: list[list[Any]]) -> str:
+    final_of: list[str] = list(widgets)
+    for delta in deltas:
+        final_of = _applied(final_of, delta)
+        index = widgets.index(active)
+        at = 0
+        for op in delta:
+            if "retain" in op:
+                at += op["retain"]
+                continue  # no event
+            if "insert" in op:
+                for k, y in enumerate(op["insert"]):
+                    widgets.insert(at + k, str(y["id"]))
+                    if at + k <= index:
+                        index += 1
+                at += len(op["insert"])
+            else:
+                for _ in range(op["delete"]):
+                    widgets.pop(at)
+                    if at <= index:
+                        index -= 1
+            index = min(max(index, 0), len(widgets) - 1)
+            active = widgets[index]
+            if active in final_of:  # the override: the active id's index in the final list
+                index = min(max(final_of.index(active), 0), len(widgets) - 1)
+                active = widgets[index]
+    return active
+
+
+def _applied(ids: list[str], delta: list[Any]) -> list[str]:
+    out, at = list(ids), 0
+    for op in delta:
+        if "retain" in op:
+            at += op["retain"]
+        elif "insert" in op:
+            out[at:at] = [str(y["id"]) for y in op["insert"]]
+            at += len(op["insert"])
+        else:
+            del out[at : at + op["delete"]]
+    return out
+
+
+def _record(ycells: pycrdt.Array[Any]) -> list[list[Any]]:
+    """The deltas of the cells array, one a transaction (inserted cells as their ids)."""
+    deltas: list[list[Any]] = []
+
+    def seen(event: Any) -> None:
+        deltas.append(
+            [
+                {"insert": [{"id": str(y["id"])} for y in op["insert"]]} if "insert" in op else op
+                for op in event.delta
+            ]
+        )
+
+    ycells.observe(seen)
+    return deltas
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["move", "retype", "delete", "insert"]),
+            st.lists(st.integers(0, 9), min_size=1, max_size=3),
+            st.integers(0, 9),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.integers(0, 9),
+)
+@settings(max_examples=300, deadline=None)
+def test_no_change_of_the_agent_moves_a_persons_focus_in_jupyterlab(
+    steps: list[tuple[str, list[int], int]], person: int
+) -> None:
+    from nbrelay.notebook.ydoc import apply_edits
+
+    ids = [f"c{i}" for i in range(10)]
+    doc, ycells = _doc_with([_code(f"x{i} = {i}", cid) for i, cid in enumerate(ids)])
+    mine = ids[person]
+    order = list(ids)
+    plan: list[Any] = []
+    made = 0
+    for kind, picks, to in steps:
+        current = edits_apply_ids(order, plan)
+        others = [current[p % len(current)] for p in picks if current[p % len(current)] != mine]
+        if not others and kind != "insert":
+            continue
+        if kind == "move":
+            rest = len(current) - len(set(others))
+            plan.append(MoveCells(tuple(dict.fromkeys(others)), to % (rest + 1)))
+        elif kind == "retype":
+            plan.append(UpdateCell(others[0], {"cell_type": "markdown"}))
+        elif kind == "delete":
+            plan.append(DeleteCells(tuple(set(others))))
+        else:
+            made += 1
+            plan.append(InsertCells(to % (len(current) + 1), (_code("new", f"n{made}"),)))
+    deltas = _record(ycells)
+    apply_edits(doc, ycells, order, plan)
+    assert order == [str(y["id"]) for y in ycells] == edits_apply_ids(ids, plan)
+    # Every transaction changed the list of cells in one place at most...
+    assert all(sum("retain" not in op for op in delta) <= 1 for delta in deltas), deltas
+    # ...so the person's active cell is still theirs after each one.
+    assert _jupyterlab_active_cell(list(ids), mine, deltas) == mine
+
+
+def edits_apply_ids(ids: list[str], plan: list[Any]) -> list[str]:
+    from nbrelay.notebook.edits import apply
+
+    cells = [new_cell("code", "", cid) for cid in ids]
+    return [str(c["id"]) for c in apply(cells, plan)]
+
+
+def test_a_move_above_the_persons_cell_is_a_deletion_then_an_insertion() -> None:
+    from nbrelay.notebook.ydoc import apply_edits
+
+    ids = ["a", "b", "c", "d", "e"]
+    doc, ycells = _doc_with([_code("x", cid) for cid in ids])
+    deltas = _record(ycells)
+    order = list(ids)
+    apply_edits(doc, ycells, order, [MoveCells(("a",), 2)])
+    assert order == ["b", "c", "a", "d", "e"]
+    assert [[k for op in d for k in op if k != "retain"] for d in deltas] == [
+        ["delete"],
+        ["insert"],
+    ]
+    # As one transaction ([delete a, retain b c, insert a]), a person typing in "d" would have
+    # gone on typing in "e".
+    one = [{"delete": 1}, {"retain": 2}, {"insert": [{"id": "a"}]}]
+    assert _jupyterlab_active_cell(list(ids), "d", [one]) == "e"
+    assert _jupyterlab_active_cell(list(ids), "d", deltas) == "d"

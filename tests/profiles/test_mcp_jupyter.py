@@ -885,3 +885,42 @@ async def test_server_urls_are_remembered_and_checked(
             )
             assert "server_url" in error
             assert "secret" not in error
+
+
+async def test_live_setup_of_a_new_notebook_makes_no_cell_as_the_original(
+    live_client: tuple[ProfileClient, Path], request: pytest.FixtureRequest
+) -> None:
+    """mcp-jupyter 2.0.2 creates a new notebook without cells on the same JupyterLab (its
+    view_source is []), so every position it computes counts from there; a collaboration room
+    shows such a file as one empty cell, which must not shift nbrelay's positions by one."""
+    from tests.live.person import person
+
+    open_client, local = live_client
+    server = request.getfixturevalue("jupyter")
+    async with open_client("mcp-jupyter") as client:
+        made = await mcall(client, "setup_notebook", notebook_path="fresh")
+        assert made["message"] == "Notebook fresh.ipynb created"
+        assert made["cell_count"] == 0
+        view = {"notebook_path": "fresh", "query_type": "view_source"}
+        assert await mcall(client, "query_notebook", **view) == []
+        async with person(server, f"{local.name}/fresh.ipynb") as someone:
+            assert someone.ids() == []  # the room too: nothing for a person to see shifted
+        await mcall(
+            client,
+            "modify_notebook_cells",
+            notebook_path="fresh",
+            operation="add_code",
+            cell_content="a = 1",
+            execute=False,
+        )
+        assert [c["source"] for c in await mcall(client, "query_notebook", **view)] == ["a = 1"]
+        # The original's positions: 0 is the cell just added, 1 is past the end.
+        out_of_range = await call_error(
+            client,
+            "execute_notebook_code",
+            notebook_path="fresh",
+            execution_type="execute_cell",
+            position_index=1,
+        )
+        assert "out of range" in out_of_range
+    assert [c.source for c in nbformat.read(local / "fresh.ipynb", as_version=4).cells] == ["a = 1"]

@@ -627,10 +627,10 @@ async def test_live_mode_sessions_on_a_jupyter_server(
         ts = await call(client, "notebook_create", name="Live TS")
         added = await call(client, "cell_add", session_id=ts["session_id"], content="1 + 1")
         async with person(jupyter, f"{local.name}/{ts['session_id']}.ipynb") as p:
-            # JupyterLab shows a new, empty notebook as one empty cell; the agent's comes after.
-            assert p.ids()[-1] == added["cell_id"]
-            assert p.sources()[-1] == "1 + 1"
-            assert added["position"] == len(p.ids()) - 1
+            # A new session has no cells (as in file mode): the agent's is the first.
+            assert p.ids() == [added["cell_id"]]
+            assert p.sources() == ["1 + 1"]
+            assert added["position"] == 0
         py = await call(client, "notebook_import", content=nbformat.writes(python))
         ran = await call(client, "cell_execute", session_id=py["session_id"], cell_id="all")
         assert (ran["status"], ran["result"]) == ("ok", "42")

@@ -234,6 +234,46 @@ async def test_every_attack_path_is_refused_by_every_path_tool(
     )
 
 
+# srcbook takes no paths (its sessions are named by id).
+@pytest.mark.parametrize("profile", [p for p in PROFILES if p != "srcbook"])
+async def test_a_name_too_long_for_any_file_system_is_refused_saying_so(
+    profile: str, layout: Layout, tools: list[Tool]
+) -> None:
+    """A 300-character name (short of the 1024-character path limit) fails deep in the OS
+    (ENAMETOOLONG): every path parameter of every tool refuses it first, naming the limit and
+    the fix, and nothing is created."""
+    long_names = ["n" * 300 + ".ipynb", "d" * 300 + "/x.ipynb", "sub/" + "é" * 200 + ".ipynb"]
+
+    def listing() -> list[str]:
+        return sorted(str(p) for p in layout.root.rglob("*"))
+
+    failures: list[str] = []
+    calls = 0
+    async with connect(profile, layout.root, layout.locks) as client:
+        for tool in (t for t in path_tools(tools) if t.profile == profile):
+            with anyio.fail_after(60):
+                plain = await client.call_tool(tool.name, baseline(tool, VALID))
+            if refused(plain):  # its other arguments are refused before any path is looked at
+                continue
+            for param in tool.path_params:
+                for name in long_names:
+                    args = baseline(tool, VALID)
+                    args[param] = name
+                    before = listing()
+                    with anyio.fail_after(60):
+                        result = await client.call_tool(tool.name, args)
+                    calls += 1
+                    said = everything_said(result)
+                    if listing() != before:
+                        failures.append(f"{tool.id} {param}: changed the root")
+                    if not refused(result):
+                        failures.append(f"{tool.id} {param}: not refused")
+                    elif "255 bytes" not in said or "shorter name" not in said:
+                        failures.append(f"{tool.id} {param}: {said[-300:]}")
+    assert calls
+    assert not failures, f"{len(failures)} of {calls} calls: " + "\n".join(failures[:20])
+
+
 @dataclass
 class SwapLayout:
     """``swapdir`` and ``swapfile.ipynb`` in the root trade places with symlinks to ``outside``,

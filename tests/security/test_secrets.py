@@ -275,7 +275,7 @@ async def test_a_kernel_of_an_ordinary_user_cannot_read_nbrelays_environment_or_
     )
 
 
-# 30 variables that hold credentials in real deployments (by name, or by a URL with a user and
+# Variables that hold credentials in real deployments (by name, or by a URL with a user and
 # password, or a private key, in their value), and ordinary ones kernels should keep.
 CREDENTIALS = {
     "DATABASE_URL": "postgres://app:hunter2@db.internal/app",
@@ -309,6 +309,65 @@ CREDENTIALS = {
     "SESSION_COOKIE": "c00kie",
     "HASH_SALT": "salt",
 }
+# A CI job's JSON Web Token (GitLab's CI_JOB_JWT, GitHub's and CircleCI's OIDC tokens), shaped as
+# the real ones are: base64url header and claims, then a signature.
+JWT = (
+    "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEyMyIsInR5cCI6IkpXVCJ9."
+    "eyJuYW1lc3BhY2VfaWQiOiIxIiwicHJvamVjdF9pZCI6IjIiLCJ1c2VyX2xvZ2luIjoiYWRhIn0."
+    "c2lnbmF0dXJlLW9mLXRoZS1qb2I"
+)
+# The credentials CI systems put in a job's environment (their documented names), and those a
+# job commonly carries for the services it deploys to.
+CI_CREDENTIALS = {
+    # GitLab CI/CD
+    "CI_JOB_JWT": JWT,
+    "CI_JOB_JWT_V1": JWT,
+    "CI_JOB_JWT_V2": JWT,
+    "CI_JOB_TOKEN": "glcbt-64_Zx8yW7vU6tS5rQ4pO3nM",
+    "CI_REGISTRY_PASSWORD": "glcbt-64_registry",
+    "CI_DEPLOY_PASSWORD": "gldt-deploy",
+    "CI_DEPENDENCY_PROXY_PASSWORD": "glcbt-64_proxy",
+    "CI_REPOSITORY_URL": "https://gitlab-ci-token:glcbt-64_abc@gitlab.example.com/g/p.git",
+    "SIGSTORE_ID": JWT,  # an id_tokens: entry, which the job names as it likes
+    # GitHub Actions
+    "ACTIONS_RUNTIME_TOKEN": JWT,
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "request-token",
+    "GH_PAT": "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2,
+    "RELEASE_BOT": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789",
+    # CircleCI
+    "CIRCLE_OIDC_TOKEN": JWT,
+    "CIRCLE_OIDC_TOKEN_V2": JWT,
+    "CIRCLECI_CLI_TOKEN": "circle-token",
+    # Buildkite
+    "BUILDKITE_AGENT_ACCESS_TOKEN": "bkaj_job-token",
+    "BUILDKITE_AGENT_TOKEN": "agent-registration-token",
+    # Azure Pipelines and Azure
+    "SYSTEM_ACCESSTOKEN": "azp-access-token",
+    "AZURE_DEVOPS_EXT_PAT": "azure-devops-pat",
+    "AZURE_CLIENT_SECRET": "azure-client-secret",
+    "ARM_CLIENT_SECRET": "arm-client-secret",
+    "ARM_OIDC_TOKEN": JWT,
+    "IDENTITY_HEADER": "managed-identity-header",
+    "MSI_SECRET": "msi-secret",
+    "AZURE_STORAGE_SAS": "sv=2022-11-02&ss=b&srt=co&sp=rl&se=2030-01-01&sig=abc%2Bdef",
+    # Google Cloud
+    "GOOGLE_CREDENTIALS": '{"type": "service_account", "private_key_id": "k"}',
+    "GOOGLE_GHA_CREDS_PATH": "/home/runner/work/_temp/gha-creds-1a2b.json",
+    "CLOUDSDK_AUTH_ACCESS_TOKEN": "ya29.access-token",
+    "GOOGLE_OAUTH_ACCESS_TOKEN": "ya29.oauth-token",
+    # HashiCorp Vault
+    "VAULT_TOKEN": "hvs.vault-token",
+    "VAULT_SECRET_ID": "approle-secret-id",
+    "VAULT_UNSEAL_KEY": "unseal-key",
+    # registries and services
+    "NPM_TOKEN": "npm_" + "a1B2c3D4e5F6g7H8i9J0" * 2,
+    "NODE_AUTH_TOKEN": "node-auth-token",
+    "TWINE_PASSWORD": "pypi-twine-password",
+    "DOCKER_AUTH_CONFIG": '{"auths": {"registry.example.com": {"auth": "dXNlcjpwdw=="}}}',
+    "CODECOV_TOKEN": "codecov-token",
+    "HF_TOKEN": "hf_huggingfacetoken",
+    "SLACK_BOT": "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp",
+}
 ORDINARY = {
     "LANG": "C.UTF-8",
     "TZ": "UTC",
@@ -320,6 +379,14 @@ ORDINARY = {
     "KEYTIMEOUT": "1",
     "OMP_NUM_THREADS": "2",
     "MY_SETTING": "on",
+    "LD_LIBRARY_PATH": "/opt/lib",
+    "CI": "true",
+    "CI_JOB_ID": "4242",
+    "CI_COMMIT_SHA": "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c",
+    "GITHUB_REPOSITORY": "ada/analysis",
+    "CIRCLE_BRANCH": "main",
+    "BUILDKITE_BUILD_NUMBER": "17",
+    "JAVA_TOOL_OPTIONS": "-Dfile.encoding=UTF-8",
 }
 NAMES_PROBE = """
 import json, os
@@ -351,14 +418,16 @@ async def _kernel_sees(tmp_path: Path, env: dict[str, str], *args: str) -> list[
 async def test_credential_like_variables_never_reach_a_kernel(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    seen = await _kernel_sees(tmp_path, {**CREDENTIALS, **ORDINARY})
-    leaked = sorted(set(seen) & set(CREDENTIALS))
-    assert not leaked, f"{len(leaked)} of {len(CREDENTIALS)} reached the kernel: {leaked}"
+    secrets = {**CREDENTIALS, **CI_CREDENTIALS}
+    seen = await _kernel_sees(tmp_path, {**secrets, **ORDINARY})
+    leaked = sorted(set(seen) & set(secrets))
+    assert not leaked, f"{len(leaked)} of {len(secrets)} reached the kernel: {leaked}"
     assert sorted(ORDINARY) == sorted(set(seen) & set(ORDINARY))
     report(
         request,
-        f"G4 kernel environment: 0 of {len(CREDENTIALS)} credential-like variables reached a "
-        f"real kernel; {len(ORDINARY)} of {len(ORDINARY)} ordinary ones did",
+        f"G4 kernel environment: 0 of {len(secrets)} credential-like variables "
+        f"({len(CI_CREDENTIALS)} of them CI systems') reached a real kernel; "
+        f"{len(ORDINARY)} of {len(ORDINARY)} ordinary ones did",
     )
 
 

@@ -26,6 +26,8 @@ REFUSED = {
     "d/.a.ipynb": "hidden",
     "./": "root folder",
     "a.txt": "not a .ipynb file",
+    "a" * 300 + ".ipynb": "at most 255 bytes",
+    "d/" + "é" * 128 + "/a.ipynb": "at most 255 bytes",  # 256 bytes of UTF-8 in 128 characters
 }
 
 
@@ -58,3 +60,37 @@ def test_live_mode_refuses_absolute_paths(tmp_path: Path) -> None:
     assert store.relative(str(tmp_path / "a.ipynb")) == "a.ipynb"
     with pytest.raises(PathError, match="outside the root"):
         store.relative("/etc/a.ipynb")
+
+
+def test_a_name_of_255_bytes_is_created_edited_and_listed(tmp_path: Path) -> None:
+    """The longest name file systems take works: the temp file a write goes through and the
+    saved kernel state are named to fit."""
+    import anyio
+
+    from nbrelay.config import Settings
+    from nbrelay.notebook import edits
+    from nbrelay.stores.paths import MAX_NAME_BYTES
+    from nbrelay.workspace import Workspace
+    from tests.helpers import notebook
+
+    name = "é" * 121 + "a" * (MAX_NAME_BYTES - 242 - 6) + ".ipynb"
+    assert len(name.encode()) == MAX_NAME_BYTES
+    store = FileStore(tmp_path)
+
+    async def run() -> None:
+        await store.create(name, notebook("x = 1"), overwrite=False)
+        await store.edit(
+            name,
+            lambda nb: edits.plan_set_source(nb, 0, "x = 2"),
+            expected_version=None,
+            guard_positions=False,
+        )
+        assert [e.path for e in await store.list("", recursive=True)] == [name]
+        ws = Workspace(Settings(root=tmp_path, kernel_pool=0), store)
+        for target in (ws.state_file(name), ws.session_state_file(name)):
+            assert len(Path(target).name.encode()) + len(".partial") <= MAX_NAME_BYTES, target
+        assert ws.state_file(name) != ws.session_state_file(name)
+
+    anyio.run(run)
+    assert (tmp_path / name).read_bytes().count(b"x = 2") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temp file left

@@ -10,8 +10,9 @@ from nbrelay.notebook.edits import (
     InsertCells,
     MoveCells,
     Plan,
+    SetMetadata,
     UpdateCell,
-    apply,
+    apply_notebook,
     plan_insert,
 )
 from nbrelay.notebook.model import Notebook
@@ -26,7 +27,7 @@ def _snap(nb: Notebook) -> Snapshot:
 
 def _edit(nb: Notebook, *edits: object) -> tuple[Notebook, EditOutcome]:
     plan = Plan(edits=tuple(edits), touched=())  # type: ignore[arg-type]
-    after = nb.with_cells(apply(nb.cells, plan.edits))
+    after = apply_notebook(nb, plan.edits)
     return after, EditOutcome(_snap(nb), _snap(after), plan)
 
 
@@ -35,7 +36,7 @@ def _sources(nb: Notebook) -> list[str]:
 
 
 def _apply(nb: Notebook, edits: tuple[object, ...]) -> Notebook:
-    return nb.with_cells(apply(nb.cells, edits))  # type: ignore[arg-type]
+    return apply_notebook(nb, edits)  # type: ignore[arg-type]
 
 
 def test_what_the_reopened_notebook_lacks_is_restored_where_nothing_else_changed_it() -> None:
@@ -89,3 +90,32 @@ def test_the_journal_entries_recover_as_the_memory_does() -> None:
     journaled.add_entry(json.loads(json.dumps(entry(outcome))))
     assert recover(journaled, file) == from_memory
     assert _sources(_apply(file, from_memory.edits)) == ["a", "b1"]
+
+
+def test_the_notebooks_metadata_is_recovered_key_by_key_from_memory_and_journal() -> None:
+    import json
+
+    file = notebook("a")
+    file.data["metadata"] = {"title": "old", "tags": ["x"], "kept": 1}
+    room, first = _edit(file, SetMetadata({"title": "new", "kernelspec": {"name": "python3"}}))
+    room, second = _edit(room, SetMetadata({}, ("tags",)), UpdateCell("c0", {"source": "a1"}))
+    # The server reopened the file as it was, except that someone retitled it meanwhile.
+    now = file.with_cells([dict(c) for c in file.cells])
+    now.data["metadata"] = {**file.data["metadata"], "title": "from outside"}
+    found = recover(Unsaved.of([first, second], room), now)
+    after = _apply(now, found.edits)
+    assert after.data["metadata"] == {
+        "title": "from outside",
+        "kernelspec": {"name": "python3"},
+        "kept": 1,
+    }
+    assert _sources(after) == ["a1"]
+    assert "the notebook's metadata 'kernelspec'" in found.restored
+    assert "the notebook's metadata 'tags'" in found.restored
+    assert found.lost == ("the notebook's metadata 'title'",)
+    journaled = Unsaved()
+    for outcome in (first, second):
+        journaled.add_entry(json.loads(json.dumps(entry(outcome))))
+    assert recover(journaled, now) == found
+    # Once the file has them, there is nothing to say.
+    assert recover(Unsaved.of([first, second], room), room).restored == ()

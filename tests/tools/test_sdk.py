@@ -19,9 +19,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import TextContent
 from pydantic import BaseModel
 
+from nbrelay.caller import current
 from nbrelay.config import Settings
 from nbrelay.server import PROFILES, build_server
-from nbrelay.stores.base import current_reader
 from nbrelay.tools import sdk
 from nbrelay.tools._boundary import Registrar, bind
 
@@ -38,7 +38,7 @@ class Echoed(BaseModel):
 
 async def _echo(state: str, text: str | None = None) -> Echoed:
     """Echo the text as the tool received it, and the key of the client that called."""
-    return Echoed(text=text, reader=f"{state}:{current_reader.get()}")
+    return Echoed(text=text, reader=f"{state}:{current().key}")
 
 
 def _server(**options: Any) -> MCPServer[Any]:
@@ -65,7 +65,7 @@ async def test_arguments_reach_the_tool_as_sent(mode: str) -> None:
 
 
 async def test_each_client_connection_gets_its_own_stable_key() -> None:
-    """pass_context + client_key: a tool that declares no Context still learns which client
+    """pass_context + caller_of: a tool that declares no Context still learns which client
     calls; one connection keeps its key, another connection gets another."""
     server = _server()
     async with Client(server, mode="legacy") as first, Client(server, mode="legacy") as second:
@@ -75,6 +75,19 @@ async def test_each_client_connection_gets_its_own_stable_key() -> None:
     assert a1 == a2
     assert a1 != b
     assert a1 != "bound:"
+
+
+async def test_in_process_sessionless_clients_are_anyone() -> None:
+    """stream_of: the in-process 2026-07-28 client gets a new connection per request and shares
+    the SDK's "no channel" with every other such client, so it is nobody in particular (the key
+    "", not a new key per request, which would lose its undo history between calls)."""
+    server = _server()
+    async with Client(server, mode="auto") as first, Client(server, mode="auto") as second:
+        keys = {
+            _structured(await c.call_tool("_echo", {}))["reader"] for c in (first, first, second)
+        }
+    assert keys == {"bound:"}
+    assert sdk.NO_CHANNEL is not None  # what stream_of compares with
 
 
 def test_bound_tools_list_their_own_parameters_only() -> None:

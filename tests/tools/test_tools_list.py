@@ -25,7 +25,7 @@ REGEN = os.environ.get("NBRELAY_REGEN_GOLDEN") == "1"
 # The canonical profile's tools/list as sent to a client without MCP Apps, in bytes (19,382
 # before it was trimmed, then 14,315; 11,874 with the conventions said once): what every agent
 # pays per turn. `--tools read/edit/run` presets send less.
-CANONICAL_BUDGET = 12_288
+CANONICAL_BUDGET = 12_800
 
 
 async def _listed(tmp_path: Path, profile: str, **extra: Any) -> list[Any]:

@@ -22,12 +22,14 @@ from tornado.iostream import StreamClosedError
 from traitlets import Bool, Float, Int, List, TraitError, TraitType, Unicode
 
 from nbrelay import config
+from nbrelay.caller import IDENTITY_SCOPE_KEY
 from nbrelay.config import OPTION_BY_NAME, Option, Settings
 from nbrelay.errors import NbrelayError
 from nbrelay.extension.access import SCOPE_KEY, Caller, caller_middleware
 from nbrelay.extension.collaboration import Collaboration
 from nbrelay.extension.kernels import ServerKernels
 from nbrelay.extension.store import server_store
+from nbrelay.http_access import token_identity
 
 Message = MutableMapping[str, Any]
 
@@ -202,7 +204,18 @@ class McpHandler(APIHandler):
             "client": (req.remote_ip or "", 0),
             "server": (host or req.host or "", int(port) if port.isdigit() else 0),
             SCOPE_KEY: Caller(self, self.current_user),
+            IDENTITY_SCOPE_KEY: self._identity(),
         }
+
+    def _identity(self) -> str:
+        """Who sent the request, for a client without an MCP session (``nbrelay.caller``): the
+        token it authenticated with, as over ``nbrelay serve --http`` (Jupyter gives a client of
+        a shared token a new anonymous user unless it keeps the login cookie), else its Jupyter
+        user (a cookie's)."""
+        scheme, _, token = (self.request.headers.get("Authorization") or "").strip().partition(" ")
+        if scheme.lower() in ("token", "bearer") and token.strip():
+            return token_identity(token.strip())
+        return f"user:{getattr(self.current_user, 'username', '')}"
 
     async def _relay(self) -> None:
         body = self.request.body or b""

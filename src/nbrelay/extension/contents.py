@@ -4,20 +4,32 @@
 five contents calls of ``JupyterAPI``; inside the server those calls go straight to its contents
 manager (no HTTP), with the same models (JSON-like: times as ISO strings) and the same errors
 (404 is ``NotebookNotFound``, 409 ``NotebookExists``, others ``RemoteError``).
+
+**Confinement.** Jupyter's contents manager follows symlinks (a link in its root is served as
+whatever it points to), and jupyter-collaboration loads rooms through it. Every path nbrelay
+hands to Jupyter (contents calls here, rooms in ``app``) first passes file mode's path rules
+(``Confinement``: ``stores.rootdir.Root``): a path that leads outside the root or to a hidden
+file is refused, whatever tool or profile gave it; a listing keeps only what is inside.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import os
+import stat
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from jupyter_core.utils import ensure_async
+from jupyter_server.services.contents.fileio import FileManagerMixin
 from tornado import web
 
-from nbrelay.errors import RemoteError
+from nbrelay.errors import NbrelayError, PathError, RemoteError
 from nbrelay.extension.access import require
 from nbrelay.jupyter_api import JupyterAPI, Response
+from nbrelay.stores.rootdir import Root
 
 
 def _plain(value: Any) -> Any:
@@ -31,6 +43,75 @@ def _plain(value: Any) -> Any:
     return value
 
 
+class Confinement:
+    """File mode's path rules for the server paths nbrelay hands to Jupyter (see the module
+    docstring). A contents manager whose files are not on this machine has no symlinks: only
+    the rules every store applies to the text of a path (``stores.paths``) hold there."""
+
+    def __init__(self, contents_manager: Any) -> None:
+        root = getattr(contents_manager, "root_dir", None)
+        self.root = (
+            Root(Path(root))
+            if isinstance(contents_manager, FileManagerMixin) and isinstance(root, str)
+            else None
+        )
+
+    def check(self, path: str) -> str | None:
+        """The real path of server path ``path`` (None when not on this machine), or a
+        ``PathError`` when it leads outside the root, to a hidden file or to something that is
+        neither a regular file nor a folder."""
+        if self.root is None:
+            return None
+        if not path.strip("/"):
+            return self.root.root_s
+        real = self.root.resolve(path, suffix="")[1]
+        try:
+            mode = os.stat(real).st_mode
+        except OSError:
+            return real  # not there (yet)
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise PathError(
+                f"{path!r} is not a regular file or folder (a FIFO, a device or a socket).",
+                hint="Only regular files are served.",
+            )
+        return real
+
+    def verify(self, path: str, real: str | None, model: Mapping[str, Any]) -> None:
+        """Check that content the contents manager read is the file's at ``real`` (read
+        again through descriptors, never through a symlink swapped in meanwhile)."""
+        digest, algorithm = model.get("hash"), model.get("hash_algorithm")
+        if self.root is None or real is None or not digest or not isinstance(algorithm, str):
+            return
+        data, _ = self.root.read_bytes(real, path)
+        if hashlib.new(algorithm, data).hexdigest() != digest:
+            raise PathError(
+                f"{path!r} changed while it was being read (rewritten, or a folder on its path "
+                "replaced by a symlink); nothing of it is returned.",
+                hint="Retry in a moment.",
+            )
+
+    def inside(self, path: str, real: str | None, children: list[Any]) -> list[Any]:
+        """The entries of a folder listing that are in the folder at ``real`` and inside the
+        root (a link out of the root, or to a hidden file, is left out as file mode does)."""
+        if self.root is None or real is None:
+            return children
+        fd = self.root.open_folder(real)
+        try:
+            names = set(os.listdir(fd))
+        finally:
+            os.close(fd)
+        kept = []
+        for child in children:
+            if not isinstance(child, dict) or child.get("name") not in names:
+                continue
+            try:
+                self.check(str(child.get("path", "")))
+            except NbrelayError:
+                continue
+            kept.append(child)
+        return kept
+
+
 class ServerContents(JupyterAPI):
     """The contents part of ``JupyterAPI``, answered by the server's own contents manager."""
 
@@ -38,6 +119,7 @@ class ServerContents(JupyterAPI):
         super().__init__(base_url, None)
         self.cm = contents_manager
         self.origin = "this Jupyter Server"
+        self.confinement = Confinement(contents_manager)
 
     async def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -50,17 +132,26 @@ class ServerContents(JupyterAPI):
         self, path: str, *, content: bool = True, hash: bool = False, type: str | None = None
     ) -> dict[str, Any]:
         await require("read", "contents")
+        real = self.confinement.check(path)
+        # Content read through a path is checked against the file's own bytes (its hash).
+        verify = content and real is not None
         model = await self._call(
-            repr(path), self.cm.get, path, content=content, type=type, require_hash=hash
+            repr(path), self.cm.get, path, content=content, type=type, require_hash=hash or verify
         )
+        if model.get("type") == "directory" and isinstance(model.get("content"), list):
+            model["content"] = self.confinement.inside(path, real, model["content"])
+        elif verify:
+            self.confinement.verify(path, real, model)
         return dict(_plain(model))
 
     async def exists(self, path: str) -> bool:
         await require("read", "contents")
+        self.confinement.check(path)
         return bool(await self._call(repr(path), self.cm.exists, path))
 
     async def save_contents(self, path: str, model: Mapping[str, Any]) -> dict[str, Any]:
         await require("write", "contents")
+        self.confinement.check(path)
         saved = await self._call(repr(path), self.cm.save, dict(model), path)
         return dict(_plain(saved or {}))
 
@@ -69,15 +160,19 @@ class ServerContents(JupyterAPI):
         parts = [p for p in folder.split("/") if p]
         for k in range(1, len(parts) + 1):
             sub = "/".join(parts[:k])
+            self.confinement.check(sub)
             if not await self._call(sub, self.cm.dir_exists, sub):
                 await self._call(sub, self.cm.save, {"type": "directory"}, sub)
 
     async def delete_contents(self, path: str) -> None:
         await require("write", "contents")
+        self.confinement.check(path)
         await self._call(repr(path), self.cm.delete, path)
 
     async def rename_contents(self, src: str, dst: str) -> dict[str, Any]:
         await require("write", "contents")
+        self.confinement.check(src)
+        self.confinement.check(dst)
         await self._call(repr(src), self.cm.rename, src, dst)
         return await self.get_contents(dst, content=False)
 

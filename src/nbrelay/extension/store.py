@@ -10,7 +10,10 @@ sees at once, and a "barrier" only waits while the server reloads the document f
 Everything nbrelay touches of jupyter-collaboration beyond its public API is in
 ``extension.collaboration``. Without jupyter-collaboration, notebooks are read and written
 through the server's contents manager (``stores.contents`` over ``extension.contents``), as the
-REST API would. Every operation asks Jupyter's authorizer first (``contents`` read or write).
+REST API would. Every operation asks Jupyter's authorizer first (``contents`` read or write),
+and every path, a joined room's included, passes file mode's real-path check each time
+(``extension.contents.Confinement``): Jupyter's contents manager, through which rooms load and
+save their files, follows symlinks.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from typing import Any
 
 import anyio
 
+from nbrelay.errors import PathError
 from nbrelay.extension.access import require
 from nbrelay.extension.collaboration import Collaboration, CollaborationChanged
-from nbrelay.extension.contents import ServerContents
+from nbrelay.extension.contents import Confinement, ServerContents
 from nbrelay.stores import paths
 from nbrelay.stores.rtc import RTCStore
 from nbrelay.stores.rtc_journal import Journal
@@ -37,12 +41,21 @@ class InProcessRoom(SharedRoom):
     """A room of this server, its document shared with everyone in it."""
 
     def __init__(
-        self, collab: Collaboration, room: Any, *, name: str, path: str, room_id: str, made: bool
+        self,
+        collab: Collaboration,
+        room: Any,
+        *,
+        name: str,
+        path: str,
+        room_id: str,
+        made: bool,
+        confinement: Confinement,
     ) -> None:
         super().__init__(collab.ydoc(room), name=name, room_id=room_id)
         self.session_id = collab.session_id
         self.path = path
         self._collab = collab
+        self._confinement = confinement
         self._room = room
         self._made = made  # nbrelay opened it: it closes it too, when nobody is in it
         self._watch()
@@ -58,6 +71,10 @@ class InProcessRoom(SharedRoom):
 
     async def save(self, within: float = 30.0) -> str:
         self.check()
+        try:  # the room writes its file through the contents manager, which follows links
+            self._confinement.check(self.path)
+        except PathError as exc:
+            return f"refused: {exc.message}"
         with anyio.move_on_after(within):
             return await self._collab.save(self._room)
         return "timeout"
@@ -91,6 +108,9 @@ class InProcessWay(RoomWay):
         self.journal = journal
         self.rtc = collab is not None
 
+    def confine(self, full: str) -> None:
+        self.contents.confinement.check(full)
+
     async def journaled(self) -> list[str]:
         if self.collab is None or self.journal is None:
             return []
@@ -114,7 +134,15 @@ class InProcessWay(RoomWay):
             logger.info("no room for %s: %s", full, exc)
             return None
         _, room_id = self.collab.room_id(full)
-        joined = InProcessRoom(self.collab, room, name=rel, path=full, room_id=room_id, made=made)
+        joined = InProcessRoom(
+            self.collab,
+            room,
+            name=rel,
+            path=full,
+            room_id=room_id,
+            made=made,
+            confinement=self.contents.confinement,
+        )
         joined.journal = self.journal
         return joined
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 
 from nbrelay.errors import KernelError
+from nbrelay.redaction import is_credential_name
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -42,12 +43,14 @@ Msg = dict[str, Any]
 OWN_ENV = re.compile(r"^(NBRELAY_.*|JUPYTER_TOKEN|JPY_API_TOKEN|JUPYTERHUB_API_TOKEN)$", re.I)
 # Names that look like a credential (a notebook's code could read and leak it): these words
 # anywhere in the name, or as a whole part of it between underscores (so GIT_AUTHOR_NAME and
-# KEYTIMEOUT stay, SSH_AUTH_SOCK and AWS_ACCESS_KEY_ID go).
+# KEYTIMEOUT stay, SSH_AUTH_SOCK, AWS_ACCESS_KEY_ID and AZURE_DEVOPS_EXT_PAT go), and the
+# secret header of Azure's managed identity.
 SECRET_ENV = re.compile(
     r"^(.*(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTHORI[SZ]ATION|COOKIE|WEBHOOK"
-    r"|CONNECTION_?STRING|APIKEY|PRIVATE_?KEY).*"
-    r"|(.*_)?(O?AUTH|KEYS?|PASS|DSN|SALT)(_.*)?"
-    r"|.+_PWD(_.*)?)$",
+    r"|CONNECTION_?STRING|APIKEY|PRIVATE_?KEY|JWT).*"
+    r"|(.*_)?(O?AUTH|KEYS?|PASS|DSN|SALT|PAT|CREDS)(_.*)?"
+    r"|.+_PWD(_.*)?"
+    r"|IDENTITY_HEADER)$",
     re.IGNORECASE,
 )
 # Values that carry a credential whatever the name: a URL with a user (and password) in it
@@ -55,6 +58,20 @@ SECRET_ENV = re.compile(
 SECRET_VALUE = re.compile(
     r"[a-z][a-z0-9+.-]*://[^/?#\s@]+@|-----BEGIN [A-Z ]*PRIVATE KEY-----", re.IGNORECASE
 )
+# Tokens whose format gives them away, also under a name like none above: a JSON Web Token (such
+# as a CI job's OIDC token, which GitLab lets a job name freely), and the tokens of GitHub,
+# GitLab, Slack, AWS (access key ids), Google (API keys), npm, PyPI, Hugging Face,
+# OpenAI/Anthropic and Stripe.
+TOKEN_VALUE = re.compile(
+    r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]*"
+    r"|\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,}"
+    r"|gl(pat|dt|rt|cbt|ptt|ft|imt|agent|oas|soat)-[\w-]{20,}|xox[abposr]-[\w-]{10,}"
+    r"|(AKIA|ASIA)[0-9A-Z]{16}|AIza[\w-]{35}|npm_[A-Za-z0-9]{36}|pypi-AgE[\w-]{40,}"
+    r"|hf_[A-Za-z]{30,}|sk-[\w-]{32,}|[rs]k_live_[0-9A-Za-z]{20,})\b"
+)
+# The parameter names of a query string in a value (a SAS token ``sv=…&sig=…``, a webhook URL
+# with ``?token=``), checked as those of URLs given to nbrelay are (``is_credential_name``).
+_QUERY_NAMES = re.compile(r"(?:^|[?&;])([\w.-]+)=")
 
 
 def kernel_env_passes(name: str, value: str, keep: Sequence[str] = ()) -> bool:
@@ -62,7 +79,7 @@ def kernel_env_passes(name: str, value: str, keep: Sequence[str] = ()) -> bool:
 
     Never nbrelay's own settings and tokens (``OWN_ENV``). Without ``keep`` (``--kernel-env``),
     every other variable except the ones that look like credentials (``SECRET_ENV`` names,
-    ``SECRET_VALUE`` values). With ``keep``, only variables that match one of its names or
+    ``secret_value`` values). With ``keep``, only variables that match one of its names or
     shell-style patterns, still without credentials, unless one is named exactly.
     """
     if OWN_ENV.match(name):
@@ -72,7 +89,15 @@ def kernel_env_passes(name: str, value: str, keep: Sequence[str] = ()) -> bool:
             return True
         if not any(fnmatch.fnmatchcase(name, pattern) for pattern in keep):
             return False
-    return not (SECRET_ENV.match(name) or SECRET_VALUE.search(value))
+    return not (SECRET_ENV.match(name) or secret_value(value))
+
+
+def secret_value(value: str) -> bool:
+    """Whether an environment variable's value carries a credential whatever its name
+    (``SECRET_VALUE``, ``TOKEN_VALUE``, or a query string with a credential parameter)."""
+    if SECRET_VALUE.search(value) or TOKEN_VALUE.search(value):
+        return True
+    return any(is_credential_name(m.group(1)) for m in _QUERY_NAMES.finditer(value))
 
 
 def msg_type(msg: Msg) -> str:
@@ -276,6 +301,10 @@ class KernelProvider(Protocol):
     ``shutdown``; a provider has no timers of its own.
     """
 
+    # Whether its kernels are processes nbrelay starts on this machine (then --max-kernels has a
+    # default), not a Jupyter Server's or a gateway's (theirs to limit).
+    on_this_machine: bool
+
     def attach(self, tg: TaskGroup) -> None:
         """Give the provider a task group for background work (warming kernels up). Called once
         by ``Workspace.running`` when the server starts; without it nothing runs in the
@@ -308,9 +337,10 @@ class KernelProvider(Protocol):
         """The kernelspecs a notebook may name. Called by ``list_kernels``."""
         ...
 
-    async def shutdown(self, key: str) -> bool:
+    async def shutdown(self, key: str, *, wait: bool = True) -> bool:
         """Shut down the notebook's kernel; False if it had none. Called by ``shutdown_kernel``
-        and by the idle reaper."""
+        and by the idle reaper. ``wait=False`` (making room for another kernel): the kernel is
+        no longer listed when this returns, and may finish stopping in the background."""
         ...
 
     async def aclose(self) -> None:

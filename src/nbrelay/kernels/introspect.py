@@ -126,14 +126,28 @@ else:
     return _wrap(body)
 
 
-def python_executable() -> str:
-    return _wrap("import sys as _nbrelay_s\n_nbrelay_emit({'python': _nbrelay_s.executable})")
+def python_environment() -> str:
+    """The interpreter the kernel runs (``python``), its environment (``prefix``) and whether
+    it can run pip (``pip``)."""
+    body = """
+import sys as _nbrelay_s, importlib.util as _nbrelay_u
+_nbrelay_emit({'python': _nbrelay_s.executable, 'prefix': _nbrelay_s.prefix,
+               'pip': _nbrelay_u.find_spec('pip') is not None})
+"""
+    return _wrap(body)
 
 
-def refresh_imports() -> str:
-    return _wrap(
-        "import importlib as _nbrelay_il\n_nbrelay_il.invalidate_caches()\n_nbrelay_emit({})"
-    )
+def distributions() -> str:
+    """Every distribution the kernel can import from, as ``{"dists": [[name, version], ...]}``
+    (import caches refreshed first, so what was just installed is seen)."""
+    body = """
+import importlib as _nbrelay_il, importlib.metadata as _nbrelay_md
+_nbrelay_il.invalidate_caches()
+_nbrelay_emit({'dists': [[_nbrelay_d.metadata['Name'], _nbrelay_d.version]
+                         for _nbrelay_d in _nbrelay_md.distributions()
+                         if _nbrelay_d.metadata['Name']]})
+"""
+    return _wrap(body)
 
 
 def _kernel_copy(function: Callable[..., object]) -> str:

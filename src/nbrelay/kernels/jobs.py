@@ -194,6 +194,12 @@ async def _run_cells(job: Job, runner: Runner) -> None:
                 job._dirty.add(cell.key)
             job._notify()
 
+        if cell.id is not None and not cell.source.strip():
+            # As JupyterLab and nbclient: an empty cell is not sent to the kernel, so it gets
+            # no execution count (and, as in JupyterLab, no outputs).
+            job.outputs.cell(cell.key)
+            _record(job, cell, Outcome(status="ok", steps=["empty: nothing to run"]))
+            continue
         label = f"run {job.handle}" + (f", cell {cell.index}" if cell.id is not None else "")
         try:
             outcome = await runner.execute(
@@ -234,7 +240,11 @@ def _record(job: Job, cell: CellRun, outcome: Outcome) -> None:
 async def _save_periodically(job: Job, save: Save, interval: float) -> None:
     while True:
         await anyio.sleep(interval)
-        await _flush(job, save)
+        # A save under way finishes even if the run ends meanwhile: cancelled half-way, it would
+        # drop the outputs it took (they are no longer pending) and what its write reported
+        # (the notebook upgraded on the way). Every store bounds its own waits.
+        with anyio.CancelScope(shield=True):
+            await _flush(job, save)
 
 
 async def _flush(job: Job, save: Save) -> None:

@@ -26,6 +26,7 @@ import anyio
 from nbrelay import runtime
 from nbrelay.errors import KernelError, PathError
 from nbrelay.kernels.base import LaunchPolicy
+from nbrelay.notebook.outputs import Limits
 
 if TYPE_CHECKING:
     from jupyter_client.asynchronous.client import AsyncKernelClient
@@ -139,11 +140,13 @@ class StderrTail:
 
 # Run at ipykernel start-up (as an exec_lines entry): cap what one flush of stdout/stderr sends,
 # so a single huge print (``print("x" * 10**9)``) never reaches nbrelay as one giant message.
+# It keeps what the output fold keeps of a cut output (notebook/outputs.py, Limits): the start and
+# the last ``kept_tail`` characters, so a flush far over the limit still leaves the cell its end.
 # The class is patched because IPython re-wraps the stream instances' ``write`` on every cell.
-# The marker where it cuts is counted by the output fold (notebook/outputs.py, kernel_cut), so
-# the cell's notice says how much was dropped.
+# The marker where it cuts is counted by the output fold (kernel_cut), so the cell's notice says
+# how much was dropped.
 _OUTPUT_CAP = """
-def _nbrelay_output_cap(limit):
+def _nbrelay_output_cap(limit, start, end):
     import sys
     cls = type(sys.stdout)
     original = getattr(cls, "_flush_buffers", None)
@@ -152,21 +155,23 @@ def _nbrelay_output_cap(limit):
     def _flush_buffers(self):
         for parent, data in original(self):
             if isinstance(data, str) and len(data) > limit:
-                cut = len(data) - 2 * (limit // 2)
-                data = (data[: limit // 2] + f"\\n… [{cut:,} characters cut: over {limit:,} "
-                        f"printed at once] …\\n" + data[-(limit // 2):])
+                cut = len(data) - start - end
+                data = (data[:start] + f"\\n… [{cut:,} characters cut: over {limit:,} "
+                        f"printed at once] …\\n" + data[len(data) - end:])
             yield parent, data
     cls._flush_buffers = _flush_buffers
     cls._nbrelay_capped = True
-_nbrelay_output_cap(%d)
+_nbrelay_output_cap(%d, %d, %d)
 del _nbrelay_output_cap
 """
 
 
 def output_cap_argument(limit: int) -> str:
     """The ipykernel command-line argument that installs the output cap in the kernel."""
-    code = base64.b64encode((_OUTPUT_CAP % limit).encode()).decode()
-    return f"--IPKernelApp.exec_lines=exec(__import__('base64').b64decode('{code}').decode())"
+    limits = Limits(limit=limit)
+    code = _OUTPUT_CAP % (limit, limits.kept_start, limits.kept_tail)
+    encoded = base64.b64encode(code.encode()).decode()
+    return f"--IPKernelApp.exec_lines=exec(__import__('base64').b64decode('{encoded}').decode())"
 
 
 def manager_class() -> type[AsyncKernelManager]:

@@ -56,6 +56,8 @@ logger = logging.getLogger("nbrelay.kernels.local")
 class LocalKernels:
     """Kernels as local processes (see the module docstring and ``KernelProvider``)."""
 
+    on_this_machine = True
+
     def __init__(
         self,
         *,
@@ -305,13 +307,24 @@ class LocalKernels:
 
         return open_twice
 
-    async def shutdown(self, key: str) -> bool:
+    async def shutdown(self, key: str, *, wait: bool = True) -> bool:
         session = self._sessions.pop(key, None)
         if session is None:
             return False
-        with anyio.CancelScope(shield=True):
-            await session.shutdown()
+        if not wait and self._tg is not None and not self._closed:
+            # A polite shutdown takes about a second; the slot is free once it is unlisted.
+            self._tg.start_soon(self._stop, session)
+            return True
+        await self._stop(session)
         return True
+
+    @staticmethod
+    async def _stop(session: LocalSession) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await session.shutdown()
+            except Exception:  # in the background: the server must live on
+                logger.exception("stopping the kernel of %s failed", session.key)
 
     async def aclose(self) -> None:
         self._closed = True

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("nbrelay.kernels.remote")
 
+GONE = "is gone from the Jupyter Server (shut down, culled, or the server restarted)"
+
 
 class RemoteSession(JupyterSession):
     """One kernel of the server, reached through its WebSocket (see ``KernelSession``)."""
@@ -78,6 +80,7 @@ class RemoteSession(JupyterSession):
         from websockets.exceptions import ConnectionClosed
 
         started = False
+        mine: ClientConnection | None = None
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
@@ -85,7 +88,7 @@ class RemoteSession(JupyterSession):
                     api_path("api/kernels", self.kernel_id, "channels"),
                     params={"session_id": self.client_session},
                 ) as ws:
-                    self._ws = ws
+                    self._ws = mine = ws
                     self._connected.set()
                     started = True
                     task_status.started()
@@ -106,8 +109,10 @@ class RemoteSession(JupyterSession):
                 ) from exc
             logger.warning("kernel %s: its connection failed: %r", self.kernel_id, exc)
         finally:
-            self._ws = None
-            self._connected = anyio.Event()
+            # A replaced kernel's connection may end after its successor's opened.
+            if self._ws is mine:
+                self._ws = None
+                self._connected = anyio.Event()
             if not self._closed and started:
                 logger.info("kernel %s: its WebSocket closed", self.kernel_id)
 
@@ -196,7 +201,7 @@ class RemoteSession(JupyterSession):
         except RemoteError:
             return None  # the server is unreachable; that says nothing about the kernel
         if model is None:
-            self._died = "is gone from the Jupyter Server (shut down or culled)"
+            self._died = GONE
             return self._died
         if model.get("execution_state") == "dead":
             self._died = "died"
@@ -211,10 +216,17 @@ class RemoteSession(JupyterSession):
         try:
             await remote_api.restart(self.api, self.kernel_id)
         except NotebookNotFound:
-            # The kernel is gone (culled, or the server restarted): start a new one.
-            await self.provider.replace(self)
+            await self.provider.replace(self)  # the kernel is gone: a new one (or the person's)
         except NbrelayError as exc:
-            raise self._restart_failed(exc.message) from exc
+            # Jupyter Server and Kernel Gateway answer 500 ("Exception restarting kernel") for
+            # a kernel they do not have (culled, or the server restarted and forgot it): ask.
+            try:
+                gone = await remote_api.kernel_model(self.api, self.kernel_id) is None
+            except NbrelayError:
+                gone = False
+            if not gone:
+                raise self._restart_failed(exc.message) from exc
+            await self.provider.replace(self)
 
     async def _after_restart(self) -> None:
         self._died = None

@@ -222,6 +222,8 @@ S = TypeVar("S", bound=JupyterSession)
 class JupyterKernels(ABC, Generic[S]):
     """The kernels a workspace uses on one Jupyter Server, one per notebook key."""
 
+    on_this_machine = False  # the server's kernels: it limits them
+
     def __init__(self, session_type: type[S], server_path: Callable[[str], str]) -> None:
         self._session_type = session_type
         self._server_path = server_path
@@ -283,9 +285,14 @@ class JupyterKernels(ABC, Generic[S]):
             await self.shutdown(session.key)
             raise
 
-    async def _open(self, key: str, kernel_name: str, language: str) -> S:
+    async def _ids(self, key: str, kernel_name: str) -> tuple[str, str, str | None, bool]:
+        """The notebook's kernel on the server, found or started: (kernel id, kernelspec name,
+        session id, whether nbrelay started it)."""
         model, owned = await self._find_or_start(key, self._server_path(key), kernel_name)
-        kernel_id, name, session_id = session_kernel(key, model)
+        return (*session_kernel(key, model), owned)
+
+    async def _open(self, key: str, kernel_name: str, language: str) -> S:
+        kernel_id, name, session_id, owned = await self._ids(key, kernel_name)
         return self._session_type(
             self,
             key=key,
@@ -297,14 +304,14 @@ class JupyterKernels(ABC, Generic[S]):
         )
 
     async def replace(self, session: S) -> None:
-        """The server lost a session's kernel: give the session a new one (state is lost)."""
+        """The server lost a session's kernel (culled, or the server restarted): give the
+        session the notebook's kernel now, one a person started meanwhile or a new one (state
+        is lost)."""
         session._disconnect()
-        fresh = await self._open(session.key, session.name, session.language)
-        session.kernel_id = fresh.kernel_id
-        session.session_id = fresh.session_id
-        session.owned = fresh.owned
+        kernel_id, _, session_id, owned = await self._ids(session.key, session.name)
+        session.kernel_id, session.session_id, session.owned = kernel_id, session_id, owned
 
-    async def shutdown(self, key: str) -> bool:
+    async def shutdown(self, key: str, *, wait: bool = True) -> bool:
         if key not in self._sessions:
             return False
         await self._authorize("execute", "kernels")  # no caller: the idle reaper, allowed

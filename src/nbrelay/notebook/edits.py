@@ -12,6 +12,7 @@ cells move before it is applied:
   ``merge_read.merge_with_read``); ``intended`` is that source when it was merged with changes since
 * ``MoveCells(ids, index)``            take the cells out, then insert them, in notebook order,
   before ``index`` of the remaining list
+* ``SetMetadata(changes, remove)``     set or remove keys of the notebook's own metadata
 
 Planners take a ``Notebook`` and tool arguments and return ``Plan(edits, touched)``; they never
 change the notebook they are given.
@@ -57,7 +58,15 @@ class MoveCells:
     index: int
 
 
-Edit = InsertCells | DeleteCells | UpdateCell | MoveCells
+@dataclass(frozen=True)
+class SetMetadata:
+    """Set (``changes``) or remove (``remove``) top-level keys of the notebook's metadata."""
+
+    changes: Mapping[str, Any] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
+
+
+Edit = InsertCells | DeleteCells | UpdateCell | MoveCells | SetMetadata
 
 
 @dataclass(frozen=True)
@@ -70,11 +79,43 @@ class Plan:
 
 
 def apply(cells: Sequence[Cell], edits: Iterable[Edit]) -> list[Cell]:
-    """Return a new cell list with the edits applied; unchanged cells are shared, not copied."""
+    """Return a new cell list with the edits applied; unchanged cells are shared, not copied
+    (edits of the notebook's metadata are left to ``apply_notebook``)."""
     out = list(cells)
     for edit in edits:
-        out = _apply_one(out, edit)
+        if not isinstance(edit, SetMetadata):
+            out = _apply_one(out, edit)
     return out
+
+
+def apply_metadata(metadata: Mapping[str, Any], edits: Iterable[Edit]) -> dict[str, Any]:
+    """The notebook's metadata with the ``SetMetadata`` edits among ``edits`` applied."""
+    out = dict(metadata)
+    for edit in edits:
+        if isinstance(edit, SetMetadata):
+            out = {k: v for k, v in out.items() if k not in edit.remove}
+            out.update(copy.deepcopy(dict(edit.changes)))
+    return out
+
+
+def apply_notebook(nb: Notebook, edits: Sequence[Edit]) -> Notebook:
+    """A new notebook with the edits applied (cells and notebook metadata); ``nb`` is kept."""
+    after = nb.with_cells(apply(nb.cells, edits))
+    if any(isinstance(e, SetMetadata) for e in edits):
+        after.data["metadata"] = apply_metadata(nb.data.get("metadata") or {}, edits)
+    return after
+
+
+def plan_notebook_metadata(
+    nb: Notebook, metadata: Mapping[str, Any], *, touched: Sequence[str] = ()
+) -> Plan:
+    """Merge keys into the notebook's own metadata (a None value deletes the key)."""
+    current = nb.data.get("metadata") or {}
+    changes = {k: v for k, v in metadata.items() if v is not None and current.get(k) != v}
+    remove = tuple(k for k, v in metadata.items() if v is None and k in current)
+    if not changes and not remove:
+        return Plan(edits=(), touched=tuple(touched))
+    return Plan(edits=(SetMetadata(changes, remove),), touched=tuple(touched))
 
 
 def _position(cells: list[Cell], cid: str) -> int:
@@ -101,6 +142,8 @@ def _apply_one(cells: list[Cell], edit: Edit) -> list[Cell]:
         cell = {k: v for k, v in cells[i].items() if k not in edit.remove}
         cell.update(copy.deepcopy(dict(edit.changes)))
         return [*cells[:i], cell, *cells[i + 1 :]]
+    if isinstance(edit, SetMetadata):  # the notebook's metadata: see apply_metadata
+        return cells
     moving = set(edit.ids)
     for cid in moving:
         _position(cells, cid)

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbrelay.errors import UndoRefused
-from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, MoveCells, UpdateCell
+from nbrelay.notebook.edits import (
+    DeleteCells,
+    Edit,
+    InsertCells,
+    MoveCells,
+    SetMetadata,
+    UpdateCell,
+)
 from nbrelay.notebook.model import Cell
 
 # What "changed since" compares: outputs and counts may change by running, which undo ignores.
@@ -29,10 +36,12 @@ class Change:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     moved: tuple[str, ...]
+    # The notebook's own metadata either side, when the change set or removed keys of it.
+    metadata: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.before or self.after or self.moved)
+        return not (self.before or self.after or self.moved or self.metadata)
 
 
 def _content(cell: Cell) -> tuple[Any, ...]:
@@ -61,9 +70,15 @@ def _longest_increasing(seq: Sequence[int]) -> set[int]:
     return keep
 
 
-def record(label: str, before: Sequence[Cell], after: Sequence[Cell]) -> Change:
+def record(
+    label: str,
+    before: Sequence[Cell],
+    after: Sequence[Cell],
+    metadata: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
+) -> Change:
     """Describe the change from ``before`` to ``after`` (cells that are identical objects are
-    unchanged, which is how ``edits.apply`` shares them)."""
+    unchanged, which is how ``edits.apply`` shares them); ``metadata`` is the notebook's own
+    metadata before and after, if the change touched it."""
     b_ids = [c["id"] for c in before]
     a_ids = [c["id"] for c in after]
     b_by = {c["id"]: c for c in before}
@@ -83,15 +98,40 @@ def record(label: str, before: Sequence[Cell], after: Sequence[Cell]) -> Change:
         added=added,
         removed=removed,
         moved=moved,
+        metadata=metadata if metadata is not None and metadata[0] != metadata[1] else None,
     )
 
 
-def plan_undo(current: Sequence[Cell], change: Change) -> list[Edit]:
-    """Return the edits that revert ``change`` on the current cells.
+def plan_undo(
+    current: Sequence[Cell], change: Change, metadata: Mapping[str, Any] | None = None
+) -> list[Edit]:
+    """Return the edits that revert ``change`` on the current cells (and ``metadata``, the
+    notebook's own metadata now).
 
     Raises:
-        UndoRefused: a cell the change added or modified was changed or deleted since.
+        UndoRefused: a cell the change added or modified was changed or deleted since, or a
+            notebook metadata key it set was changed since.
     """
+    meta_edits: list[Edit] = []
+    if change.metadata is not None:
+        old, new = change.metadata
+        now = dict(metadata or {})
+        keys = {k for k in {*old, *new} if old.get(k, _GONE) != new.get(k, _GONE)}
+        if any(now.get(k, _GONE) != new.get(k, _GONE) for k in keys):
+            raise UndoRefused(
+                f"cannot undo {change.label!r}: the notebook's metadata was changed after it.",
+                hint="Undo the later change first, or set the metadata directly.",
+            )
+        restore = {k: old[k] for k in keys if k in old}
+        gone = tuple(k for k in keys if k not in old)
+        meta_edits.append(SetMetadata(restore, gone))
+    return meta_edits + _plan_undo_cells(current, change)
+
+
+_GONE = object()
+
+
+def _plan_undo_cells(current: Sequence[Cell], change: Change) -> list[Edit]:
     by_id = {c["id"]: c for c in current}
     for cid, after in change.after.items():
         now = by_id.get(cid)

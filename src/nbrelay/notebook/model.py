@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ Cell = dict[str, Any]
 IdFactory = Callable[[], str]
 
 CELL_TYPES = ("code", "markdown", "raw")
+DEFAULT_KERNEL = "python3"  # the kernel of a notebook whose kernelspec names none
+_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # nbformat 4.5's cell id
 
 
 def version_of(raw: bytes) -> str:
@@ -57,6 +60,7 @@ class Notebook:
     ids_made: bool = False
     problems: list[str] = field(default_factory=list)
     replaced: int = 0  # unpaired surrogates read as U+FFFD (the file still holds them)
+    upgraded_from: int | None = None  # the nbformat major (1-3) the file holds, upgraded to 4
     _sources: tuple[list[Cell], dict[str, str]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -82,7 +86,12 @@ class Notebook:
         """Return a notebook sharing everything but the cell list (cells are not copied)."""
         data = dict(self.data)
         data["cells"] = cells
-        return Notebook(data=data, ids_made=self.ids_made, problems=list(self.problems))
+        return Notebook(
+            data=data,
+            ids_made=self.ids_made,
+            problems=list(self.problems),
+            upgraded_from=self.upgraded_from,
+        )
 
     @property
     def kernel_name(self) -> str | None:
@@ -159,12 +168,13 @@ def from_dict(data: Any, *, name: str = "notebook", scrub: bool = True) -> Noteb
             hint="A notebook file is a JSON object with 'cells', 'metadata' and 'nbformat' keys.",
         )
     major = data.get("nbformat")
-    if type(major) is not int or major != 4:
+    upgraded = None
+    if type(major) is int and 1 <= major < 4:
+        data, upgraded = _upgrade(data, major, name), major
+    elif type(major) is not int or major != 4:
         raise NotebookInvalid(
-            f"{name} is nbformat {major!r}; nbrelay reads nbformat 4 notebooks.",
-            hint="Convert it with `jupyter nbconvert --to notebook --nbformat 4 FILE`."
-            if isinstance(major, int) and major < 4
-            else "Check that the file is a Jupyter notebook.",
+            f"{name} is nbformat {major!r}; nbrelay reads nbformat 1-4 notebooks.",
+            hint="Check that the file is a Jupyter notebook.",
         )
     cells = data.get("cells")
     if not isinstance(cells, list):
@@ -194,10 +204,42 @@ def from_dict(data: Any, *, name: str = "notebook", scrub: bool = True) -> Noteb
     _rejoin(data["cells"])
     _strip_transient(data)
     _fill_ids(nb)
+    if upgraded is not None:
+        nb.upgraded_from = upgraded
+        nb.problems.append(
+            f"{name} is nbformat {upgraded}: it was upgraded to nbformat 4 in memory, as nbformat "
+            "does; the first edit stores it as nbformat 4.5 (the file is unchanged until then)"
+        )
     if replaced:
         nb.problems.append(_unicode_problem(nb, replaced))
         nb.replaced = sum(n for n, _ in replaced.values())
     return nb
+
+
+def _upgrade(data: dict[str, Any], major: int, name: str) -> dict[str, Any]:
+    """An nbformat 1-3 notebook as nbformat upgrades it to 4 (``nbformat.reads(...,
+    as_version=4)``), as plain dicts; the random ids nbformat gives its cells are dropped, so
+    that ids are made from the cells' sources as for any notebook older than 4.5."""
+    import warnings
+
+    import nbformat
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            upgraded = nbformat.reads(json.dumps(data), as_version=4)  # type: ignore[no-untyped-call]
+        plain: dict[str, Any] = json.loads(json.dumps(upgraded))
+    except Exception as exc:  # nbformat raises its own ValidationError, KeyError, TypeError…
+        raise NotebookInvalid(
+            f"{name} is nbformat {major}, and nbformat cannot upgrade it to 4: {str(exc)[:200]}",
+            hint="Open it in Jupyter to see what nbformat makes of it, or restore it from "
+            "version control.",
+        ) from exc
+    for cell in plain.get("cells") or ():
+        if isinstance(cell, dict):
+            cell.pop("id", None)
+    plain["nbformat_minor"] = 4  # written as 4.5 (with ids) on the first edit
+    return plain
 
 
 def _scrub(data: dict[str, Any]) -> dict[int, tuple[int, str]]:
@@ -297,17 +339,20 @@ def content_id(source: str, seen: set[str]) -> str:
 def _fill_ids(nb: Notebook) -> None:
     seen: set[str] = set()
     missing: list[dict[str, Any]] = []
+    invalid: list[str] = []
     duplicated = False
     raw_cells: list[Any] = nb.cells
     for cell in raw_cells:
         if not isinstance(cell, dict):
             continue
         cid = cell.get("id")
-        if isinstance(cid, str) and cid and cid not in seen:
+        if isinstance(cid, str) and _ID.fullmatch(cid) and cid not in seen:
             seen.add(cid)
         else:
             if isinstance(cid, str) and cid in seen:
                 duplicated = True
+            elif isinstance(cid, str):
+                invalid.append(cid)
             missing.append(cell)
     for cell in missing:
         source = cell.get("source")
@@ -317,6 +362,12 @@ def _fill_ids(nb: Notebook) -> None:
         if duplicated:
             nb.problems.append(
                 "some cells shared an id; nbrelay gave the later ones new ids in memory"
+            )
+        if invalid:
+            shown = ", ".join(repr(c[:40]) for c in invalid[:3])
+            nb.problems.append(
+                f"cell ids {shown} are not valid nbformat ids (1-64 letters, digits, - or _); "
+                "nbrelay gave those cells new ids in memory, which the first edit stores"
             )
 
 

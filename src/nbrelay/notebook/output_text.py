@@ -1,25 +1,32 @@
 """One output as an agent reads it: text without ANSI codes or carriage-return redraws, HTML as
 text, images as a placeholder with their size, tracebacks clean, long text cut in the middle.
 Pure: callers pass the limits in (``render.py`` shares a result's budget among outputs).
+
+A read of a huge output does work bounded by what it can show, not by the output's size: given
+a ``window``, only the first and last ``window`` characters of a text are cleaned (the first
+``HTML_WINDOW`` times that of an HTML page is converted), and ``OutputText`` says how many
+characters were left unread and where.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 _TEXT_PREFERENCE = ("text/markdown", "text/latex", "application/json")
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+    return ANSI.sub("", text)
 
 
 def collapse_cr(text: str) -> str:
@@ -44,20 +51,29 @@ def _marker(cut: int, hint: str) -> str:
     return f"\n… [{cut:,} characters cut{'; ' + hint if hint else ''}] …\n"
 
 
-def truncate_middle(text: str, limit: int, *, hint: str = "") -> tuple[str, int]:
+def truncate_middle(
+    text: str, limit: int, *, hint: str = "", unread: int = 0, seam: int | None = None
+) -> tuple[str, int]:
     """Keep the head and tail of ``text`` within ``limit`` characters; return (text, cut).
 
     The marker says how much was cut and, when given, how to read the rest. A text that would
     lose no more than the marker costs is returned whole: a notice never costs more than the
-    text it hides.
+    text it hides. ``unread`` characters of the output are missing from ``text`` at ``seam``
+    (a windowed ``OutputText``): the cut always spans the seam and counts them.
     """
     if limit <= 0:
-        return "", len(text)
-    if len(text) <= limit or len(text) - limit <= len(_marker(len(text) - limit, hint)):
-        return text, 0
-    head_n = max(limit * 2 // 3, 1)
-    tail_n = max(limit - head_n, 0)
-    cut = len(text) - head_n - tail_n
+        return "", len(text) + unread
+    if not unread:
+        if len(text) <= limit or len(text) - limit <= len(_marker(len(text) - limit, hint)):
+            return text, 0
+        head_n = max(limit * 2 // 3, 1)
+        tail_n = max(limit - head_n, 0)
+    else:
+        seam = len(text) if seam is None else min(max(seam, 0), len(text))
+        head_n = min(max(limit * 2 // 3, 1), seam)
+        tail_n = min(max(limit - head_n, 0), len(text) - seam)
+        head_n = min(max(limit - tail_n, 0), seam)
+    cut = len(text) - head_n - tail_n + unread
     head = text[:head_n]
     tail = text[len(text) - tail_n :] if tail_n else ""
     return head + _marker(cut, hint) + tail, cut
@@ -132,12 +148,116 @@ def clean_traceback(output: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class OutputText:
-    """One output as text: ``kind`` is its output_type; ``mimes`` lists its formats."""
+    """One output as text: ``kind`` is its output_type; ``mimes`` lists its formats. A windowed
+    read leaves ``unread`` characters of the stored output out of ``text``, at ``seam``."""
 
     kind: str
     text: str
     mimes: tuple[str, ...] = ()
     image: str | None = None  # the image mime, if the output is an image
+    unread: int = 0
+    seam: int = 0
+
+
+# Of an HTML page longer than this many windows, only that much is converted to text (its end is
+# not text that can be converted on its own).
+HTML_WINDOW = 4
+# A text at most this much longer than its two windows is read whole.
+_WINDOW_SLACK = 1000
+
+
+def _windowed(
+    kind: str,
+    raw: str,
+    clean: Callable[[str], str],
+    window: int | None,
+    mimes: tuple[str, ...] = (),
+    image: str | None = None,
+) -> OutputText:
+    """``raw`` made readable by ``clean``: whole, or (past two ``window``s) its two ends."""
+    if window is None or len(raw) <= 2 * window + _WINDOW_SLACK:
+        return OutputText(kind, clean(raw), mimes, image)
+    head = clean(raw[:window])
+    tail = clean(raw[len(raw) - window :])
+    return OutputText(kind, head + tail, mimes, image, len(raw) - 2 * window, len(head))
+
+
+def html_text(
+    html: str, window: int | None, kind: str = "", mimes: tuple[str, ...] = ()
+) -> OutputText:
+    """An HTML page as text: whole, or (past ``HTML_WINDOW`` windows) its start's."""
+    if window is None or len(html) <= HTML_WINDOW * window + _WINDOW_SLACK:
+        return OutputText(kind, html_to_text(html), mimes)
+    text = html_to_text(html[: HTML_WINDOW * window])
+    return OutputText(kind, text, mimes, None, len(html) - HTML_WINDOW * window, len(text))
+
+
+def _readable(text: str) -> str:
+    return collapse_cr(strip_ansi(text))
+
+
+# JSON sizes of big JSON values, by identity (notebook data is never changed in place: an edit
+# makes new values), so reading the same figure again does not encode it again. Each entry
+# holds its value, so an id is not reused while it is remembered.
+_JSON_SIZES: dict[int, tuple[Any, int]] = {}
+_JSON_SIZES_KEPT = 256
+_JSON_SIZES_FLOOR = 100_000  # smaller values are encoded again (it costs little)
+
+
+def value_size(value: Any) -> int:
+    """Characters of one stored value: a string's, or JSON data's as JSON text (the notebook
+    model keeps text formats as one string, JSON formats as data)."""
+    if isinstance(value, str):
+        return len(value)
+    hit = _JSON_SIZES.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    size = len(json_text(value))
+    if size > _JSON_SIZES_FLOOR:
+        _JSON_SIZES[id(value)] = (value, size)
+        while len(_JSON_SIZES) > _JSON_SIZES_KEPT:
+            del _JSON_SIZES[next(iter(_JSON_SIZES))]
+    return size
+
+
+def json_head(value: Any, limit: int) -> str:
+    """The first ``limit`` characters of ``json_text(value)``, encoding only about that much."""
+    if isinstance(value, str):
+        return value[:limit]
+    parts: list[str] = []
+    got = 0
+    for chunk in json.JSONEncoder(ensure_ascii=False, sort_keys=True).iterencode(value):
+        parts.append(chunk)
+        got += len(chunk)
+        if got >= limit:
+            break
+    return "".join(parts)[:limit]
+
+
+def output_size(output: dict[str, Any]) -> int:
+    """Characters an output holds: a stream's text, an error's traceback, a rich output's data
+    (all its formats)."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        return value_size(output.get("text", ""))
+    if kind == "error":
+        tb = output.get("traceback")
+        return sum(len(str(x)) for x in tb) if isinstance(tb, list) else 0
+    return sum(mime_sizes(output).values())
+
+
+def mime_sizes(output: dict[str, Any]) -> dict[str, int]:
+    """A rich output's formats with the characters each holds (empty for streams and errors)."""
+    data = output.get("data")
+    if not isinstance(data, dict):
+        return {}
+    return {str(mime): value_size(data[mime]) for mime in sorted(data)}  # as nbformat stores them
+
+
+def no_text(sizes: dict[str, int]) -> str:
+    """The text of an output with nothing to read as text: its formats and sizes."""
+    listed = ", ".join(f"{mime} ({n:,} characters)" for mime, n in sizes.items())
+    return f"[no text to read: {listed}]" if listed else "[empty output]"
 
 
 def describe_image(mime: str, data: str) -> str:
@@ -147,13 +267,23 @@ def describe_image(mime: str, data: str) -> str:
     return f"[{mime}{dims}, {kb} KB image]"
 
 
-def output_text(output: dict[str, Any]) -> OutputText:
-    """The readable text of one nbformat output."""
+def output_text(output: dict[str, Any], window: int | None = None) -> OutputText:
+    """The readable text of one nbformat output; with a ``window``, reading a huge one costs
+    about that many characters (see the module docstring)."""
+    found = _output_text(output, window)
+    if not found.text.strip() and found.kind in ("display_data", "execute_result"):
+        sizes = mime_sizes(output)
+        if any(sizes.values()):  # e.g. a plotly page: scripts only, no visible text
+            return OutputText(found.kind, no_text(sizes), found.mimes, found.image)
+    return found
+
+
+def _output_text(output: dict[str, Any], window: int | None) -> OutputText:
     kind = str(output.get("output_type", ""))
     if kind == "stream":
-        return OutputText(kind, collapse_cr(strip_ansi(str(output.get("text", "")))))
+        return _windowed(kind, as_text(output.get("text", "")), _readable, window)
     if kind == "error":
-        return OutputText(kind, clean_traceback(output))
+        return _windowed(kind, clean_traceback(output), lambda t: t, window)
     data = output.get("data")
     if not isinstance(data, dict):
         return OutputText(kind, "")
@@ -162,20 +292,41 @@ def output_text(output: dict[str, Any]) -> OutputText:
     if image is None and "image/svg+xml" in data:
         image = "image/svg+xml"
     if "text/plain" in data:
-        plain = strip_ansi(as_text(data["text/plain"]))
+        plain = as_text(data["text/plain"])
         if "text/html" in data and _looks_like_repr(plain):
-            return OutputText(kind, html_to_text(as_text(data["text/html"])), mimes, image)
+            return html_text(as_text(data["text/html"]), window, kind, mimes)
         if image and _looks_like_repr(plain):
             return OutputText(kind, describe_image(image, as_text(data[image])), mimes, image)
-        return OutputText(kind, plain, mimes, image)
+        return _windowed(kind, plain, strip_ansi, window, mimes, image)
     if image:
         return OutputText(kind, describe_image(image, as_text(data[image])), mimes, image)
     if "text/html" in data:
-        return OutputText(kind, html_to_text(as_text(data["text/html"])), mimes)
-    for mime in _TEXT_PREFERENCE:
+        page = html_text(as_text(data["text/html"]), window, kind, mimes)
+        if page.text.strip():
+            return page
+    # Then text formats, then JSON data (a plotly figure's data is its text when its HTML is
+    # only a script).
+    for mime in (*_TEXT_PREFERENCE, *sorted(m for m in data if m.endswith("+json"))):
         if mime in data:
-            return OutputText(kind, as_text(data[mime]), mimes)
+            value = data[mime]
+            if isinstance(value, str) or window is None:
+                return _windowed(kind, json_text(value), lambda t: t, window, mimes)
+            size = value_size(value)
+            if size <= 2 * window + _WINDOW_SLACK:
+                return OutputText(kind, json_text(value), mimes)
+            head = json_head(value, 2 * window)
+            return OutputText(kind, head, mimes, None, size - len(head), len(head))
+    if "text/html" in data:
+        return OutputText(kind, "", mimes)  # said by output_text: no text to read
     return OutputText(kind, f"[{', '.join(mimes)} output]", mimes)
+
+
+def json_text(value: Any) -> str:
+    """JSON data (``application/json``, ``application/vnd.plotly.v1+json``…) as JSON text,
+    keys sorted as nbformat stores them."""
+    return (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    )
 
 
 def _looks_like_repr(plain: str) -> bool:

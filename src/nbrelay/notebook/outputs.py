@@ -7,15 +7,20 @@ cell's outputs as Jupyter front ends show them:
   backspaces are applied as a terminal would (``10%\\r20%\\r`` keeps ``20%\\r``: a trailing ``\\r``
   waits for the next chunk), ANSI colours are kept (readers strip them);
 * ``clear_output`` clears at once, or with ``wait=True`` just before the next output arrives;
-* ``display_data`` with a ``transient.display_id`` can be replaced later by
-  ``update_display_data`` (in any cell of the same run: ``RunOutputs`` routes the update);
+* ``display_data`` or ``execute_result`` with a ``transient.display_id`` is replaced by a later
+  ``update_display_data``, or a later output, with that id (in any cell of the same run:
+  ``RunOutputs`` routes it);
+* what code prints, displays or clears inside an ipywidgets ``Output`` widget (``with out:``)
+  goes to the widget, not to the cell: the widget says so by setting its ``msg_id`` to the
+  request's (a ``comm_msg``), as JupyterLab and nbclient see it;
 * ``execute_result`` and ``error`` are stored as nbformat has them;
 * text that is not valid Unicode (unpaired surrogates, which a kernel's JSON can escape) is stored
   as U+FFFD, and ``unencodable`` counts it.
 
 Memory stays bounded whatever the kernel prints: past ``limit`` characters of stored text a cell
-keeps its first outputs, a notice saying how much was dropped, and the last ``tail`` characters.
-Pure: no I/O, no clock.
+keeps its start (``limit - tail`` characters), a notice saying how much was dropped, and the last
+``tail`` characters, however the text arrived (many small messages, or one message far over the
+limit). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -54,6 +59,16 @@ def msg_type_of(msg: Msg) -> str:
     return str(kind or "")
 
 
+def _parent_of(msg: Msg) -> str:
+    return str((msg.get("parent_header") or {}).get("msg_id") or "")
+
+
+def _display_id(content: Mapping[str, Any]) -> str | None:
+    transient = content.get("transient")
+    value = transient.get("display_id") if isinstance(transient, Mapping) else None
+    return str(value) if value else None
+
+
 def terminal_text(text: str) -> str:
     """Apply carriage returns and backspaces the way a terminal shows them."""
     if "\r" in text:
@@ -71,10 +86,21 @@ def terminal_text(text: str) -> str:
 @dataclass(frozen=True)
 class Limits:
     """How much output text one cell may store: ``limit`` in total, of which ``tail`` is kept
-    from the end once the limit is passed."""
+    from the end once the limit is passed (at most half the limit, for small limits)."""
 
     limit: int = 1_000_000
     tail: int = 20_000
+
+    @property
+    def kept_tail(self) -> int:
+        """Characters kept from the end of a cut output."""
+        return max(min(self.tail, self.limit // 2), 0)
+
+    @property
+    def kept_start(self) -> int:
+        """Characters of text a cut output keeps from its start: the rest of the limit is the
+        tail's."""
+        return self.limit - self.kept_tail
 
 
 def _size(output: Output) -> int:
@@ -117,6 +143,11 @@ class CellOutputs:
         self._tail_name = "stdout"
         self.printed = 0  # characters received in stream and text outputs, ever
         self.unencodable = 0  # unpaired surrogates the kernel sent, stored as U+FFFD
+        # Output widgets capturing a request's outputs: its msg_id → their comm ids (the last
+        # one captures, as widgets nest), and each capturing comm id → the msg_id.
+        self._captures: dict[str, list[str]] = {}
+        self._capturing: dict[str, str] = {}
+        self.captured = 0  # outputs that went to an Output widget instead of the cell
 
     # -- reading --------------------------------------------------------------------------
 
@@ -132,14 +163,20 @@ class CellOutputs:
             out.extend(copy.deepcopy(o) for o in self._after)
         return out
 
+    def _kept_tail(self) -> str:
+        """The last ``kept_tail`` characters of the text past the start, as received."""
+        joined = "".join(self._tail)
+        return joined[len(joined) - self.limits.kept_tail :] if joined else ""
+
     def _notice(self) -> Output:
-        """What was dropped, counted in full: characters past the limit that are not in the kept
+        """What was dropped, counted in full: characters past the start that are not in the kept
         tail, characters the kernel's own cap cut from single huge writes, whole outputs."""
         parts = []
-        dropped = self._dropped - self._tail_len + self._kernel_cut
-        if self._kernel_marks:  # the markers are not output: those past the limit don't count
+        raw_tail = self._kept_tail()
+        dropped = self._dropped - len(raw_tail) + self._kernel_cut
+        if self._kernel_marks:  # the markers are not output: those not kept don't count
             kept = [str(o.get("text", "")) for o in self._outputs if o["output_type"] == "stream"]
-            kept.append("".join(self._tail))
+            kept.append(raw_tail)
             dropped -= self._kernel_marks - sum(kernel_cut(t)[1] for t in kept)
         if dropped > 0:
             part = f"{dropped:,} characters"
@@ -151,7 +188,7 @@ class CellOutputs:
         if self._dropped_outputs:
             n = self._dropped_outputs
             parts.append(f"{n:,} output{'s' if n != 1 else ''}")
-        tail = terminal_text("".join(self._tail))
+        tail = terminal_text(raw_tail)
         what = f"{' and '.join(parts)} dropped" if parts else "nothing dropped"
         follows = f"; the last {len(tail):,} characters follow" if tail else ""
         text = (
@@ -175,16 +212,31 @@ class CellOutputs:
             if isinstance(count, int):
                 self.execution_count = count
             return False
+        if kind == "comm_msg":
+            self._widget_state(content)
+            return False
+        if kind == "update_display_data":
+            display_id = _display_id(content)
+            return self.update_display(display_id, content) if display_id else False
+        if kind not in _OUTPUT_TYPES and kind != "clear_output":
+            return False
+        display_id = _display_id(content)
+        # A new output with a display id also updates the ones shown before (nbclient and
+        # JupyterLab do so even when an Output widget captures the new one).
+        updated = (
+            display_id is not None
+            and kind in ("display_data", "execute_result")
+            and self.update_display(display_id, content)
+        )
+        if self._captures.get(_parent_of(msg)):
+            # Inside ``with output_widget:``: the widget shows it, the cell does not.
+            self.captured += kind != "clear_output"
+            return updated
         if kind == "clear_output":
             if content.get("wait"):
                 self._clear_pending = True
                 return False
             return self._clear()
-        if kind == "update_display_data":
-            display_id = (content.get("transient") or {}).get("display_id")
-            return self.update_display(str(display_id), content) if display_id else False
-        if kind not in _OUTPUT_TYPES:
-            return False
         if self._clear_pending:
             self._clear_pending = False
             self._clear()
@@ -204,10 +256,26 @@ class CellOutputs:
             return True
         self._outputs.append(output)
         self._stored += size
-        display_id = (content.get("transient") or {}).get("display_id")
-        if kind == "display_data" and display_id:
-            self._displays.setdefault(str(display_id), []).append(len(self._outputs) - 1)
+        if display_id and kind in ("display_data", "execute_result"):
+            self._displays.setdefault(display_id, []).append(len(self._outputs) - 1)
         return True
+
+    def _widget_state(self, content: Mapping[str, Any]) -> None:
+        """An Output widget starts or stops capturing a request's outputs (its ``msg_id``);
+        only Output widgets have that state key."""
+        data = content.get("data")
+        state = data.get("state") if isinstance(data, Mapping) else None
+        comm_id = str(content.get("comm_id") or "")
+        if not isinstance(state, Mapping) or "msg_id" not in state or not comm_id:
+            return
+        previous = self._capturing.pop(comm_id, None)
+        stack = self._captures.get(previous or "", [])
+        if comm_id in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(comm_id)]  # where it was pushed last
+        msg_id = state.get("msg_id")
+        if isinstance(msg_id, str) and msg_id:
+            self._captures.setdefault(msg_id, []).append(comm_id)
+            self._capturing[comm_id] = msg_id
 
     def update_display(self, display_id: str, content: Mapping[str, Any]) -> bool:
         """Replace the data of every output shown with ``display_id``; False if there is none."""
@@ -270,37 +338,45 @@ class CellOutputs:
         if last is not None and last.get("output_type") == "stream" and last.get("name") == name:
             old = str(last.get("text", ""))
             merged = terminal_text(old + text)
-            room = self.limits.limit - (self._stored - len(old))
-            if len(merged) <= room:
+            before = self._stored - len(old)  # stored text of the outputs before this one
+            if before + len(merged) <= self.limits.limit:
                 last["text"] = merged
-                self._stored += len(merged) - len(old)
+                self._stored = before + len(merged)
                 return True
-            keep = max(room, 0)
-            last["text"] = merged[:keep]
-            self._stored += keep - len(old)
+            # Past the limit: the start keeps what leaves the tail its room, the rest is tail.
+            keep = max(self.limits.kept_start - before, 0)
+            if keep:
+                last["text"] = merged[:keep]
+            else:
+                self._outputs.pop()  # a stream: no display index points at it
+            self._stored = before + keep
             self._add_tail(name, merged[keep:])
             return True
         text = terminal_text(text)
-        room = self.limits.limit - self._stored
-        if len(text) <= room:
+        if self._stored + len(text) <= self.limits.limit:
             self._outputs.append({"output_type": "stream", "name": name, "text": text})
             self._stored += len(text)
             return True
-        if room > 0:
-            self._outputs.append({"output_type": "stream", "name": name, "text": text[:room]})
-            self._stored += room
-        self._add_tail(name, text[max(room, 0) :])
+        keep = max(self.limits.kept_start - self._stored, 0)
+        if keep:
+            self._outputs.append({"output_type": "stream", "name": name, "text": text[:keep]})
+            self._stored += keep
+        self._add_tail(name, text[keep:])
         return True
 
     def _add_tail(self, name: str, text: str) -> None:
+        """Take text past the start: count it as dropped, and keep (at least) its last
+        ``kept_tail`` characters (amortised: the deque is joined only when it doubles)."""
         self._tail_name = name
         self._tail.append(text)
         self._tail_len += len(text)
         self._dropped += len(text)
-        while self._tail and self._tail_len - len(self._tail[0]) >= self.limits.tail:
+        keep = self.limits.kept_tail
+        while self._tail and self._tail_len - len(self._tail[0]) >= keep:
             self._tail_len -= len(self._tail.popleft())
-        if self._tail_len > 2 * self.limits.tail and self._tail:
-            joined = "".join(self._tail)[-self.limits.tail :]
+        if self._tail_len > 2 * keep and self._tail:
+            joined = "".join(self._tail)
+            joined = joined[len(joined) - keep :] if keep else ""
             self._tail.clear()
             self._tail.append(joined)
             self._tail_len = len(joined)
@@ -323,13 +399,25 @@ class RunOutputs:
     def feed(self, key: str, msg: Msg) -> set[str]:
         """Fold a message of cell ``key``'s execution; return the keys of the cells it changed."""
         kind = msg_type_of(msg)
-        if kind == "update_display_data":
+        changed: set[str] = set()
+        if kind in ("update_display_data", "display_data", "execute_result"):
             content, _ = scrub(msg.get("content") or {})
-            display_id = (content.get("transient") or {}).get("display_id")
-            if not display_id:
-                return set()
-            return {k for k, c in self.cells.items() if c.update_display(str(display_id), content)}
-        return {key} if self.cell(key).feed(msg) else set()
+            display_id = _display_id(content)
+            if kind == "update_display_data":
+                return (
+                    {k for k, c in self.cells.items() if c.update_display(display_id, content)}
+                    if display_id
+                    else set()
+                )
+            if display_id:  # the cell's own displays are updated by its fold
+                changed = {
+                    k
+                    for k, c in self.cells.items()
+                    if k != key and c.update_display(display_id, content)
+                }
+        if self.cell(key).feed(msg):
+            changed.add(key)
+        return changed
 
 
 def fold(messages: Iterable[Msg], limits: Limits = Limits()) -> list[Output]:

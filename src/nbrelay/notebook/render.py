@@ -17,21 +17,29 @@ from typing import Any, TypeVar
 
 from nbrelay.notebook.model import Cell
 from nbrelay.notebook.output_text import (
+    ANSI,
     IMAGE_MIMES,
     OutputText,
     as_text,
     clean_traceback,
     collapse_cr,
     describe_image,
+    html_text,
     html_to_text,
     image_bytes_len,
+    json_head,
+    json_text,
+    mime_sizes,
+    output_size,
     output_text,
     source_preview,
     strip_ansi,
     truncate_middle,
+    value_size,
 )
 
 __all__ = [
+    "ANSI",
     "HEAD",
     "IMAGE_MIMES",
     "NOTICE",
@@ -40,11 +48,17 @@ __all__ = [
     "allocate",
     "clean_traceback",
     "collapse_cr",
+    "describe",
     "describe_image",
     "fair_shares",
     "full_output",
+    "html_text",
     "html_to_text",
     "image_bytes_len",
+    "json_head",
+    "json_text",
+    "mime_sizes",
+    "output_size",
     "output_text",
     "outputs_summary",
     "render_many",
@@ -52,6 +66,7 @@ __all__ = [
     "source_preview",
     "strip_ansi",
     "truncate_middle",
+    "value_size",
 ]
 
 T = TypeVar("T")
@@ -127,8 +142,18 @@ class Budget:
             zip(lengths, allocate(lengths, self.remaining, self.per_output), strict=True)
         )
 
-    def take(self, text: str, hint: str) -> tuple[str, int, bool]:
-        """Fit ``text`` into the budget: (shown, characters cut, whether anything was shown)."""
+    @property
+    def window(self) -> int:
+        """How much of each end of a huge output a read looks at (``output_text``'s window):
+        no output shows more than ``per_output`` characters, and cleaning (ANSI codes,
+        progress bars) can make a text shorter."""
+        return max(2 * self.per_output, 1)
+
+    def take(
+        self, text: str, hint: str, *, unread: int = 0, seam: int = 0
+    ) -> tuple[str, int, bool]:
+        """Fit ``text`` into the budget: (shown, characters cut, whether anything was shown).
+        ``unread`` characters missing at ``seam`` (a windowed read) count as cut."""
         if self._recording is not None:
             self._recording.append(text)
             return text, 0, True
@@ -138,11 +163,15 @@ class Budget:
             self._planned.clear()  # a different text than planned: plan no more
             left = max(self.remaining, 1) if self._wanted else 0  # spent: still its head
             limit = allocate([len(text)], left, self.per_output)[0]
-        if limit <= 0 and text:
-            return "", len(text), False
-        shown, cut = truncate_middle(text, limit, hint=hint)
+        if limit <= 0 and (text or unread):
+            return "", len(text) + unread, False
+        shown, cut = truncate_middle(text, limit, hint=hint, unread=unread, seam=seam)
         self.remaining -= len(shown)
         return shown, cut, True
+
+    def take_output(self, shown: OutputText, hint: str) -> tuple[str, int, bool]:
+        """``take`` for an output's text (counting what a windowed read left unread)."""
+        return self.take(shown.text, hint, unread=shown.unread, seam=shown.seam)
 
     def take_all(self, texts: Sequence[str], hint: str) -> list[tuple[str, int, bool]]:
         """Fit several texts at once, sharing the budget fairly among them."""
@@ -185,7 +214,7 @@ def render_many(
     of output ``k`` of ``cells[n]``."""
     per_cell = [
         [
-            (k, o, output_text(o))
+            (k, o, output_text(o, budget.window))
             for k, o in enumerate(c.get("outputs") or [])
             if isinstance(o, dict)
         ]
@@ -197,24 +226,38 @@ def render_many(
     for n, outputs in enumerate(per_cell):
         views: list[dict[str, Any]] = []
         for k, out, ot in outputs:
-            shown, cut, any_shown = budget.take(ot.text, hint)
+            shown, cut, any_shown = budget.take_output(ot, hint)
             view: dict[str, Any] = {"output": k, "type": ot.kind}
             if out.get("output_type") == "stream":
                 view["name"] = out.get("name", "stdout")
             if ot.image:
                 view["image"] = ot.image
-            if not any_shown and ot.text:
+            if not any_shown and (ot.text or ot.unread):
                 view["text"] = ""
-                view["omitted"] = f"{len(ot.text):,} characters not shown (output budget 0)"
+                view["omitted"] = f"{cut:,} characters not shown (output budget 0)"
             else:
                 view["text"] = shown
             if ot.image and image_hint is not None:
                 view["text"] = f"{view['text']} ({image_hint(n, k)})".lstrip()
             if cut:
                 view["cut"] = cut
+            describe(view, out, cut=cut)
             views.append(view)
         rendered.append(views)
     return rendered
+
+
+def describe(view: dict[str, Any], output: dict[str, Any], *, cut: int) -> None:
+    """Say what an output holds where its text does not show all of it: a rich output's
+    formats with their sizes in characters (``mimes``; unless it is plain text shown whole),
+    a cut stream's or error's ``size``."""
+    if output.get("output_type") in ("stream", "error"):
+        if cut:
+            view["size"] = output_size(output)
+        return
+    sizes = mime_sizes(output)
+    if cut or list(sizes) != ["text/plain"]:
+        view["mimes"] = sizes
 
 
 def outputs_summary(cell: Cell, max_chars: int = 120) -> str:
@@ -224,7 +267,7 @@ def outputs_summary(cell: Cell, max_chars: int = 120) -> str:
         return ""
     first = ""
     for o in outs:
-        ot = output_text(o)
+        ot = output_text(o, max(max_chars, 1000))
         text = ot.text.strip()
         if text:
             first = text.splitlines()[0] if ot.kind != "error" else text.splitlines()[-1]

@@ -7,6 +7,8 @@ functions keep (each one learnt from a way RTC clients lose data):
 * **Granular operations only.** Inserted cells, deleted cells, minimal text changes for sources
   (rebased onto the text as it is now: ``notebook.rebase``), per-key metadata changes, appended
   outputs. Moves and type changes re-create the cells concerned, as JupyterLab itself does.
+* **One change to the list of cells per transaction** (one run of inserted or of deleted cells;
+  content changes ride along): see ``apply_edits``.
 * **Never ``ycell["source"] += ...``** (pycrdt re-assigns the integrated text, emptying it): text
   grows through a local variable.
 * Yjs stores every number as a float; integral ones come back as ints.
@@ -20,9 +22,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nbrelay.errors import ConflictError, act
-from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, MoveCells, UpdateCell
+from nbrelay.notebook.edits import (
+    DeleteCells,
+    Edit,
+    InsertCells,
+    MoveCells,
+    SetMetadata,
+    UpdateCell,
+    apply_metadata,
+)
 from nbrelay.notebook.model import Cell, Notebook, from_dict
 from nbrelay.notebook.rebase import apply_text_ops, rebase_text
+from nbrelay.notebook.validate import CURRENT_MINOR as _CURRENT_MINOR
 
 if TYPE_CHECKING:
     import pycrdt
@@ -182,20 +193,89 @@ def _index(order: list[str], cid: str) -> int:
         ) from None
 
 
+class _Transactions:
+    """The transactions of one ``apply_edits``: content changes join the open transaction; a
+    change to the list of cells opens a new one if the open one changed the list already.
+    Without a document, the caller's transaction holds everything."""
+
+    def __init__(self, doc: pycrdt.Doc[Any] | None) -> None:
+        self._doc = doc
+        self._open: Any = None
+        self._listed = False
+
+    def content(self) -> None:
+        if self._open is None:
+            self._begin()
+
+    def listing(self) -> None:
+        if self._open is None or self._listed:
+            self.close()
+            self._begin()
+        self._listed = True
+
+    def _begin(self) -> None:
+        if self._doc is None:
+            return
+        self._open = self._doc.transaction(origin="nbrelay")
+        self._open.__enter__()
+        self._listed = False
+
+    def close(self) -> None:
+        txn, self._open = self._open, None
+        if txn is not None:
+            txn.__exit__(None, None, None)
+
+
+def _runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted indexes as runs of consecutive ones: [(start, stop), ...], last run first."""
+    runs: list[tuple[int, int]] = []
+    for i in sorted(set(indexes)):
+        if runs and runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], i + 1)
+        else:
+            runs.append((i, i + 1))
+    return runs[::-1]
+
+
+def _delete(
+    ycells: pycrdt.Array[Any], order: list[str], ids: Iterable[str], tx: _Transactions
+) -> None:
+    """Delete cells by id, each run of neighbours in a transaction of its own (last run first,
+    so the indexes of the runs before it hold)."""
+    indexes = [_index(order, cid) for cid in set(ids)]  # every id checked before any change
+    for start, stop in _runs(indexes):
+        tx.listing()
+        del ycells[start:stop]
+        del order[start:stop]
+
+
+def _insert(
+    ycells: pycrdt.Array[Any],
+    order: list[str],
+    at: int,
+    cells: Sequence[Mapping[str, Any]],
+    tx: _Transactions,
+) -> None:
+    tx.listing()
+    for k, cell in enumerate(cells):
+        ycells.insert(at + k, ycell(cell))
+        order.insert(at + k, str(cell.get("id")))
+
+
 def apply_edit(ycells: pycrdt.Array[Any], order: list[str], edit: Edit) -> None:
+    """Apply one edit in the caller's transaction (``apply_edits`` makes its own)."""
+    _apply(ycells, order, edit, _Transactions(None))
+
+
+def _apply(ycells: pycrdt.Array[Any], order: list[str], edit: Edit, tx: _Transactions) -> None:
     if isinstance(edit, InsertCells):
-        at = min(max(edit.index, 0), len(order))
-        for k, cell in enumerate(edit.cells):
-            ycells.insert(at + k, ycell(cell))
-            order.insert(at + k, str(cell["id"]))
+        _insert(ycells, order, min(max(edit.index, 0), len(order)), edit.cells, tx)
     elif isinstance(edit, DeleteCells):
-        for i in sorted((_index(order, cid) for cid in set(edit.ids)), reverse=True):
-            del ycells[i]
-            order.pop(i)
+        _delete(ycells, order, edit.ids, tx)
     elif isinstance(edit, UpdateCell):
-        _update(ycells, order, edit)
-    else:
-        _move(ycells, order, edit)
+        _update(ycells, order, edit, tx)
+    elif isinstance(edit, MoveCells):
+        _move(ycells, order, edit, tx)
 
 
 def py_cell(y: Any) -> dict[str, Any]:
@@ -203,7 +283,9 @@ def py_cell(y: Any) -> dict[str, Any]:
     return ints(raw) if isinstance(raw, dict) else {}
 
 
-def _update(ycells: pycrdt.Array[Any], order: list[str], edit: UpdateCell) -> None:
+def _update(
+    ycells: pycrdt.Array[Any], order: list[str], edit: UpdateCell, tx: _Transactions
+) -> None:
     import pycrdt
 
     i = _index(order, edit.id)
@@ -225,9 +307,10 @@ def _update(ycells: pycrdt.Array[Any], order: list[str], edit: UpdateCell) -> No
         cell.update(copy.deepcopy(changes))
         if new_type != "code":
             cell.pop("execution_state", None)
-        del ycells[i]
-        ycells.insert(i, ycell(cell))
+        _delete(ycells, order, [edit.id], tx)
+        _insert(ycells, order, i, [cell], tx)
         return
+    tx.content()
     for key, value in changes.items():
         if key == "source":
             ytext = target.get("source")
@@ -253,29 +336,57 @@ def _update(ycells: pycrdt.Array[Any], order: list[str], edit: UpdateCell) -> No
             del target[key]
 
 
-def _move(ycells: pycrdt.Array[Any], order: list[str], edit: MoveCells) -> None:
+def _move(ycells: pycrdt.Array[Any], order: list[str], edit: MoveCells, tx: _Transactions) -> None:
     moving = set(edit.ids)
     for cid in moving:
         _index(order, cid)
-    picked = [i for i, cid in enumerate(order) if cid in moving]
-    cells = [py_cell(ycells[i]) for i in picked]
-    for i in reversed(picked):
-        del ycells[i]
-        order.pop(i)
-    at = min(max(edit.index, 0), len(order))
-    for k, cell in enumerate(cells):
-        ycells.insert(at + k, ycell(cell))
-        order.insert(at + k, str(cell.get("id")))
+    cells = [py_cell(ycells[i]) for i, cid in enumerate(order) if cid in moving]
+    _delete(ycells, order, moving, tx)
+    _insert(ycells, order, min(max(edit.index, 0), len(order)), cells, tx)
 
 
 def apply_edits(
-    doc: pycrdt.Doc[Any], ycells: pycrdt.Array[Any], order: list[str], edits: Iterable[Edit]
+    doc: pycrdt.Doc[Any],
+    ycells: pycrdt.Array[Any],
+    order: list[str],
+    edits: Iterable[Edit],
+    ymeta: pycrdt.Map[Any] | None = None,
 ) -> None:
-    """Apply primitive edits as granular operations, in one transaction. ``order`` is the ids
-    of the cells as the snapshot gave them (Y index = list index); it is kept in step."""
-    with doc.transaction(origin="nbrelay"):
+    """Apply primitive edits as granular operations. ``order`` is the ids of the cells as the
+    snapshot gave them (Y index = list index); it is kept in step.
+
+    Each transaction changes the list of cells in one place at most: one run of inserted or of
+    deleted cells (a move is its deletions, then its insertion; content changes join the open
+    transaction). JupyterLab applies a remote transaction to its cell widgets one run at a time,
+    and after each run puts the person's active cell at its index in the *final* list: with two
+    runs above the person's cell (a move, a type change, two separate deletions), that index
+    names another widget in between, and the rest of their typing lands at the start of another
+    cell, or in command mode once the cell they were in is disposed. A transaction of one run is
+    in step after its only run, for every person wherever their cell is.
+
+    With the document's ``ymeta``, the notebook's metadata edits are applied too, and a
+    notebook older than nbformat 4.5 becomes 4.5 (the room then saves its cell ids), as every
+    store writes it."""
+    import pycrdt
+
+    tx = _Transactions(doc)
+    try:
         for edit in edits:
-            apply_edit(ycells, order, edit)
+            if not isinstance(edit, SetMetadata):
+                _apply(ycells, order, edit, tx)
+                continue
+            if ymeta is None:
+                raise TypeError("an edit of the notebook's metadata needs the document's meta")
+            tx.content()
+            current = ymeta.get("metadata")
+            meta = ints(current.to_py() or {}) if isinstance(current, pycrdt.Map) else {}
+            set_ymap(ymeta, "metadata", apply_metadata(meta, (edit,)))
+        minor = ymeta.get("nbformat_minor") if ymeta is not None else None
+        if ymeta is not None and isinstance(minor, int | float) and minor < _CURRENT_MINOR:
+            tx.content()
+            ymeta["nbformat_minor"] = _CURRENT_MINOR
+    finally:
+        tx.close()
 
 
 def replace_all(
@@ -290,7 +401,8 @@ def replace_all(
             del ycells[0 : len(ycells)]
         ycells.extend([ycell(c) for c in nb.cells])
         ymeta["nbformat"] = int(nb.data.get("nbformat", 4))
-        ymeta["nbformat_minor"] = int(nb.data.get("nbformat_minor", 5))
+        # Stored as 4.5 at least, with cell ids, as model.serialize writes every notebook.
+        ymeta["nbformat_minor"] = max(_CURRENT_MINOR, int(nb.data.get("nbformat_minor", 5)))
         meta = ymeta.get("metadata")
         if isinstance(meta, pycrdt.Map):
             set_ymap(ymeta, "metadata", nb.data.get("metadata") or {})

@@ -8,47 +8,47 @@ another.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
+from nbrelay.caller import current
 from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
+from nbrelay.stores.paths import Glob
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
 Planner = Callable[[Notebook], Plan]
 
-# The client a store call is made for (one MCP session): what "since you last read it" means
-# when several clients share one server. "" is anyone (stdio, or a sessionless request).
-current_reader: ContextVar[str] = ContextVar("nbrelay_reader", default="")
-
 V = TypeVar("V")
 _MAX_READER_ENTRIES = 50_000
 
 
 class LastSeen(Generic[V]):
-    """What each reader last saw of each notebook (a version, a cell order), by path.
+    """What each reader (``nbrelay.caller``: the MCP client a store call is made for) last saw
+    of each notebook (a version, a cell order), by path: what "since you last read it" means
+    when several clients share one server.
 
     Used like a dict keyed by path. A reader that has not seen a path yet gets what anyone in
-    this process saw last, so a sessionless caller keeps the process-wide guard.
+    this process saw last, so a caller nbrelay cannot tell apart keeps the process-wide guard.
     """
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str], V] = {}
 
     def get(self, path: str, default: V | None = None) -> V | None:
-        reader = current_reader.get()
+        reader = current().key
         if reader and (reader, path) in self._seen:
             return self._seen[reader, path]
         return self._seen.get(("", path), default)
 
     def __setitem__(self, path: str, value: V) -> None:
         self._seen["", path] = value
-        reader = current_reader.get()
+        reader = current().key
         if reader:
             self._seen.pop((reader, path), None)
             self._seen[reader, path] = value
@@ -120,8 +120,33 @@ class NotebookStore(Protocol):
     mode: str
 
     async def list(self, folder: str, *, recursive: bool) -> list[Entry]:
-        """List the notebooks under ``folder``. Called by ``Workspace.list_notebooks``."""
+        """List the notebooks under ``folder``, in walk order: each folder's notebooks by name,
+        then its subfolders. Called by the profiles' listings."""
         ...
+
+    async def find(
+        self,
+        folder: str,
+        *,
+        recursive: bool = True,
+        glob: Glob | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Entry]:
+        """The first ``limit`` notebooks under ``folder`` (all if None) that ``glob`` matches,
+        in ``list``'s order. A store that can walks only the folders the glob can match in and
+        stops at ``limit``; this default filters ``list``. Called by ``Workspace.list_notebooks``
+        and the search over many notebooks."""
+        found = [
+            e
+            for e in await self.list(folder, recursive=recursive)
+            if glob is None or glob.match(e.path)
+        ]
+        return found if limit is None else found[:limit]
+
+    async def scan(self, path: str) -> Snapshot:
+        """The current snapshot for a pass over many notebooks (a search): like ``peek``, but a
+        store that caches notebooks does not keep this one unless it had it already."""
+        return await self.peek(path)
 
     async def load(self, path: str) -> Snapshot:
         """Return the current snapshot. Called by every read; must be cheap when unchanged."""

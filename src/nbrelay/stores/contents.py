@@ -32,6 +32,7 @@ from nbrelay.notebook.model import Notebook, from_dict, serialize, version_of
 from nbrelay.stores import paths
 from nbrelay.stores.base import Capabilities, EditOutcome, Entry, NotebookStore, Planner, Snapshot
 from nbrelay.stores.editing import LockedEdits, Readers
+from nbrelay.stores.paths import Glob
 from nbrelay.timestamps import epoch_seconds
 
 NOT_LIVE_NOTE = (
@@ -111,12 +112,25 @@ class ContentsStore(LockedEdits, NotebookStore):
     # -- listing -------------------------------------------------------------------------
 
     async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
+        return await self.find(folder, recursive=recursive)
+
+    async def find(
+        self,
+        folder: str,
+        *,
+        recursive: bool = True,
+        glob: Glob | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Entry]:
+        """Walk the server's folders depth first (each folder's notebooks by name, then its
+        subfolders), one contents request per folder, entering only folders the glob can match
+        in and stopping at ``limit`` notebooks."""
         top = self.paths.folder_of(folder)
         found: builtins.list[Entry] = []
         pending = [top]
         seen = 0
         while pending:
-            current = pending.pop(0)
+            current = pending.pop()
             seen += 1
             if seen > _MAX_LISTED_FOLDERS:
                 break
@@ -132,23 +146,31 @@ class ContentsStore(LockedEdits, NotebookStore):
             if model.get("type") != "directory":
                 raise PathError(f"{folder!r} is not a folder.")
             children = model.get("content") or []
-            for child in sorted(children, key=lambda c: str(c.get("path", ""))):
+            subfolders: builtins.list[str] = []
+            for child in sorted(children, key=lambda c: str(c.get("name", ""))):
                 name = str(child.get("name", ""))
                 if name.startswith("."):
                     continue
                 kind = child.get("type")
-                if kind == "directory" and recursive:
-                    pending.append(str(child.get("path", "")))
+                rel = self.paths.back(str(child.get("path", "")))
+                if kind == "directory":
+                    if recursive and (glob is None or glob.enter(rel)):
+                        subfolders.append(str(child.get("path", "")))
                 elif kind == "notebook" or (kind == "file" and name.endswith(".ipynb")):
+                    if glob is not None and not glob.match(rel):
+                        continue
                     size = child.get("size")
                     found.append(
                         Entry(
-                            self.paths.back(str(child["path"])),
+                            rel,
                             int(size) if isinstance(size, int) else 0,
                             epoch_seconds(child.get("last_modified")),
                         )
                     )
-        return sorted(found, key=lambda e: e.path)
+                    if limit is not None and len(found) >= limit:
+                        return found
+            pending += reversed(subfolders)  # the first subfolder is walked next
+        return found
 
     # -- reading -------------------------------------------------------------------------
 

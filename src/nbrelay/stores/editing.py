@@ -19,9 +19,10 @@ import anyio
 
 from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Plan, apply, changed_cells
+from nbrelay.notebook.edits import Edit, Plan, SetMetadata, apply_notebook, changed_cells
 from nbrelay.notebook.merge_read import merge_with_read
 from nbrelay.notebook.model import Cell, Notebook
+from nbrelay.notebook.repair import repairs
 from nbrelay.stores.base import EditOutcome, LastSeen, Planner, Snapshot
 
 _STALE_HINT = act("stale")
@@ -212,24 +213,47 @@ def plan_edit(
         ConflictError: a whole new source changes the same lines as someone else's change
             made since the caller's read.
     """
+    base = before.notebook
+    fixes: list[Edit] = []
+    notes: list[str] = []
     if before.problems:
-        raise NotebookInvalid(
-            f"{before.path!r} fails nbformat validation: {'; '.join(before.problems)}.",
-            hint=f"nbrelay never writes an invalid notebook. {fix_hint}",
-        )
-    plan = planner(before.notebook)
+        fixes, notes = repairs(base)
+        if fixes:
+            base = apply_notebook(base, fixes)
+        found = validate.problems(base) if fixes else list(before.problems)
+        if found:
+            raise NotebookInvalid(
+                f"{before.path!r} fails nbformat validation: {'; '.join(found)}.",
+                hint=f"nbrelay never writes an invalid notebook. {fix_hint}",
+            )
+    plan = planner(base)
     try:
-        plan = merge_with_read(plan, before.notebook, read)
+        plan = merge_with_read(plan, base, read)
     except ConflictError as exc:
         exc.current = before.version
         raise
     if not plan.edits:
         return plan, None
-    cells = apply(before.notebook.cells, plan.edits)
-    changed = changed_cells(cells, plan.edits)
-    validate.check_cells([clean(c) for c in changed] if clean else changed)
-    after = before.notebook.with_cells(cells)
-    after.data["nbformat_minor"] = max(5, int(after.data.get("nbformat_minor", 0)))
+    minor = before.notebook.data.get("nbformat_minor")
+    if not isinstance(minor, int) or minor < validate.CURRENT_MINOR:
+        was = before.notebook.upgraded_from or f"4.{minor or 0}"
+        notes.insert(
+            0,
+            f"The notebook was stored as nbformat 4.{validate.CURRENT_MINOR} (it was {was}), "
+            "with its cell ids, as Jupyter stores it.",
+        )
+    if notes:
+        plan = replace(plan, detail={**plan.detail, "repaired": notes, "repairs": fixes})
+    edits = (*fixes, *plan.edits)
+    after = apply_notebook(before.notebook, edits)
+    changed = changed_cells(after.cells, edits)
+    future = validate.from_future(after)
+    validate.check_cells([clean(c) for c in changed] if clean else changed, future=future)
+    if any(isinstance(e, SetMetadata) for e in edits):
+        validate.check_top_level(after)
+    if fixes:
+        plan = replace(plan, edits=edits)
+    after.data["nbformat_minor"] = max(validate.CURRENT_MINOR, int(minor or 0))
     after.ids_made = False
     after.problems = []  # what was said about reading the file no longer holds once written
     return plan, after

@@ -32,6 +32,7 @@ from nbrelay.process import map_big_buffers, release_memory
 from nbrelay.stores.base import Capabilities, EditOutcome, Entry, NotebookStore, Planner, Snapshot
 from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.file_documents import STATE_FOLDER, FileDocuments
+from nbrelay.stores.paths import Glob
 from nbrelay.stores.rootdir import RootDir
 
 _TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
@@ -126,6 +127,21 @@ class FileStore(LockedEdits, NotebookStore):
             snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
         return snap
 
+    async def scan(self, path: str) -> Snapshot:
+        """The notebook for a pass over many (a search): the cached snapshot if it is current,
+        else the file parsed and not kept, so one search of a large folder does not hold every
+        notebook in memory afterwards."""
+        rel, real = self.fs.resolve(path)
+        snap = self._unchanged(real)
+        if snap is None:
+            snap = await anyio.to_thread.run_sync(self._parse_once, rel, real)
+        return snap
+
+    def _parse_once(self, rel: str, real: str) -> Snapshot:
+        raw, st = self.fs.read_bytes(real, rel)
+        nb = parse(nblr.decode(rel, raw), name=rel)
+        return Snapshot(rel, nb, version_of(raw), size=st.st_size, modified=st.st_mtime)
+
     def _unchanged(self, real: str) -> Snapshot | None:
         """The cached snapshot, if the file's stat says it has not changed since."""
         cached = self._cache.get(real)
@@ -138,29 +154,53 @@ class FileStore(LockedEdits, NotebookStore):
         return cached.snapshot if _stat_key(st) == cached.key else None
 
     async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
-        rel, real = self.fs.folder(folder)
-        return await anyio.to_thread.run_sync(self._list_sync, rel, real, recursive)
+        return await self.find(folder, recursive=recursive)
 
-    def _list_sync(self, rel: str, real: str, recursive: bool) -> builtins.list[Entry]:
+    async def find(
+        self,
+        folder: str,
+        *,
+        recursive: bool = True,
+        glob: Glob | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Entry]:
+        _, real = self.fs.folder(folder)
+        return await anyio.to_thread.run_sync(self._find_sync, real, recursive, glob, limit)
+
+    def _find_sync(
+        self, real: str, recursive: bool, glob: Glob | None, limit: int | None
+    ) -> builtins.list[Entry]:
         """Walk the folder by descriptors (``os.fwalk`` from the folder's descriptor, never into
-        a symlink), so a folder swapped for a symlink is neither listed nor swept."""
+        a symlink), so a folder swapped for a symlink is neither listed nor swept. Folders the
+        glob cannot match in are not entered, names it does not match are not looked at, and
+        the walk stops at ``limit`` notebooks."""
         found: builtins.list[Entry] = []
         try:
             top = self.fs.open_folder(real)
         except (PathError, StoreError):
             return found
         try:
+            # Leaving the loop early drops the walk, which closes its folders' descriptors.
             for dirpath, dirnames, filenames, dfd in os.fwalk(".", dir_fd=top):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                if not recursive:
-                    dirnames[:] = []
                 folder = os.path.normpath(os.path.join(real, dirpath))
+                here = os.path.relpath(folder, self.fs.root_s).replace(os.sep, "/")
+                here = "" if here == "." else here + "/"
+                dirnames[:] = (
+                    sorted(
+                        d
+                        for d in dirnames
+                        if not d.startswith(".") and (glob is None or glob.enter(here + d))
+                    )
+                    if recursive
+                    else []
+                )
                 self.fs.sweep_fd(dfd, folder)
                 for name in sorted(filenames):
                     if name.startswith(".") or not name.endswith(".ipynb"):
                         continue
-                    full = os.path.join(folder, name)
-                    rel_path = os.path.relpath(full, self.fs.root_s).replace(os.sep, "/")
+                    rel_path = here + name
+                    if glob is not None and not glob.match(rel_path):
+                        continue
                     try:
                         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
                         if stat.S_ISLNK(st.st_mode):  # a link inside the root: its target's
@@ -170,6 +210,8 @@ class FileStore(LockedEdits, NotebookStore):
                         continue
                     if stat.S_ISREG(st.st_mode):
                         found.append(Entry(rel_path, st.st_size, st.st_mtime))
+                        if limit is not None and len(found) >= limit:
+                            return found
         finally:
             os.close(top)
         return found

@@ -51,12 +51,11 @@ def is_inside(child: str, root: str) -> bool:
     return child == root or os.path.commonpath([child, root]) == root
 
 
-class RootDir:
-    """The real root folder ``root`` and the confined operations on files under it."""
+class Root:
+    """The real root folder ``root``: its path rules and the confined reads under it (also
+    applied by the server extension to the paths it hands Jupyter's contents manager)."""
 
-    def __init__(
-        self, root: Path, *, lock_dir: Path | None = None, lock_timeout: float = 10.0
-    ) -> None:
+    def __init__(self, root: Path) -> None:
         real = os.path.realpath(root)
         if not os.path.isdir(real):
             raise PathError(
@@ -65,14 +64,6 @@ class RootDir:
             )
         self.root = Path(real)
         self.root_s = real
-        # The lock folder is private (checked here, so start-up refuses one another user holds,
-        # and again at each lock): --lock-dir, else "locks" in nbrelay's runtime folder.
-        self._lock_at: tuple[Path | None, tuple[str, ...]] = (
-            (lock_dir, ()) if lock_dir is not None else (None, ("locks",))
-        )
-        self._lock_dir = runtime.folder_path(self._lock_at[0], *self._lock_at[1])
-        self._lock_timeout = lock_timeout
-        self._swept: set[str] = set()
 
     def resolve(self, path: str, *, suffix: str = ".ipynb") -> tuple[str, str]:
         """Return (relative posix path, real absolute path) or raise PathError."""
@@ -117,31 +108,6 @@ class RootDir:
                 hint=act("list_all"),
             )
         return rel, real
-
-    @contextlib.contextmanager
-    def flock(self, real: str) -> Iterator[None]:
-        name = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".lock"
-        with runtime.folder_fd(self._lock_at[0], *self._lock_at[1]) as dfd:
-            fd = runtime.open_file(
-                dfd, name, os.O_RDWR | os.O_CREAT, os.path.join(self._lock_dir, name)
-            )
-        try:
-            deadline = time.monotonic() + self._lock_timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError as exc:
-                    if time.monotonic() > deadline:
-                        raise StoreError(
-                            f"another process has held the lock on this notebook for over "
-                            f"{self._lock_timeout:g} s.",
-                            hint="Retry in a moment; if it persists, check for a stuck nbrelay.",
-                        ) from exc
-                    time.sleep(0.002)
-            yield
-        finally:
-            os.close(fd)
 
     def open_file(self, real: str, rel: str) -> int:
         """Open the regular file ``real`` for reading through its folder's descriptor (see
@@ -203,41 +169,6 @@ class RootDir:
             return False
         return True
 
-    def sweep_soon(self, real: str) -> None:
-        folder = os.path.dirname(real)
-        if folder not in self._swept:
-            self.sweep_dir(folder)
-
-    def sweep_dir(self, folder: str) -> None:
-        """Remove temp files left by nbrelay processes that no longer run."""
-        self._swept.add(folder)
-        try:
-            dfd = self.open_folder(folder)
-        except (PathError, StoreError):
-            return
-        try:
-            self.sweep_fd(dfd, folder)
-        finally:
-            os.close(dfd)
-
-    def sweep_fd(self, dfd: int, folder: str) -> None:
-        self._swept.add(folder)
-        try:
-            names = os.listdir(dfd)
-        except OSError:
-            return
-        for name in names:
-            if not (name.startswith(".") and _TMP_MARK in name and name.endswith(_TMP_SUFFIX)):
-                continue
-            try:
-                pid = int(name.split(_TMP_MARK, 1)[1].split("-", 1)[0])
-            except ValueError:
-                continue
-            if pid != os.getpid() and process.pid_alive(pid):
-                continue
-            with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=dfd)
-
     def check_inside(self, fd: int, rel: str) -> None:
         """Refuse (and close) an open folder that lies outside the root."""
         try:
@@ -287,11 +218,89 @@ class RootDir:
         self.check_inside(dfd, rel)  # the root itself may have moved: belt and braces
         return dfd
 
+
+class RootDir(Root):
+    """The root folder and every file operation under it: reads, atomic writes, locks."""
+
+    def __init__(
+        self, root: Path, *, lock_dir: Path | None = None, lock_timeout: float = 10.0
+    ) -> None:
+        super().__init__(root)
+        # The lock folder is private (checked here, so start-up refuses one another user holds,
+        # and again at each lock): --lock-dir, else "locks" in nbrelay's runtime folder.
+        self._lock_at: tuple[Path | None, tuple[str, ...]] = (
+            (lock_dir, ()) if lock_dir is not None else (None, ("locks",))
+        )
+        self._lock_dir = runtime.folder_path(self._lock_at[0], *self._lock_at[1])
+        self._lock_timeout = lock_timeout
+        self._swept: set[str] = set()
+
+    @contextlib.contextmanager
+    def flock(self, real: str) -> Iterator[None]:
+        name = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".lock"
+        with runtime.folder_fd(self._lock_at[0], *self._lock_at[1]) as dfd:
+            fd = runtime.open_file(
+                dfd, name, os.O_RDWR | os.O_CREAT, os.path.join(self._lock_dir, name)
+            )
+        try:
+            deadline = time.monotonic() + self._lock_timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError as exc:
+                    if time.monotonic() > deadline:
+                        raise StoreError(
+                            f"another process has held the lock on this notebook for over "
+                            f"{self._lock_timeout:g} s.",
+                            hint="Retry in a moment; if it persists, check for a stuck nbrelay.",
+                        ) from exc
+                    time.sleep(0.002)
+            yield
+        finally:
+            os.close(fd)
+
+    def sweep_soon(self, real: str) -> None:
+        folder = os.path.dirname(real)
+        if folder not in self._swept:
+            self.sweep_dir(folder)
+
+    def sweep_dir(self, folder: str) -> None:
+        """Remove temp files left by nbrelay processes that no longer run."""
+        self._swept.add(folder)
+        try:
+            dfd = self.open_folder(folder)
+        except (PathError, StoreError):
+            return
+        try:
+            self.sweep_fd(dfd, folder)
+        finally:
+            os.close(dfd)
+
+    def sweep_fd(self, dfd: int, folder: str) -> None:
+        self._swept.add(folder)
+        try:
+            names = os.listdir(dfd)
+        except OSError:
+            return
+        for name in names:
+            if not (name.startswith(".") and _TMP_MARK in name and name.endswith(_TMP_SUFFIX)):
+                continue
+            try:
+                pid = int(name.split(_TMP_MARK, 1)[1].split("-", 1)[0])
+            except ValueError:
+                continue
+            if pid != os.getpid() and process.pid_alive(pid):
+                continue
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=dfd)
+
     def write_atomic(self, real: str, data: bytes, *, expect: str | None) -> os.stat_result:
         """Write ``data`` to ``real`` atomically; ``expect`` is the version the file must still
         have just before the replace (None: the file must not exist)."""
         folder, name = os.path.split(real)
-        tmp = f".{name}{_TMP_MARK}{os.getpid()}-{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        tail = f"{_TMP_MARK}{os.getpid()}-{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        tmp = paths.fitted(name, tail, prefix=".")
         dfd = self.open_folder(folder)
         try:
             try:

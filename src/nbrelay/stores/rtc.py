@@ -47,6 +47,7 @@ from nbrelay.stores import rtc_saving
 from nbrelay.stores.base import Capabilities, EditOutcome, Entry, Planner, Snapshot
 from nbrelay.stores.contents import NOT_LIVE_NOTE
 from nbrelay.stores.live_extras import ContentsDocuments
+from nbrelay.stores.paths import Glob
 from nbrelay.stores.rtc_room import RoomLost, SharedRoom
 from nbrelay.stores.rtc_rooms import Access, RoomHost, RoomWay, settle
 from nbrelay.stores.rtc_saving import SAVE_NOTE, keep, landed, save_room
@@ -181,6 +182,19 @@ class RTCStore(RoomHost):
     async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
         return await self.contents.list(folder, recursive=recursive)
 
+    async def find(
+        self,
+        folder: str,
+        *,
+        recursive: bool = True,
+        glob: Glob | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Entry]:
+        return await self.contents.find(folder, recursive=recursive, glob=glob, limit=limit)
+
+    async def scan(self, path: str) -> Snapshot:
+        return await self.peek(path)
+
     async def load(self, path: str) -> Snapshot:
         rel = self.relative(path)
         await self.allow("read")
@@ -200,6 +214,7 @@ class RTCStore(RoomHost):
         await self.allow("read")
         room = self._rooms.get(rel)
         if room is not None and room.alive:
+            self.way.confine(self.paths.server(rel))
             return self._snapshot(rel, room)[0]
         return await self.contents.peek(rel)
 
@@ -336,8 +351,11 @@ class RTCStore(RoomHost):
         confirmed); None when it does, else why not. Without a room there is nothing pending:
         edits through the contents API are written before they return."""
         rel = self.relative(path)
-        await self.allow("write")
-        return await rtc_saving.flush(self._rooms.get(rel))
+        await self.allow("write")  # a save writes the room: others' edits too
+        room = self._rooms.get(rel)
+        if room is not None:
+            self.way.confine(self.paths.server(rel))
+        return await rtc_saving.flush(room)
 
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         rel = self.relative(path)

@@ -6,8 +6,8 @@ document (jupyter_ydoc's roots ``meta``, ``cells`` and ``state``) through ``Shar
 
 * the notebook, version and problems kept converted cell by cell from the document's change
   events (``notebook.ymirror``): an edit or a read costs the cells that changed;
-* the four primitive edits as granular CRDT operations (``notebook.ydoc``), flagged as nbrelay's
-  own while they are applied;
+* the primitive edits (cells, and the notebook's metadata) as granular CRDT operations
+  (``notebook.ydoc``), flagged as nbrelay's own while they are applied;
 * what nbrelay changed and what the file holds: ``edits`` acknowledged, the first ``saved`` of
   them confirmed written, and the acknowledged edits not yet confirmed (``unsaved``), so that after
   a crash nbrelay can tell the agent which of its edits the file did not get;
@@ -137,10 +137,11 @@ class SharedRoom(ABC):
         return self.mirror.read()
 
     def apply(self, order: list[str], edits: Iterable[Edit]) -> None:
-        """Apply primitive edits to the document (see ``notebook.ydoc.apply_edits``)."""
+        """Apply primitive edits to the document, the notebook's metadata edits included (see
+        ``notebook.ydoc.apply_edits``: a notebook older than nbformat 4.5 becomes 4.5)."""
         self._own = True
         try:
-            apply_edits(self.doc, self.ycells, order, edits)
+            apply_edits(self.doc, self.ycells, order, edits, self.ymeta)
         finally:
             self._own = False
 

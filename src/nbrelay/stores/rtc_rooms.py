@@ -75,6 +75,11 @@ class RoomWay(ABC):
             NotebookNotFound: there is no such notebook.
         """
 
+    def confine(self, full: str) -> None:  # noqa: B027 - the server confines its own paths
+        """Refuse server path ``full`` where nbrelay may not go (in process: a symlink out of
+        the root, which Jupyter's contents manager would follow). Called on every use of a
+        room, not only when it is joined: the file may have been swapped for a link since."""
+
     async def journaled(self) -> list[str]:
         """Server paths of notebooks whose journal holds edits a crash kept from their file
         (the rooms of a process that dies with the server; none by default)."""
@@ -241,6 +246,7 @@ class RoomHost(LockedEdits):
         collaboration (the contents API serves it)."""
         if self.mode == "contents":
             return None
+        self.way.confine(self.paths.server(rel))
         room = self._rooms.get(rel)
         if room is not None and room.alive:
             room.last_used = time.monotonic()

@@ -26,7 +26,14 @@ from typing import Any
 import anyio
 
 from nbrelay.errors import NbrelayError
-from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells, MoveCells, UpdateCell
+from nbrelay.notebook.edits import (
+    DeleteCells,
+    Edit,
+    InsertCells,
+    MoveCells,
+    SetMetadata,
+    UpdateCell,
+)
 from nbrelay.notebook.model import Cell, Notebook
 from nbrelay.stores.base import EditOutcome
 from nbrelay.stores.rtc_room import RoomLost, SharedRoom
@@ -130,6 +137,12 @@ def landed(outcome: EditOutcome, now: Notebook) -> bool:
                 return False
             if any(cells[edit.id].get(k) != meant[edit.id].get(k) for k in edit.changes):
                 return False
+        elif isinstance(edit, SetMetadata):
+            have_meta = now.data.get("metadata") or {}
+            if any(have_meta.get(k) != v for k, v in edit.changes.items()):
+                return False
+            if any(k in have_meta for k in edit.remove):
+                return False
         else:
             want = [cid for cid in (c["id"] for c in outcome.after.notebook.cells) if cid in order]
             have = [cid for cid in order if cid in meant]
@@ -165,7 +178,18 @@ def _touched(edit: Edit) -> tuple[str, ...]:
         return tuple(str(c["id"]) for c in edit.cells)
     if isinstance(edit, UpdateCell):
         return (edit.id,)
+    if isinstance(edit, SetMetadata):
+        return ()
     return tuple(edit.ids)
+
+
+# A key of the notebook's metadata as JSON can hold it: [value], or [] when it is not there.
+Held = list[Any]
+
+
+def _held(nb: Notebook, key: str) -> Held:
+    meta = nb.data.get("metadata") or {}
+    return [copy.deepcopy(meta[key])] if key in meta else []
 
 
 @dataclass
@@ -178,6 +202,9 @@ class Unsaved:
     keys: dict[str, list[str]] = field(default_factory=dict)  # the fields changed, by cell
     anchors: dict[str, str | None] = field(default_factory=dict)  # inserted/moved: cell before
     moved: list[str] = field(default_factory=list)
+    # Keys of the notebook's metadata: before the first change, after the last.
+    meta_base: dict[str, Held] = field(default_factory=dict)
+    meta_had: dict[str, Held] = field(default_factory=dict)
     forgotten: int = 0  # older unsaved edits no longer remembered
 
     @classmethod
@@ -191,6 +218,8 @@ class Unsaved:
             ids = last.ids
             for cid in unsaved.had:
                 unsaved.had[cid] = _cell(last, cid, ids)
+            for key in unsaved.meta_had:
+                unsaved.meta_had[key] = _held(last, key)
         return unsaved
 
     def add_entry(self, record: dict[str, Any]) -> None:
@@ -202,20 +231,29 @@ class Unsaved:
             known.extend(k for k in keys if k not in known)
         self.anchors.update(record["anchors"])
         self.moved.extend(c for c in record["moved"] if c not in self.moved)
+        for key, (before, after) in record.get("meta", {}).items():
+            self.meta_base.setdefault(key, before)
+            self.meta_had[key] = after
 
     def __bool__(self) -> bool:
-        return bool(self.had) or self.forgotten > 0
+        return bool(self.had) or bool(self.meta_had) or self.forgotten > 0
 
 
 def entry(outcome: EditOutcome) -> dict[str, Any]:
-    """One edit's part of ``Unsaved``, as JSON: the cells it touched before and after it."""
+    """One edit's part of ``Unsaved``, as JSON: the cells it touched before and after it (and
+    the keys of the notebook's metadata it set or removed)."""
     before, after = outcome.before.notebook, outcome.after.notebook
     before_ids, after_ids = before.ids, after.ids
     cells: dict[str, tuple[Cell | None, Cell | None]] = {}
     keys: dict[str, list[str]] = {}
     anchors: dict[str, str | None] = {}
     moved: list[str] = []
+    meta: dict[str, tuple[Held, Held]] = {}
     for edit in outcome.plan.edits:
+        if isinstance(edit, SetMetadata):
+            for key in (*edit.changes, *edit.remove):
+                meta.setdefault(key, (_held(before, key), _held(after, key)))
+            continue
         for cid in _touched(edit):
             cells.setdefault(cid, (_cell(before, cid, before_ids), _cell(after, cid, after_ids)))
         if isinstance(edit, UpdateCell):
@@ -228,7 +266,7 @@ def entry(outcome: EditOutcome) -> dict[str, Any]:
                 anchors[cid] = after_ids[at - 1] if at > 0 else None
             if isinstance(edit, MoveCells):
                 moved.extend(edit.ids)
-    return {"cells": cells, "keys": keys, "anchors": anchors, "moved": moved}
+    return {"cells": cells, "keys": keys, "anchors": anchors, "moved": moved, "meta": meta}
 
 
 def recover(unsaved: Unsaved, now: Notebook) -> Recovery:
@@ -289,6 +327,23 @@ def recover(unsaved: Unsaved, now: Notebook) -> Recovery:
             pending.remove(cid)
     for cid, changes in updates.items():
         edits.append(UpdateCell(cid, {k: copy.deepcopy(v) for k, v in changes.items()}))
+    setting: dict[str, Any] = {}
+    removing: list[str] = []
+    for key, wanted in unsaved.meta_had.items():
+        there = _held(now, key)
+        if wanted == there:
+            continue
+        what = f"the notebook's metadata {key!r}"
+        if unsaved.meta_base.get(key) == there:
+            if wanted:
+                setting[key] = copy.deepcopy(wanted[0])
+            else:
+                removing.append(key)
+            restored.append(what)
+        else:
+            lost.append(what)
+    if setting or removing:
+        edits.append(SetMetadata(setting, tuple(removing)))
     return Recovery(tuple(edits), tuple(restored), tuple(lost), unsaved.forgotten)
 
 

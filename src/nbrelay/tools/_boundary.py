@@ -36,8 +36,8 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
+from nbrelay.caller import acting, current
 from nbrelay.errors import CANONICAL_WORDS, NbrelayError, Vocabulary
-from nbrelay.stores.base import current_reader
 from nbrelay.tools import sdk
 from nbrelay.tools.schemas import brief_schema, example_of, slim_schema, without_example
 from nbrelay.tools.validation import Arguments
@@ -169,7 +169,7 @@ class Registrar:
                 structured_output=None if self.output_schemas else False,
                 meta=meta,
             )
-            sdk.pass_context(tool)  # the wrapper learns which client calls (sdk.client_key)
+            sdk.pass_context(tool)  # the wrapper learns which client calls (sdk.caller_of)
             slot["arguments"] = self.arguments[tool_name] = Arguments(
                 tool_name, sdk.hand_over_arguments(tool), tool.parameters, example_of(description)
             )
@@ -224,26 +224,24 @@ def _guard(
         ctx = passed.pop(sdk.CONTEXT_KWARG, None)
         if ctx is None:  # the tool declares its own Context parameter
             ctx = next((v for v in passed.values() if isinstance(v, Context)), None)
-        reader = current_reader.set(sdk.client_key(ctx)) if ctx is not None else None
-        try:
-            if raw is None:
-                raise RuntimeError("the MCP SDK did not hand the call's arguments over")
-            values = slot["arguments"].validate(raw)
-            return to_result(await fn(*args, **values, **passed), keep_none=keep_none)
-        except NbrelayError as exc:
-            raise ToolError(reg.explain(exc)) from exc
-        except (ToolError, anyio.get_cancelled_exc_class()):
-            raise
-        except Exception as exc:
-            error_id = secrets.token_hex(4)
-            logger.exception("tool %s failed (error id %s)", name, error_id)
-            raise ToolError(
-                f"internal error in nbrelay ({type(exc).__name__}, error id {error_id}). "
-                "The notebook was not changed by the failed step; retry, and report the error id "
-                "if it persists."
-            ) from exc
-        finally:
-            if reader is not None:
-                current_reader.reset(reader)
+        # The caller is built here, once per call, and is current while the tool runs.
+        with acting(sdk.caller_of(ctx) if ctx is not None else current()):
+            try:
+                if raw is None:
+                    raise RuntimeError("the MCP SDK did not hand the call's arguments over")
+                values = slot["arguments"].validate(raw)
+                return to_result(await fn(*args, **values, **passed), keep_none=keep_none)
+            except NbrelayError as exc:
+                raise ToolError(reg.explain(exc)) from exc
+            except (ToolError, anyio.get_cancelled_exc_class()):
+                raise
+            except Exception as exc:
+                error_id = secrets.token_hex(4)
+                logger.exception("tool %s failed (error id %s)", name, error_id)
+                raise ToolError(
+                    f"internal error in nbrelay ({type(exc).__name__}, error id {error_id}). "
+                    "The notebook was not changed by the failed step; retry, and report the "
+                    "error id if it persists."
+                ) from exc
 
     return wrapper

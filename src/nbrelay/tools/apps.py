@@ -8,7 +8,12 @@ model reads, so the view costs the agent nothing. Every other client gets exactl
 (no ``_meta``, no extra bytes).
 
 The view is one self-contained HTML file (package data): no network fetches, no external
-scripts, styles or fonts; notebook HTML outputs are shown in sandboxed frames without scripts.
+scripts, styles or fonts. It renders markdown and math as JupyterLab does, with two small
+libraries vendored in ``tools/vendor/`` (``scripts/vendor-view``) and inlined into the page:
+marked (the markdown parser JupyterLab uses) and Temml (LaTeX to MathML, which the browser draws
+with no fonts to fetch). Whatever the notebook holds (HTML outputs, markdown, math) is rebuilt in
+the page from allow-lists: no script, event handler or URL but data: images survives, and the
+page's CSP allows only its own inline code and data: images.
 
 While a run goes on, the view updates itself: the host hands it the call's arguments
 (``ui/notifications/tool-input``) long before the result, and the view polls ``notebook_view``
@@ -31,7 +36,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
@@ -50,6 +55,7 @@ from nbrelay.tools.arguments import NbPath
 if TYPE_CHECKING:
     from mcp.server.mcpserver.tools import Tool
 
+    from nbrelay.kernels.jobs import Job
     from nbrelay.workspace import Workspace
 
 VIEW_URI = "ui://nbrelay/notebook.html"
@@ -94,10 +100,28 @@ def _path_args() -> list[PathArg]:
     return sorted(found)
 
 
+# The renderers the page inlines (tools/vendor/, written by scripts/vendor-view).
+VENDORED = {"marked": "marked.umd.js", "temml": "temml.min.js"}
+_SOURCE_MAP = re.compile(r"^//# sourceMappingURL=.*$", re.MULTILINE)
+
+
+def _vendored(name: str) -> str:
+    code = resources.files("nbrelay.tools").joinpath("vendor", VENDORED[name]).read_text("utf-8")
+    code = _SOURCE_MAP.sub("", code)  # nothing for a browser to fetch, even with devtools open
+    if re.search(r"<(/?)script", code, re.IGNORECASE):
+        raise RuntimeError(f"tools/vendor/{VENDORED[name]} cannot be inlined in a <script>")
+    return code
+
+
 @cache
 def view_html() -> str:
-    """The view's page, told which call arguments name the notebook (to poll during a run)."""
+    """The view's page: the renderers inlined, told which call arguments name the notebook
+    (to poll during a run)."""
     page = resources.files("nbrelay.tools").joinpath("notebook_view.html").read_text("utf-8")
+    for name in VENDORED:
+        page = page.replace(
+            f"<script>/*VENDOR:{name}*/</script>", f"<script>{_vendored(name)}</script>"
+        )
     return page.replace("/*PATH_ARGS*/[]", json.dumps(_path_args()))
 
 
@@ -267,19 +291,33 @@ async def poll(ctx: Context[Any] | None, ws: Workspace, path: str) -> CallToolRe
             hint="To read the notebook, use read_notebook.",
         )
     snap = await ws.peek(path)
-    status = {
-        cell.id: cell.status
-        for job in ws.jobs_of(snap.path)
-        for cell in job.cells
-        if cell.id is not None and cell.status in ("queued", "running")
-    }
+    state = run_state(ws.jobs_of(snap.path))
+    status = state["status"]
     summary = {"path": snap.path, "version": snap.version, "busy": bool(status)}
-    data = notebook_view(snap, status=status)
+    data = notebook_view(snap, **state)
     return CallToolResult(
         content=[TextContent(text=compact_json(summary))],
         structured_content=summary,
         _meta={VIEW_KEY: data},
     )
+
+
+def run_state(jobs: Iterable[Job]) -> dict[str, Any]:
+    """``notebook_view``'s ``status`` and ``fresh`` for runs that go on: the cells they have
+    queued or are running, and what they hold now for the cells they started (a finished cell's
+    count and outputs reach the notebook at the run's next periodic save; until then the
+    notebook shows it cleared)."""
+    status: dict[str, str] = {}
+    fresh: dict[str, tuple[list[dict[str, Any]], int | None]] = {}
+    for job in jobs:
+        for cell in job.cells:
+            if cell.id is None:
+                continue
+            if cell.status in ("queued", "running"):
+                status[cell.id] = cell.status
+            if cell.status not in ("queued", "skipped", "cancelled"):
+                fresh[cell.id] = (job.cell_outputs(cell), cell.execution_count)
+    return {"status": status, "fresh": fresh}
 
 
 def with_view(ctx: Context[Any] | None, value: Any, snap: Snapshot, **extra: Any) -> Any:
@@ -296,10 +334,16 @@ def with_view(ctx: Context[Any] | None, value: Any, snap: Snapshot, **extra: Any
 
 
 def notebook_view(
-    snap: Snapshot, *, ran: list[str] | None = None, status: Mapping[str, str] | None = None
+    snap: Snapshot,
+    *,
+    ran: list[str] | None = None,
+    status: Mapping[str, str] | None = None,
+    fresh: Mapping[str, tuple[list[dict[str, Any]], int | None]] | None = None,
 ) -> dict[str, Any]:
-    """The view's data: every cell with its source, execution count and outputs; ``status``:
-    the cells a run has queued or is running (by id)."""
+    """The view's data: every cell with its source, execution count and outputs (a markdown
+    cell with the images it shows from its attachments); ``status``: the cells a run has queued
+    or is running (by id); ``fresh``: outputs and counts a run holds that the notebook does not
+    show yet (by id)."""
     budget = [_MAX_TOTAL]
     cells = []
     for cell in snap.notebook.cells:
@@ -311,8 +355,13 @@ def notebook_view(
             "source": source,
         }
         if entry["type"] == "code":
-            entry["count"] = cell.get("execution_count")
-            entry["outputs"] = [_output(o, budget) for o in cell.get("outputs") or []]
+            outputs, count = (fresh or {}).get(
+                str(cell.get("id")), (cell.get("outputs") or [], cell.get("execution_count"))
+            )
+            entry["count"] = count
+            entry["outputs"] = [_output(o, budget) for o in outputs]
+        elif entry["type"] == "markdown" and cell.get("attachments"):
+            entry["attachments"] = _attachments(source, cell["attachments"], budget)
         cells.append(entry)
     return {
         "path": snap.path,
@@ -357,10 +406,7 @@ def _output(out: dict[str, Any], budget: list[int]) -> dict[str, Any]:
     data = out.get("data") or {}
     for mime in _IMAGES:
         if mime in data:
-            raw = _text(data[mime])
-            if mime == "image/svg+xml":
-                raw = base64.b64encode(raw.encode("utf-8")).decode("ascii")
-            raw = "".join(raw.split())
+            raw = _image_data(mime, data[mime])
             if len(raw) <= min(_MAX_IMAGE, budget[0]):
                 budget[0] -= len(raw)
                 return {"kind": "image", "mime": mime, "data": raw}
@@ -371,7 +417,36 @@ def _output(out: dict[str, Any], budget: list[int]) -> dict[str, Any]:
     if "text/html" in data:
         return {"kind": "html", "html": _cut(_text(data["text/html"]), budget)}
     if "text/markdown" in data:
-        return {"kind": "text", "text": _cut(_text(data["text/markdown"]), budget)}
+        return {"kind": "markdown", "text": _cut(_text(data["text/markdown"]), budget)}
+    if "text/latex" in data:
+        return {"kind": "latex", "text": _cut(_text(data["text/latex"]), budget)}
     if "text/plain" in data:
         return {"kind": "text", "text": _cut(_text(data["text/plain"]), budget)}
     return {"kind": "text", "text": f"[{', '.join(sorted(data)) or kind} output]"}
+
+
+def _attachments(source: str, attachments: Any, budget: list[int]) -> dict[str, Any]:
+    """The images of a markdown cell's attachments that its source shows (``attachment:NAME``),
+    within the view's budget."""
+    shown: dict[str, Any] = {}
+    if not isinstance(attachments, dict):
+        return shown
+    for name, bundle in attachments.items():
+        if f"attachment:{name}" not in source or not isinstance(bundle, dict):
+            continue
+        for mime in _IMAGES:
+            if mime in bundle:
+                raw = _image_data(mime, bundle[mime])
+                if len(raw) <= min(_MAX_IMAGE, budget[0]):
+                    budget[0] -= len(raw)
+                    shown[str(name)] = {"mime": mime, "data": raw}
+                break
+    return shown
+
+
+def _image_data(mime: str, value: Any) -> str:
+    """An image of a MIME bundle as base64 (SVG is stored as text)."""
+    raw = _text(value)
+    if mime == "image/svg+xml":
+        raw = base64.b64encode(raw.encode("utf-8")).decode("ascii")
+    return "".join(raw.split())

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nbrelay.notebook.edits import CellSpec
 
@@ -35,6 +35,22 @@ class NewCell(BaseModel):
     source: str = ""
     type: Literal["code", "markdown", "raw"] = "code"
     metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cell_type(cls, value: Any) -> Any:
+        """nbformat's ``cell_type`` is taken as ``type`` (agents fluent in nbformat send it);
+        unlisted, so it costs the listing nothing. Both, disagreeing, are refused."""
+        if not isinstance(value, dict) or "cell_type" not in value:
+            return value
+        given = {k: v for k, v in value.items() if k != "cell_type"}
+        if "type" in given and given["type"] != value["cell_type"]:
+            raise ValueError(
+                f"the cell gives type {given['type']!r} and cell_type {value['cell_type']!r}; "
+                "give one of them (cell_type is a synonym of type)"
+            )
+        given["type"] = value["cell_type"]
+        return given
 
 
 NewCells = Annotated[

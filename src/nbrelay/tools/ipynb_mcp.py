@@ -112,11 +112,13 @@ def format_notebook(path: str, nb: Notebook) -> str:
         if outputs:
             lines.append("Outputs:")
         for k, out in enumerate(outputs, start=1):
-            ot = render.output_text(out)
+            ot = render.output_text(out, OUTPUT_PREVIEW)
             hint = "image" if ot.image else ("table" if "text/html" in ot.mimes else "text")
             label = out.get("name") if out.get("output_type") == "stream" else ot.image or ot.kind
             pointer = f"get_full_output(cell_index={i}, output_index={k}, type_hint={hint!r})"
-            text, cut = render.truncate_middle(ot.text, OUTPUT_PREVIEW, hint=pointer)
+            text, cut = render.truncate_middle(
+                ot.text, OUTPUT_PREVIEW, hint=pointer, unread=ot.unread, seam=ot.seam
+            )
             if ot.image and not cut:
                 text = f"{text} (full image: {pointer})"
             lines.append(f"  [{k}] {label}: {text}")

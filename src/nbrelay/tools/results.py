@@ -17,6 +17,7 @@ from nbrelay.notebook.model import Cell
 from nbrelay.notebook.search import Match
 from nbrelay.stores.base import EditOutcome, Entry, Snapshot
 from nbrelay.timestamps import utc_iso
+from nbrelay.workspace.notebooks import SEARCH_SECONDS, ManyFound
 
 
 class CellLoc(BaseModel):
@@ -34,6 +35,7 @@ class NotebookList(BaseModel):
     folder: str
     count: int
     notebooks: list[NotebookEntry]
+    next_start: int | None = None
 
 
 class OutputView(BaseModel):
@@ -44,6 +46,8 @@ class OutputView(BaseModel):
     image: str | None = None
     cut: int | None = None
     omitted: str | None = None
+    size: int | None = None  # a stream's or an error's characters
+    mimes: dict[str, int] | None = None  # a rich output's formats and their characters
 
 
 class CellView(BaseModel):
@@ -106,6 +110,7 @@ class EditResult(BaseModel):
 
 
 class MatchView(BaseModel):
+    path: str | None = None  # a search over many notebooks: the notebook
     index: int
     id: str
     line: int
@@ -115,9 +120,12 @@ class MatchView(BaseModel):
 
 class SearchResult(BaseModel):
     path: str
-    version: str
+    version: str | None = None  # one notebook's
     total: int
     matches: list[MatchView]
+    searched: int | None = None  # a folder or glob: notebooks searched
+    next_start: int | None = None
+    note: str | None = None
 
 
 def iso(ts: float | None) -> str:
@@ -125,13 +133,30 @@ def iso(ts: float | None) -> str:
     return "" if ts is None else utc_iso(ts, timespec="seconds")
 
 
-def notebook_list(folder: str, entries: list[Entry]) -> NotebookList:
+_ENTRY_CHARS = 64  # what a listed notebook costs in a result besides its path
+
+
+def notebook_list(
+    folder: str, entries: list[Entry], start: int = 0, limit: int | None = None, chars: int = 0
+) -> NotebookList:
+    """The notebooks ``entries[start:start + limit]`` (``entries`` may hold one more, to tell
+    that more remain), fewer if their paths pass about ``chars`` characters (0: no bound), with
+    where the next page starts."""
+    end = len(entries) if limit is None else min(start + limit, len(entries))
+    page = entries[start:end]
+    if chars:
+        size = 0
+        for k, e in enumerate(page):
+            size += len(e.path) + _ENTRY_CHARS
+            if k and size > chars:
+                page = page[:k]
+                break
+    after = start + len(page)
     return NotebookList(
         folder=folder or ".",
-        count=len(entries),
-        notebooks=[
-            NotebookEntry(path=e.path, size=e.size, modified=iso(e.modified)) for e in entries
-        ],
+        count=len(page),
+        notebooks=[NotebookEntry(path=e.path, size=e.size, modified=iso(e.modified)) for e in page],
+        next_start=after if after < len(entries) else None,
     )
 
 
@@ -317,6 +342,44 @@ def add_run(result: EditResult, run: ExecutionResult | None) -> None:
         run.version = None
 
 
+def many_result(found: ManyFound) -> SearchResult:
+    """A search over the notebooks of a folder or glob: each match with its notebook."""
+    notes: list[str] = []
+    if found.cut is not None:
+        path, shown, total = found.cut
+        notes.append(
+            f"{path!r} alone has {total} matches, {shown} shown: search it alone (its path, a "
+            "higher limit) for the rest."
+        )
+    if found.out_of_time:
+        notes.append(f"Stopped after {SEARCH_SECONDS:g} s; pass start=next_start to go on.")
+    if found.unreadable:
+        names = ", ".join(repr(p) for p in found.unreadable[:5])
+        more = "…" if len(found.unreadable) > 5 else ""
+        notes.append(
+            f"{len(found.unreadable)} notebook(s) could not be read and were skipped: "
+            f"{names}{more}."
+        )
+    return SearchResult(
+        path=found.where or ".",
+        total=found.total,
+        searched=found.searched,
+        matches=[
+            MatchView(
+                path=path,
+                index=m.index,
+                id=m.id,
+                line=m.line,
+                text=m.text,
+                where="output" if m.where == "output" else None,
+            )
+            for path, m in found.matches
+        ],
+        next_start=found.next_start,
+        note=" ".join(notes) or None,
+    )
+
+
 def search_result(snap: Snapshot, matches: list[Match], limit: int) -> SearchResult:
     return SearchResult(
         path=snap.path,
@@ -346,6 +409,8 @@ class RunOutput(BaseModel):
     offset: int | None = None
     cut: int | None = None
     omitted: str | None = None
+    size: int | None = None  # a stream's or an error's characters
+    mimes: dict[str, int] | None = None  # a rich output's formats and their characters
 
 
 class RunCell(BaseModel):

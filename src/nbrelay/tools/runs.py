@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -101,7 +101,7 @@ def _cell_view(
 ) -> RunCell:
     views: list[RunOutput] = []
     for k, out, shown, start in pending:
-        text, cut, any_shown = budget.take(shown.text[start:], "read_output for all of it")
+        text, cut, any_shown = budget.take(shown.text[start:], "read_output pages through it")
         if shown.image and cell.id is not None and images is None:
             text = f"{text} ({image_pointer(job.path, cell.id, k)})"
         view = RunOutput(
@@ -113,6 +113,9 @@ def _cell_view(
             offset=start or None,
             cut=cut or None,
         )
+        described: dict[str, Any] = {}
+        render.describe(described, out, cut=cut)
+        view.size, view.mimes = described.get("size"), described.get("mimes")
         if not any_shown and shown.text:
             view.omitted = f"{len(shown.text) - start:,} characters not shown (output budget 0)"
         cell.delivered[k] = len(shown.text)
@@ -171,6 +174,21 @@ def execution_view(
     if pictures:
         return (result, *pictures)
     return result
+
+
+def progress_reporter(ctx: Context | None) -> Callable[[str], Awaitable[None]] | None:
+    """Send each message as an MCP progress notification of the request (numbered 1, 2, …; the
+    SDK sends nothing when the client asked for no progress); None without a request."""
+    if ctx is None:
+        return None
+    sent = 0
+
+    async def report(message: str) -> None:
+        nonlocal sent
+        sent += 1
+        await ctx.report_progress(sent, None, clean_text(message))
+
+    return report
 
 
 async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | None) -> None:

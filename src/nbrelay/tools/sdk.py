@@ -11,11 +11,16 @@ here and nowhere else, so an SDK upgrade that moves these parts breaks this modu
   (``Tool.context_kwarg``), to learn which client calls;
 * the output schema a tool declares (``Tool.fn_metadata.output_schema``);
 * the client connection behind a request (``ServerSession._connection``: the session object is
-  made per request) and the HTTP session id (``request_context.request.headers``);
+  made per request) and its outbound channel (``Connection.outbound``: the one thing a
+  2026-07-28 client over stdio keeps from request to request), the HTTP session id (``request_context.request.headers``) and the request's
+  ASGI scope (``request_context.request.scope``), to learn who calls (``caller_of``);
 * request handlers the high-level server does not register (``MCPServer._lowlevel_server``:
   the legacy ``resources/subscribe``);
 * the SDK's log set-up (``mcp.server.mcpserver.server.configure_logging``), kept from importing
-  ``rich``.
+  ``rich``;
+* the stdio run loop (``MCPServer.run_stdio_async``, rebuilt from ``mcp.server.stdio`` and
+  ``MCPServer._lowlevel_server.run``), so that a line the transport cannot decode, which the SDK
+  drops without an answer, is answered (``nbrelay.stdio``).
 
 tests/tools/test_sdk.py checks each of these against the installed SDK, and
 tests/tools/golden/ holds every profile's ``tools/list`` as a client receives it.
@@ -27,12 +32,18 @@ import logging
 import secrets
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mcp.server import connection as sdk_connection
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from pydantic import BaseModel
+
+from nbrelay.caller import ANYONE, IDENTITY_SCOPE_KEY, Caller
+
+if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
 
 # The keyword arguments the SDK passes to a tool's wrapper in place of the call's own.
 RAW_ARGUMENTS = "_nbrelay_arguments"
@@ -88,31 +99,56 @@ def connection_of(session: Any) -> object | None:
     return getattr(session, "_connection", None)
 
 
-_READERS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+# The SDK's one "no channel" outbound, shared by every connection that has none of its own.
+NO_CHANNEL: object | None = getattr(sdk_connection, "_NO_CHANNEL", None)
 
 
-def client_key(ctx: Any) -> str:
-    """A stable key for the client (MCP session) a tool call comes from ("" when unknown), so
-    that "changed since you last read it" is judged per client when several share one server.
-    Sessionless requests (protocol 2026-07-28 over HTTP) get a new key each time."""
+def stream_of(session: Any) -> object | None:
+    """What lasts as long as a client's stream (stdio, in process): its connection's outbound
+    channel. A 2026-07-28 client gets a new connection object per request, all on one channel;
+    a handshake-era client keeps one connection, and its channel with it. None for a client with
+    no channel of its own (the in-process 2026-07-28 client shares the SDK's "no channel")."""
+    connection = connection_of(session)
+    outbound: object | None = getattr(connection, "outbound", None)
+    if outbound is None or outbound is NO_CHANNEL:
+        return None
+    return outbound
+
+
+_STREAMS: weakref.WeakKeyDictionary[Any, Caller] = weakref.WeakKeyDictionary()
+
+
+def caller_of(ctx: Any) -> Caller:
+    """Who a tool call comes from (``nbrelay.caller``): its MCP session over HTTP; for a
+    sessionless HTTP request (protocol 2026-07-28), the identity that authenticated it (the
+    transport put it in the request's scope); otherwise its client's stream (stdio, in
+    process: ``stream_of``), which keeps one key while it lasts; ``ANYONE`` when none is
+    known."""
     try:
         context = ctx.request_context
     except (AttributeError, ValueError):
-        return ""
-    headers = getattr(getattr(context, "request", None), "headers", None)
+        return ANYONE
+    request = getattr(context, "request", None)
+    headers = getattr(request, "headers", None)
     session_id = headers.get("mcp-session-id") if headers is not None else None
     if session_id:
-        return f"http-{session_id}"
-    connection = connection_of(context.session)
-    if connection is None:
-        return ""
+        return Caller(f"session:{session_id}")
+    scope = getattr(request, "scope", None)
+    identity = scope.get(IDENTITY_SCOPE_KEY) if isinstance(scope, dict) else None
+    if isinstance(identity, str) and identity:
+        return Caller(identity)
+    if request is not None:  # a sessionless request nobody vouched for: anyone
+        return ANYONE
+    stream = stream_of(context.session)
+    if stream is None:
+        return ANYONE
     try:
-        reader = _READERS.get(connection)
-        if reader is None:
-            reader = _READERS[connection] = secrets.token_hex(8)
+        caller = _STREAMS.get(stream)
+        if caller is None:
+            caller = _STREAMS[stream] = Caller(f"stream:{secrets.token_hex(8)}")
     except TypeError:  # not weak-referenceable
-        return f"connection-{id(connection)}"
-    return reader
+        return Caller(f"stream:{id(stream)}")
+    return caller
 
 
 def add_request_handler(
@@ -137,3 +173,67 @@ def plain_logging() -> None:
 
     if hasattr(sdk, "configure_logging"):
         sdk.configure_logging = configure
+
+
+Answer = Callable[[Exception], "SessionMessage | None"]
+
+
+async def serve_stdio(server: MCPServer[Any], answer: Answer) -> None:
+    """``server.run("stdio")`` as the SDK does it (its transport, which claims fds 0 and 1, and
+    its run loop), except that each line the transport could not decode goes to ``answer``, and
+    the message that returns (if any) is sent back to the client. The SDK puts such a line's
+    exception in the read stream, where the server drops it: the client waited forever."""
+    from mcp.server.stdio import stdio_server
+
+    low = server._lowlevel_server
+    async with stdio_server() as (read_stream, write_stream):
+        answering = _Answering(read_stream, write_stream, answer)
+        await low.run(answering, write_stream, low.create_initialization_options())
+
+
+class _Answering:
+    """The transport's read stream without its exceptions: each is answered on the write stream
+    instead of reaching the server. The sender's context (``last_context``) is the inner
+    stream's."""
+
+    def __init__(self, inner: Any, write: Any, answer: Answer) -> None:
+        self._inner = inner
+        self._write = write
+        self._answer = answer
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            try:
+                reply = self._answer(item)
+            except Exception:  # an answer must never cost the connection
+                logging.getLogger("nbrelay.stdio").exception("could not answer a bad line")
+                continue
+            if reply is not None:
+                await self._write.send(reply)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _Answering:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -271,6 +271,20 @@ class Editing:
 
         return await self._edit(path, "replace in cells", planner, expected_version, cells or ())
 
+    async def set_notebook_metadata(
+        self, path: str, metadata: Mapping[str, Any], *, expected_version: str | None = None
+    ) -> EditOutcome:
+        """Merge keys into the notebook's own metadata (a None value deletes the key)."""
+        if not metadata:
+            raise InvalidArgument(
+                "no metadata keys given.", hint='Give keys to set, e.g. {"title": "EDA"}.'
+            )
+
+        def planner(nb: Notebook) -> Plan:
+            return edits.plan_notebook_metadata(nb, metadata)
+
+        return await self._edit(path, "set notebook metadata", planner, expected_version, ())
+
     async def undo(
         self, path: str, steps: int = 1, *, expected_version: str | None = None
     ) -> UndoOutcome:
@@ -280,9 +294,10 @@ class Editing:
         past = self._notebooks.changes(key)
         if not past:
             raise UndoRefused(
-                f"there is nothing to undo in {key!r}: nbrelay has made no edits to it since it "
-                "started (or they were already undone).",
-                hint="Undo only reverts edits made through nbrelay's tools in this session.",
+                f"there is nothing to undo in {key!r}: you have made no edits to it through "
+                "nbrelay since it started (or they were already undone).",
+                hint="Undo reverts only your own edits (this MCP session's); another client's "
+                "edits are theirs to undo.",
             )
         if steps > len(past):
             raise UndoRefused(
@@ -292,11 +307,12 @@ class Editing:
         changes = list(past)[-steps:][::-1]
 
         def planner(nb: Notebook) -> Plan:
-            cells = nb.cells
+            cells, metadata = nb.cells, nb.data.get("metadata") or {}
             all_edits: list[edits.Edit] = []
             for change in changes:
-                step = history.plan_undo(cells, change)
+                step = history.plan_undo(cells, change, metadata)
                 cells = edits.apply(cells, step)
+                metadata = edits.apply_metadata(metadata, step)
                 all_edits.extend(step)
             touched = tuple(
                 dict.fromkeys(cid for ch in changes for cid in (*ch.before, *ch.after, *ch.moved))

@@ -97,6 +97,7 @@ class Workspace:
         self.clear_outputs = editing.clear_outputs
         self.replace_in_cells = editing.replace_in_cells
         self.undo = editing.undo
+        self.set_notebook_metadata = editing.set_notebook_metadata
 
         runs = self.runs  # executions
         self.timeout_for = runs.timeout_for
@@ -115,6 +116,7 @@ class Workspace:
         self.restart_kernel = kernels_.restart_kernel
         self.shutdown_kernel = kernels_.shutdown_kernel
         self.list_kernels = kernels_.list_kernels
+        self.switch_kernel = kernels_.switch_kernel
 
         inspect = self.inspect  # looking inside the kernel
         self.visualize_cell = inspect.visualize_cell

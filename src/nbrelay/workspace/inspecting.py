@@ -7,7 +7,10 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from pathlib import Path
 from typing import Any, NoReturn
 
 import anyio
@@ -20,7 +23,7 @@ from nbrelay.errors import (
     Unsupported,
     act,
 )
-from nbrelay.kernels import introspect, visualize
+from nbrelay.kernels import introspect, packages, visualize
 from nbrelay.kernels.execution import Runner
 from nbrelay.notebook import address
 from nbrelay.notebook.address import CellRef
@@ -182,35 +185,65 @@ class Inspect:
         *,
         time_limit: float = 600,
         prefer_uv: bool = False,
-    ) -> tuple[str, int, str]:
-        """pip-install into the kernel's own Python: (python, exit code, output tail); with
-        ``prefer_uv``, ``uv pip install`` when uv is on the kernel's PATH."""
+        progress: packages.Progress | None = None,
+    ) -> packages.Installed:
+        """Install into the environment of the interpreter the notebook's kernel runs (see
+        ``kernels.packages``), with pip, or with ``uv pip`` when ``prefer_uv`` and uv is on the
+        kernel's PATH (or when that Python has no pip); ``progress`` hears how it goes."""
         checked = validate_requirements(requirements)
         runner = await self._python_runner(path, "install_packages")
-        python = str(
-            (await self._kernels.ask(runner, introspect.python_executable(), "finding Python"))[
-                "python"
-            ]
+        found = await self._kernels.ask(
+            runner, introspect.python_environment(), "finding the kernel's Python"
         )
+        python, prefix = str(found["python"]), str(found["prefix"])
         from nbrelay.kernels.base import LaunchPolicy
 
         env = LaunchPolicy(keep_env=self._settings.kernel_env).environment(os.environ)
         env["PIP_NO_INPUT"] = "1"
-        argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--", *checked]
-        uv = shutil.which("uv", path=env.get("PATH")) if prefer_uv else None
-        if uv is not None:
-            argv = [uv, "pip", "install", "--python", python, "--", *checked]
-        try:
-            with anyio.fail_after(time_limit):
-                done = await anyio.run_process(argv, check=False, env=env, stdin=None)
-        except TimeoutError as exc:
-            raise KernelError(f"pip did not finish within {time_limit:g} s.") from exc
-        except OSError as exc:
-            raise KernelError(f"could not run pip with {python}: {exc}.") from exc
-        text = (done.stdout + done.stderr).decode("utf-8", "replace")
-        if done.returncode == 0:
-            await self._kernels.ask(runner, introspect.refresh_imports(), "refreshing imports")
-        return python, done.returncode, text[-3000:]
+        has_pip = bool(found.get("pip"))
+        uv = shutil.which("uv", path=env.get("PATH")) if prefer_uv or not has_pip else None
+        if uv is None and not has_pip:
+            raise KernelError(
+                f"the kernel's Python ({python}) has no pip, and uv is not on PATH.",
+                hint=f"Install pip into that environment ({python} -m ensurepip), or uv.",
+            )
+        listing = "listing the kernel's packages"
+        before = packages.distributions(
+            await self._kernels.ask(runner, introspect.distributions(), listing)
+        )
+        own = packages.same_environment(prefix)
+        holding = tempfile.TemporaryDirectory(prefix="nbrelay-held-") if own else nullcontext("")
+        with holding as folder:
+            constraints = None
+            if own:  # nbrelay's own requirements held at their versions
+                held = await anyio.to_thread.run_sync(packages.held)
+                constraints = Path(folder) / "nbrelay-held.txt"
+                text = "".join(f"{name}=={version}\n" for name, version in sorted(held.items()))
+                await anyio.Path(constraints).write_text(text, encoding="utf-8")
+            argv = packages.command(python, checked, uv=uv, constraints=constraints)
+            code, output = await packages.run(argv, env, time_limit=time_limit, progress=progress)
+        after = packages.distributions(
+            await self._kernels.ask(runner, introspect.distributions(), listing)
+        )
+        installed, unchanged = packages.changes(before, after, checked)
+        note = None
+        if own:
+            note = (
+                f"the kernel runs in nbrelay's own environment ({prefix}), so that is where "
+                "this installed, with nbrelay's own packages held at their versions (an "
+                "install that would change one fails). To keep this notebook's packages apart, "
+                "give it a kernel from an environment of its own (in that environment: pip "
+                "install ipykernel, then python -m ipykernel install --user --name NAME)."
+            )
+        return packages.Installed(
+            python=python,
+            exit_code=code,
+            installed=installed,
+            unchanged=unchanged,
+            output=output[-3000:],
+            failure=packages.failure(output) if code else "",
+            note=note,
+        )
 
     async def save_kernel_state(self, path: str, *, to: str | None = None) -> dict[str, Any]:
         """Save ``path``'s kernel variables into the state file of ``to`` (default: ``path``)."""

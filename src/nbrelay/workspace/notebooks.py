@@ -3,26 +3,38 @@ and what the agent has viewed.
 
 ``Notebooks.edit`` runs a planner against the freshest notebook under the store's lock and
 records the change for ``undo``; every editing operation (``editing.py``) and every saved output
-(``runs.py``) goes through it.
+(``runs.py``) goes through it. Undo history and viewed versions belong to the caller
+(``nbrelay.caller``: one MCP session, or what identifies a client without one): a client undoes
+only its own edits, and what it viewed says nothing about what another client viewed.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import dataclasses
 import functools
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
+from nbrelay.caller import PerCaller
 from nbrelay.config import Settings
-from nbrelay.errors import ConflictError, RemoteError
-from nbrelay.notebook import edits, history
+from nbrelay.errors import (
+    ConflictError,
+    InvalidArgument,
+    NotebookInvalid,
+    PathError,
+    RemoteError,
+    StoreError,
+)
+from nbrelay.notebook import edits, history, nblr
 from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import CellSpec
-from nbrelay.notebook.model import IdFactory, Notebook, new_notebook
+from nbrelay.notebook.model import Cell, IdFactory, Notebook, new_notebook
 from nbrelay.notebook.search import Match, compile_pattern, search
 from nbrelay.stores.base import (
     Capabilities,
@@ -33,6 +45,47 @@ from nbrelay.stores.base import (
     Planner,
     Snapshot,
 )
+from nbrelay.stores.paths import Glob, is_glob
+
+SEARCH_SECONDS = 20.0  # one search over many notebooks; then it returns what it found so far
+_MATCH_CHARS = 50  # what a match costs in a result besides its notebook's path, id and line
+_AT_ONCE = 8  # notebooks a search over many reads and searches at a time
+
+
+@dataclass
+class ManyFound:
+    """What a search over many notebooks found: (notebook path, match) in listing order."""
+
+    where: str
+    matches: list[tuple[str, Match]] = field(default_factory=list)
+    total: int = 0  # matches in the notebooks searched (more than shown if one was cut)
+    searched: int = 0
+    next_start: int | None = None
+    out_of_time: bool = False
+    unreadable: list[str] = field(default_factory=list)
+    cut: tuple[str, int, int] | None = None  # (notebook, matches shown, matches in it)
+
+
+def names_one_notebook(path: str) -> bool:
+    """Whether ``path`` names one notebook, rather than a folder or a glob of many."""
+    return not is_glob(path) and path.strip().endswith((".ipynb", nblr.SUFFIX))
+
+
+def _cost(path: str, m: Match) -> int:
+    """About the characters one match of a search over many adds to the result."""
+    return len(path) + len(m.id) + len(m.text) + _MATCH_CHARS
+
+
+def _within(path: str, hits: list[Match], limit: int, chars: int) -> list[Match]:
+    """The first matches of one notebook that fit ``limit`` and ``chars`` (at least one)."""
+    kept: list[Match] = []
+    size = 0
+    for m in hits[:limit]:
+        size += _cost(path, m)
+        if kept and size > chars:
+            break
+        kept.append(m)
+    return kept
 
 
 def positional(ref: CellRef | None, ids: Sequence[str] | None = None) -> bool:
@@ -52,15 +105,15 @@ _INDEX_OR_RANGE = re.compile(r"\s*-?\d*\s*(?::\s*-?\d*\s*)?")
 
 
 class Notebooks:
-    """The notebooks of one store: reads, creation, edits with their undo history, and the
-    version of each notebook the agent last viewed."""
+    """The notebooks of one store: reads, creation, edits with each caller's undo history, and
+    the version of each notebook each caller last viewed."""
 
     def __init__(self, settings: Settings, store: NotebookStore, id_factory: IdFactory) -> None:
         self.settings = settings
         self.store = store
         self.id_factory = id_factory
-        self._history: dict[str, deque[history.Change]] = {}
-        self._viewed: dict[str, str] = {}  # notebook -> the version the agent last viewed
+        self._history: PerCaller[deque[history.Change]] = PerCaller()
+        self._viewed: PerCaller[str] = PerCaller()  # notebook -> the version the caller viewed
 
     @property
     def capabilities(self) -> Capabilities:
@@ -81,12 +134,17 @@ class Notebooks:
         return await self.store.peek(path)
 
     async def list_notebooks(
-        self, folder: str = "", *, recursive: bool = True, pattern: str | None = None
+        self,
+        folder: str = "",
+        *,
+        recursive: bool = True,
+        pattern: str | None = None,
+        limit: int | None = None,
     ) -> list[Entry]:
-        found = await self.store.list(folder, recursive=recursive)
-        if pattern:
-            found = [e for e in found if fnmatch.fnmatch(e.path, pattern)]
-        return found
+        """The notebooks under ``folder`` in walk order (the first ``limit``), those ``pattern``
+        matches (a ``paths.Glob``, which also decides which folders are walked)."""
+        glob = Glob(pattern) if pattern is not None else None
+        return await self.store.find(folder, recursive=recursive, glob=glob, limit=limit)
 
     async def read(self, path: str) -> Snapshot:
         return await self.store.load(path)
@@ -109,12 +167,90 @@ class Notebooks:
         )
         return snap, found
 
+    async def search_many(
+        self,
+        where: str,
+        pattern: str,
+        *,
+        regex: bool = False,
+        case_sensitive: bool = False,
+        outputs: bool = False,
+        start: int = 0,
+        limit: int = 100,
+        chars: int = 6000,
+        seconds: float = SEARCH_SECONDS,
+    ) -> ManyFound:
+        """Search the notebooks a folder holds (recursively) or a glob matches, in listing
+        order from the ``start``-th, and stop before the notebook whose matches would pass
+        ``limit`` matches or about ``chars`` characters, or after ``seconds``; ``next_start``
+        says where to go on. Notebooks that cannot be read are skipped and named."""
+        compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)  # refuse it early
+        if is_glob(where):
+            entries = await self.store.find("", glob=Glob(where))
+        else:
+            entries = await self.store.find(where)
+        found = ManyFound(where=where)
+        deadline = anyio.current_time() + seconds
+        size = 0
+        hits: list[list[Match] | None] = [None] * _AT_ONCE
+        failed: list[InvalidArgument] = []
+
+        async def one(slot: int, path: str) -> None:
+            try:
+                snap = await self.store.scan(path)
+            except (NotebookInvalid, PathError, StoreError):  # broken, or gone since listed
+                return
+            # A pattern of its own per notebook: each search has the whole time limit.
+            pat = compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)
+            try:
+                hits[slot] = await anyio.to_thread.run_sync(
+                    functools.partial(search, snap.notebook, pat, outputs=outputs)
+                )
+            except InvalidArgument as exc:  # the pattern ran out of time: said as for one
+                failed.append(exc)
+
+        k = start
+        while k < len(entries) and found.next_start is None:
+            if k > start and anyio.current_time() > deadline:
+                found.next_start, found.out_of_time = k, True
+                break
+            window = entries[k : k + _AT_ONCE]
+            hits[:] = [None] * _AT_ONCE
+            async with anyio.create_task_group() as tg:  # a few at once: threads' wake-ups overlap
+                for slot, entry in enumerate(window):
+                    tg.start_soon(one, slot, entry.path)
+            if failed:
+                raise failed[0]
+            for slot, entry in enumerate(window):
+                got = hits[slot]
+                if got is None:
+                    found.unreadable.append(entry.path)
+                    continue
+                cost = sum(_cost(entry.path, m) for m in got)
+                if got and (len(found.matches) + len(got) > limit or size + cost > chars):
+                    after = k + slot
+                    if not found.matches:  # the first notebook alone is over: its first matches
+                        kept = _within(entry.path, got, limit, chars)
+                        found.matches += [(entry.path, m) for m in kept]
+                        found.total += len(got)
+                        found.cut = (entry.path, len(kept), len(got))
+                        after += 1
+                    found.next_start = after if after < len(entries) else None
+                    found.searched = after - start
+                    return found
+                found.matches += [(entry.path, m) for m in got]
+                found.total += len(got)
+                size += cost
+            k += len(window)
+        found.searched = max((found.next_start or len(entries)) - start, 0)
+        return found
+
     # -- what the agent has seen ----------------------------------------------------------
 
     async def view(self, path: str) -> Snapshot:
         """Read a notebook and remember its version as the one the agent has now seen."""
         snap = await self.store.load(path)
-        self._viewed[snap.path] = snap.version
+        self._viewed.mine()[snap.path] = snap.version
         return snap
 
     async def unchanged_since_viewed(
@@ -160,8 +296,23 @@ class Notebooks:
     async def create_from(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         """Create a notebook from a parsed notebook (used by import)."""
         snap = await self.store.create(path, notebook, overwrite=overwrite)
-        self._history.pop(self.store.relative(path), None)
+        if not notebook.cells and self.store.mode == "live":
+            snap = await self._without_placeholder(snap.path)
+        self._history.forget(self.store.relative(path))
         return snap
+
+    async def _without_placeholder(self, rel: str) -> Snapshot:
+        """A notebook created without cells has none, in every mode. A collaboration room shows
+        a file without cells as one empty code cell (jupyter_ydoc adds it when the room loads
+        the file): that cell is taken out of the room again, unless someone typed in it."""
+
+        def plan(nb: Notebook) -> edits.Plan:
+            if len(nb.cells) == 1 and _placeholder(nb.cells[0]):
+                return edits.Plan(edits=(edits.DeleteCells((nb.cells[0]["id"],)),), touched=())
+            return edits.Plan(edits=(), touched=())
+
+        outcome = await self.store.edit(rel, plan, expected_version=None, guard_positions=False)
+        return outcome.after
 
     async def save(self, path: str) -> Snapshot:
         """Wait until the notebook's file holds every edit made so far (live mode saves in the
@@ -176,9 +327,9 @@ class Notebooks:
         )
 
     def forget(self, rel: str) -> None:
-        """A notebook went away (deleted or moved): drop its undo history and viewed version."""
-        self._history.pop(rel, None)
-        self._viewed.pop(rel, None)
+        """A notebook went away (deleted or moved): drop its undo histories and viewed versions."""
+        self._history.forget(rel)
+        self._viewed.forget(rel)
 
     # -- editing --------------------------------------------------------------------------
 
@@ -195,26 +346,54 @@ class Notebooks:
         """Run ``planner`` against the current notebook and apply its edits atomically.
 
         ``positional`` says whether the request addressed cells by position (then a change made
-        by someone else since the last read is a conflict); ``record`` adds it to undo history.
+        by someone else since the last read is a conflict); ``record`` adds it to the caller's undo
+        history.
         """
         outcome = await self.store.edit(
             path, planner, expected_version=expected_version, guard_positions=positional
         )
+        detail = outcome.plan.detail
+        if detail.get("repaired"):  # upgraded or repaired on this write: say so
+            outcome = dataclasses.replace(outcome, notes=(*outcome.notes, _repaired(detail)))
         if record and outcome.plan.edits:
+            # Repairs made on the way are not the caller's change: undo keeps them.
+            before = edits.apply_notebook(outcome.before.notebook, detail.get("repairs") or ())
             change = history.record(
-                label, outcome.before.notebook.cells, outcome.after.notebook.cells
+                label,
+                before.cells,
+                outcome.after.notebook.cells,
+                (
+                    before.data.get("metadata") or {},
+                    outcome.after.notebook.data.get("metadata") or {},
+                ),
             )
             if not change.empty and self.settings.undo_depth > 0:
                 key = self.store.relative(path)
-                self._history.setdefault(key, deque(maxlen=self.settings.undo_depth)).append(change)
-        # nbrelay's own edits (and saved outputs) do not make the agent's view stale.
+                mine = self._history.mine()
+                mine.setdefault(key, deque(maxlen=self.settings.undo_depth)).append(change)
+        # The caller's own edits (and saved outputs) do not make its view stale.
         if self._viewed.get(outcome.after.path) == outcome.before.version:
-            self._viewed[outcome.after.path] = outcome.after.version
+            self._viewed.mine()[outcome.after.path] = outcome.after.version
         return outcome
 
     def changes(self, rel: str) -> deque[history.Change] | None:
-        """The recorded changes of a notebook that ``undo`` may revert (newest last)."""
+        """The caller's recorded changes of a notebook that ``undo`` may revert (newest last)."""
         return self._history.get(rel)
+
+
+def _repaired(detail: Mapping[str, Any]) -> str:
+    """The note of a write that upgraded or repaired the notebook on the way."""
+    return " ".join(detail["repaired"])
+
+
+def _placeholder(cell: Cell) -> bool:
+    """Whether a cell is the empty code cell a room shows for a notebook without cells."""
+    return (
+        cell.get("cell_type") == "code"
+        and not cell.get("source")
+        and not cell.get("outputs")
+        and cell.get("execution_count") is None
+    )
 
 
 def _language_of(kernel_name: str) -> str:

@@ -2,7 +2,9 @@
 persistence of idle sessions, and the kernel lifecycle requests (interrupt, restart, shut down).
 
 Every way to run code starts at ``Kernels.runner``, which refuses under ``--no-execute``,
-applies ``--max-sessions``/``--max-kernels`` and resumes a suspended session.
+applies ``--max-sessions``/``--max-kernels`` and resumes a suspended session. Kernels nbrelay
+starts on this machine are capped by default (``LOCAL_MAX_KERNELS``), so an agent that opens
+many notebooks holds a laptop's worth of kernels, not one per notebook.
 """
 
 from __future__ import annotations
@@ -11,17 +13,20 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from nbrelay.config import Settings
-from nbrelay.errors import KernelError, NbrelayError, Unsupported, act
+from nbrelay.errors import InvalidArgument, KernelError, NbrelayError, Unsupported, act
 from nbrelay.kernels import introspect
 from nbrelay.kernels.base import KernelInfo, KernelProvider, KernelSpecInfo
 from nbrelay.kernels.execution import Policy, Runner
-from nbrelay.stores.base import Snapshot
+from nbrelay.notebook import edits
+from nbrelay.notebook.edits import Plan
+from nbrelay.notebook.model import DEFAULT_KERNEL, Notebook
+from nbrelay.stores.base import EditOutcome, Snapshot
 from nbrelay.workspace.jobbook import JobBook
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.slots import KernelSlots
@@ -31,6 +36,19 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
 logger = logging.getLogger("nbrelay")
+
+# --max-kernels when not given, for the kernels nbrelay starts itself (a Jupyter Server's or a
+# gateway's are theirs to limit): a Python kernel holds 50-100 MB before it imports anything.
+LOCAL_MAX_KERNELS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Resumed:
+    """What the next run of a notebook should tell: its session was resumed (``state_lost``:
+    with a new kernel, its variables gone), or it waited for a slot."""
+
+    note: str
+    state_lost: bool = False
 
 
 class Kernels:
@@ -58,7 +76,7 @@ class Kernels:
         self._tg: TaskGroup | None = None
         self._runners: dict[str, Runner] = {}
         self._suspended: dict[str, KernelInfo] = {}  # idle sessions whose kernel was stopped
-        self._resumed: dict[str, str] = {}  # notes for the next run of a resumed session
+        self._resumed: dict[str, Resumed] = {}  # for the next run of a resumed session
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -95,6 +113,14 @@ class Kernels:
             await self._provider.aclose()
         self._runners.clear()
 
+    def max_kernels(self, provider: KernelProvider) -> int:
+        """--max-kernels, or its default: ``LOCAL_MAX_KERNELS`` for kernels nbrelay starts on
+        this machine, no limit (0) for a Jupyter Server's or a gateway's."""
+        given = self._settings.max_kernels
+        if given is not None:
+            return given
+        return LOCAL_MAX_KERNELS if provider.on_this_machine else 0
+
     # -- runners --------------------------------------------------------------------------
 
     def require_execution(self) -> None:
@@ -115,15 +141,14 @@ class Kernels:
         """The notebook's runner, starting (or resuming) its kernel if needed."""
         self.require_execution()  # every way to run code starts here, whatever the tool
         settings = self._settings
-        kernel_name = snap.notebook.kernel_name or "python3"
+        kernel_name = snap.notebook.kernel_name or DEFAULT_KERNEL
         self.slots.check(snap.path, settings.max_sessions)
         provider = self.provider()
         # With --max-kernels, wait in line for a slot; room is made by stopping the least
         # recently used idle kernel (its notebook is suspended, as after --kernel-idle-timeout),
         # for at most --execution-timeout seconds (the time any cell may run).
-        waited = await self.slots.reserve(
-            snap.path, settings.max_kernels, settings.execution_timeout
-        )
+        cap = self.max_kernels(provider)
+        waited = await self.slots.reserve(snap.path, cap, settings.execution_timeout)
         try:
             session = await provider.session(
                 snap.path, kernel_name=kernel_name, cwd=self._state.kernel_cwd(snap.path)
@@ -137,13 +162,16 @@ class Kernels:
             runner = self._runners[snap.path] = Runner(session, policy)
             await self._resume(snap.path, runner)
             if waited is not None and waited >= 1:
-                note = f"waited {waited:.0f} s for a kernel (--max-kernels {settings.max_kernels})"
-                self._resumed[snap.path] = "; ".join(
-                    filter(None, (self._resumed.get(snap.path), note))
+                note = f"waited {waited:.0f} s for a kernel (--max-kernels {cap})"
+                before = self._resumed.get(snap.path)
+                self._resumed[snap.path] = (
+                    Resumed(f"{before.note}; {note}", before.state_lost)
+                    if before is not None
+                    else Resumed(note)
                 )
         return runner
 
-    def take_note(self, rel: str) -> str | None:
+    def take_note(self, rel: str) -> Resumed | None:
         """What the next run of ``rel`` should tell (a resumed session, a wait for a slot)."""
         return self._resumed.pop(rel, None)
 
@@ -204,6 +232,56 @@ class Kernels:
             return False
         return await self._provider.shutdown(rel)
 
+    async def switch_kernel(
+        self,
+        path: str,
+        kernel: str,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        expected_version: str | None = None,
+    ) -> tuple[EditOutcome, str]:
+        """Set the notebook's kernelspec (and ``language_info``) to the installed kernelspec
+        ``kernel``, merging ``metadata`` in the same edit (one undo step); a kernel the notebook
+        has running is stopped and the new one started. Returns the edit and what happened."""
+        _, specs = await self.list_kernels()
+        spec = next((s for s in specs if s.name == kernel), None)
+        if spec is None:
+            names = ", ".join(sorted(s.name for s in specs)) or "none"
+            raise InvalidArgument(
+                f"no kernelspec named {kernel!r} is installed (installed: {names}).",
+                hint="Give one of the installed kernelspec names (list_kernels lists them).",
+            )
+        wanted = {
+            **(metadata or {}),
+            "kernelspec": {
+                "display_name": spec.display_name,
+                "language": spec.language,
+                "name": spec.name,
+            },
+            "language_info": {"name": spec.language},
+        }
+
+        def planner(nb: Notebook) -> Plan:
+            return edits.plan_notebook_metadata(nb, wanted)
+
+        rel = self._notebooks.relative(path)
+        running = self.kernel_info(rel)
+        outcome = await self._notebooks.edit(
+            rel, "set notebook metadata", planner, expected_version=expected_version,
+            positional=False,
+        )  # fmt: skip
+        if running is None:
+            return outcome, f"the notebook's kernel is now {spec.name!r}; it starts on the next run"
+        if running.name == spec.name:
+            return outcome, f"the notebook's kernel already was {spec.name!r}; it was left running"
+        await self.shutdown_kernel(rel)
+        self._suspended.pop(rel, None)
+        await self.runner(outcome.after)
+        return outcome, (
+            f"the notebook's {running.name!r} kernel was stopped and a {spec.name!r} kernel "
+            "started: its variables were lost (run the cells again to rebuild them)"
+        )
+
     async def list_kernels(self) -> tuple[list[KernelInfo], list[KernelSpecInfo]]:
         provider = self.provider()
         running = [*provider.running(), *self._suspended.values()]
@@ -237,7 +315,7 @@ class Kernels:
         if not idle:
             return False
         key = min(idle)[1]
-        await self._suspend(key, self._runners.pop(key))
+        await self._suspend(key, self._runners.pop(key), wait=False)
         return True
 
     async def _persist(self, key: str, runner: Runner) -> bool:
@@ -255,9 +333,10 @@ class Kernels:
             return False
         return not found.get("no_dill")
 
-    async def _suspend(self, key: str, runner: Runner) -> None:
+    async def _suspend(self, key: str, runner: Runner, *, wait: bool = True) -> None:
         """Stop an idle kernel but keep its session: listed as suspended, resumed by the next
-        run (with its variables, when --persist-sessions saved them)."""
+        run (with its variables, when --persist-sessions saved them). ``wait=False``: the
+        kernel may finish stopping in the background (its slot is free at once)."""
         if self._settings.persist_sessions:
             await self._persist(key, runner)
         info = runner.session.info
@@ -265,26 +344,36 @@ class Kernels:
             info, state="suspended", pid=None, last_activity=time.time()
         )
         if self._provider is not None:
-            await self._provider.shutdown(key)
+            await self._provider.shutdown(key, wait=wait)
 
     async def _resume(self, key: str, runner: Runner) -> None:
         """Give a new kernel the variables its notebook's last session saved."""
-        was_suspended = self._suspended.pop(key, None) is not None
+        was = self._suspended.pop(key, None)
+        if was is not None and was.kernel_id == runner.session.info.kernel_id:
+            # a kernel nbrelay did not start (the person's, on a Jupyter Server) kept running
+            self._resumed[key] = Resumed("reconnected to the notebook's kernel, variables kept")
+            return
         source = self._state.session_state_file(key)
         if not self._settings.persist_sessions or not await self._state.exists(source):
-            if was_suspended:
-                self._resumed[key] = "the idle session was resumed with a new kernel"
+            if was is not None:
+                self._resumed[key] = Resumed(
+                    "the idle session was resumed with a new kernel: its variables are gone "
+                    "(run the cells that make them again; --persist-sessions would keep them)",
+                    state_lost=True,
+                )
             return
         try:
             found = await self.ask(
                 runner, introspect.restore_state(source), "restoring the session"
             )
         except NbrelayError as exc:
-            self._resumed[key] = f"the saved session could not be restored: {exc.message}"
+            self._resumed[key] = Resumed(
+                f"the saved session could not be restored: {exc.message}", state_lost=True
+            )
             return
         await self._state.remove(source)
         restored = found.get("restored") or []
-        self._resumed[key] = (
+        self._resumed[key] = Resumed(
             f"the idle session was resumed: {len(restored)} saved variable(s) restored"
         )
 

@@ -19,6 +19,7 @@ from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.outputs import Limits, Output
+from nbrelay.stores.base import EditOutcome
 from nbrelay.workspace.jobbook import JobBook
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
@@ -103,9 +104,10 @@ class Runs:
             stop_on_error=stop_on_error,
             limits=Limits(limit=self._settings.cell_output_limit),
         )
-        note = self._kernels.take_note(snap.path)
-        if note is not None:
-            job.notes.append(note)
+        resumed = self._kernels.take_note(snap.path)
+        if resumed is not None:
+            job.notes.append(resumed.note)
+            job.state_lost |= resumed.state_lost
         self.jobs.remember(job)
 
         # Live mode: outputs stream into the shared cell as they arrive, with JupyterLab's
@@ -116,7 +118,11 @@ class Runs:
         async def save(done: Mapping[str, tuple[list[Output], int | None]]) -> str | None:
             current = job.current() if live else None
             running = current.id if current is not None else None
-            return await self._store_outputs(snap.path, done, running=running, live=live)
+            outcome = await self._store_outputs(snap.path, done, running=running, live=live)
+            for told in outcome.notes:  # the notebook was upgraded or repaired on this save
+                if told not in job.notes:
+                    job.notes.append(told)
+            return outcome.after.version
 
         async def run() -> None:
             try:
@@ -149,7 +155,7 @@ class Runs:
         *,
         running: str | None = None,
         live: bool = False,
-    ) -> str | None:
+    ) -> EditOutcome:
         def fields(cid: str, outs: list[Output], count: int | None) -> dict[str, Any]:
             changes: dict[str, Any] = {"outputs": outs, "execution_count": count}
             if live:  # JupyterLab's transient run state: [*] while running
@@ -165,8 +171,7 @@ class Runs:
             )
             return Plan(edits=changes, touched=tuple(c.id for c in changes))
 
-        outcome = await self._notebooks.edit(path, "run", planner, positional=False, record=False)
-        return outcome.after.version
+        return await self._notebooks.edit(path, "run", planner, positional=False, record=False)
 
     def execution_history(self, path: str) -> list[dict[str, Any]]:
         """What ran in a notebook (oldest first, at most ``HISTORY_DEPTH`` cell runs): each

@@ -20,6 +20,9 @@ import anyio.to_thread
 from nbrelay.config import Settings
 from nbrelay.stores.base import Capabilities, LocalFiles
 from nbrelay.stores.file_documents import STATE_FOLDER
+from nbrelay.stores.paths import fitted
+
+_SPARE = len(".partial")  # the kernel writes a state file as NAME.partial first (introspect)
 
 
 class StateFiles:
@@ -37,23 +40,24 @@ class StateFiles:
         root = files.root if files is not None else None
         return os.path.normpath(os.path.join(str(root), folder)) if root is not None else folder
 
-    def state_file(self, rel: str) -> str:
+    def state_file(self, rel: str, suffix: str = ".dill") -> str:
         """Where a notebook's saved kernel state lives: a hidden folder next to it (in file
         mode, its real path, which the store checks and the kernel opens by descriptors), or
-        --session-dir (one file per notebook path)."""
+        --session-dir (one file per notebook path). Named after the notebook, shortened when
+        that name with the suffixes would be too long for the file system."""
         name = posixpath.basename(rel)
         if self._settings.session_dir is not None:
             digest = hashlib.sha256(rel.encode("utf-8")).hexdigest()[:12]
             folder = os.path.realpath(self._settings.session_dir)
-            return os.path.join(folder, f"{digest}-{name}.dill")
+            return os.path.join(folder, fitted(name, suffix, prefix=f"{digest}-", spare=_SPARE))
         files = self._capabilities().files
         if files is not None:
-            return files.state_file(rel, name + ".dill")
-        return os.path.join(self.kernel_cwd(rel), STATE_FOLDER, name + ".dill")
+            return files.state_file(rel, fitted(name, suffix, spare=_SPARE))
+        return os.path.join(self.kernel_cwd(rel), STATE_FOLDER, fitted(name, suffix, spare=_SPARE))
 
     def session_state_file(self, rel: str) -> str:
         """Where a suspended session's variables are kept (with --persist-sessions)."""
-        return self.state_file(rel)[: -len(".dill")] + ".session.dill"
+        return self.state_file(rel, ".session.dill")
 
     def _in_store(self) -> LocalFiles | None:
         """The file store that keeps state files under the root (None: --session-dir or live

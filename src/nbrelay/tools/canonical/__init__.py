@@ -33,6 +33,7 @@ TOOLS: ToolTable = [
     (notebooks.read_notebook, "read", apps.VIEW_META),
     (notebooks.notebook_view, "read", apps.POLL_META),  # listed only for MCP Apps clients
     (notebooks.read_cell, "read"),
+    (notebooks.notebook_metadata, "write"),
     (cells.insert_cells, "write"),
     (cells.edit_cell, "write"),
     (cells.delete_cells, "destructive"),

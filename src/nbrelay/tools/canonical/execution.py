@@ -31,6 +31,8 @@ class OutputRead(BaseModel):
     offset: int
     text: str | None = None
     next_offset: int | None = None
+    mimes: dict[str, int] | None = None  # every format of a rich output, and its characters
+    note: str | None = None
 
 
 async def execute(
@@ -64,7 +66,8 @@ async def execute(
     result = execution_view(ws, job, images=images)
     if apps.wants_view(ctx):  # the notebook as the run left it, for the client's view
         ran = [c.id for c in job.cells if c.id is not None]
-        return apps.with_view(ctx, result, await ws.read(job.path), ran=ran)
+        going = {} if job.done.is_set() else apps.run_state([job])
+        return apps.with_view(ctx, result, await ws.read(job.path), ran=ran, **going)
     return result
 
 
@@ -89,11 +92,16 @@ async def read_output(
     cell: Ref,
     output: Annotated[int, Field(ge=0)] = 0,
     offset: Annotated[int, Field(ge=0)] = 0,
-    length: Annotated[int | None, Field(ge=1)] = None,
+    length: Annotated[
+        int | None, Field(ge=1, description="Characters; default --output-budget.")
+    ] = None,
+    mime: Annotated[
+        str | None, Field(description="One of the output's `mimes`; default: the richest.")
+    ] = None,
 ) -> Any:
-    """Read one output (0-based) in full, or a character slice; images as images.
+    """Read one output (0-based) past what read_cell shows: a text slice in any of its `mimes`, `next_offset` paging on; images as images.
 
-    Example: read_output(path="a.ipynb", cell=3, offset=6000, length=6000).
+    Offsets count stored characters. Example: read_output(path="a.ipynb", cell=3, offset=6000).
     """
     snap = await ws.read(path)
     i = resolve_one(snap.notebook.ids, cell)
@@ -104,22 +112,72 @@ async def read_output(
             hint="Outputs are numbered from 0, as read_cell shows them.",
         )
     out = outs[output]
-    mime, value = render.full_output(out)
+    sizes = render.mime_sizes(out)
+    if mime is not None and mime not in sizes:
+        raise InvalidArgument(
+            f"output {output} of cell {i} has no {mime!r} data."
+            + (f" It has: {', '.join(sizes)}." if sizes else " It is not a rich output."),
+            hint="Leave mime out for the default, or pass one of the output's `mimes`.",
+        )
+    chosen, value, clean = _stored(out, mime)
     base = OutputRead(
         path=snap.path,
         cell=i,
         id=snap.notebook.ids[i],
         output=output,
         type=str(out.get("output_type")),
-        mime=mime,
+        mime=chosen,
         total=0,
         offset=offset,
+        mimes=sizes or None,
     )
-    if mime.startswith("image/") and mime != "image/svg+xml":
+    if chosen.startswith("image/") and chosen != "image/svg+xml":
         base.total = render.image_bytes_len(str(value))
-        return (base, image_content(mime, str(value)))
-    text = joined_text(value)
-    end = len(text) if length is None else min(offset + length, len(text))
-    base.total, base.text = len(text), text[offset:end]
-    base.next_offset = end if end < len(text) else None
+        return (base, image_content(chosen, str(value)))
+    # A slice of what is stored, made readable: the work is the slice's, whatever the size.
+    size = length if length is not None else ws.settings.output_budget
+    total = render.value_size(value)
+    if isinstance(value, str):
+        end = _whole_escapes(value, min(offset + size, total))
+        text = value[offset:end]
+    else:  # JSON data: encoded only up to the slice's end
+        end = min(offset + size, total)
+        text = render.json_head(value, end)[offset:]
+    base.total, base.text = total, clean(text) if clean else text
+    if end < total:
+        base.next_offset = end
+        picked = f", mime={mime!r}" if mime is not None else ""
+        base.note = (
+            f"{total - end:,} more characters: read_output(path={snap.path!r}, "
+            f"cell={base.id!r}, output={output}{picked}, offset={end}) reads the next "
+            f"{size:,}; a larger length reads more at once."
+        )
     return base
+
+
+def _stored(out: dict[str, Any], mime: str | None) -> tuple[str, Any, Any]:
+    """(mime, the stored value: text or JSON data, how a slice of its text is made readable)."""
+    kind = out.get("output_type")
+    if kind == "stream":
+        return "text/plain", joined_text(out.get("text", "")), _readable
+    if kind == "error":
+        return "text/plain", render.clean_traceback(out), None
+    found = out.get("data")
+    data: dict[str, Any] = found if isinstance(found, dict) else {}
+    if mime is None:
+        mime, _ = render.full_output(out)  # the default choice (image, HTML, plain text)
+    value = data.get(mime, "")
+    return mime, value, _readable if mime == "text/plain" and isinstance(value, str) else None
+
+
+def _readable(text: str) -> str:
+    return render.collapse_cr(render.strip_ansi(text))
+
+
+def _whole_escapes(raw: str, end: int) -> int:
+    """Move a slice's end past an ANSI escape it would split (the next slice starts clean)."""
+    start = raw.rfind("\x1b", max(end - 32, 0), end)
+    if start < 0:
+        return end
+    found = render.ANSI.match(raw, start)
+    return max(end, found.end()) if found else end

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from nbrelay.kernels.base import KernelInfo
 from nbrelay.tools.arguments import NbPath
 from nbrelay.tools.results import ExecutionResult, iso
-from nbrelay.tools.runs import finished
+from nbrelay.tools.runs import finished, progress_reporter
 from nbrelay.workspace import Workspace
 
 
@@ -47,7 +47,10 @@ class InstallResult(BaseModel):
     path: str
     python: str
     ok: bool
-    log: str
+    installed: list[str] | None = None
+    unchanged: list[str] | None = None
+    note: str | None = None
+    log: str | None = None
 
 
 def kernel_view(info: KernelInfo) -> KernelView:
@@ -109,10 +112,20 @@ async def install_packages(
     ws: Workspace,
     path: NbPath,
     packages: Annotated[list[str], Field(description='PEP 508: ["pandas>=2"].')],
+    ctx: Context,
 ) -> InstallResult:
-    """pip-install into the kernel's Python; options (-e, --index-url) are refused.
+    """pip-install into the Python the notebook's kernel runs; options (-e, --index-url) are refused.
 
-    Example: install_packages(path="a.ipynb", packages=["polars>=1"]).
+    Sends progress while pip runs; returns what was installed, with versions (pip's log only
+    if it failed). Example: install_packages(path="a.ipynb", packages=["polars>=1"]).
     """
-    python, code, log = await ws.install_packages(path, packages)
-    return InstallResult(path=ws.relative(path), python=python, ok=code == 0, log=log)
+    done = await ws.install_packages(path, packages, progress=progress_reporter(ctx))
+    return InstallResult(
+        path=ws.relative(path),
+        python=done.python,
+        ok=done.ok,
+        installed=list(done.installed) or None,
+        unchanged=list(done.unchanged) or None,
+        note=done.note,
+        log=done.failure or None,
+    )

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, cast
 
 from mcp.server.mcpserver import Context
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
+from nbrelay.stores.base import Snapshot
 from nbrelay.tools import apps, results
-from nbrelay.tools.arguments import Budget, NbPath, NewCells, Ref, specs
+from nbrelay.tools.arguments import Budget, NbPath, NewCells, Ref, Version, specs
 from nbrelay.tools.results import CellRead, EditResult, NotebookList, NotebookView
 from nbrelay.workspace import Workspace
 
@@ -19,15 +21,20 @@ async def list_notebooks(
     ws: Workspace,
     folder: str = "",
     recursive: bool = True,
-    pattern: Annotated[str | None, Field(description="Glob, e.g. '*/eda*'.")] = None,
+    pattern: Annotated[
+        str | None, Field(description="Glob: 'eda*' (a name, any folder), 'reports/**/*.ipynb'.")
+    ] = None,
+    start: Annotated[int, Field(ge=0)] = 0,
+    limit: Annotated[int, Field(ge=1, le=1000)] = 50,
 ) -> NotebookList:
-    """List notebooks (.ipynb) under a folder with size and modified time (UTC).
+    """List notebooks (.ipynb) under a folder with size and modified time (UTC); `next_start` if more remain.
 
-    Example: list_notebooks(folder="reports").
+    Example: list_notebooks(folder="reports", pattern="*sales*").
     """
-    return results.notebook_list(
-        folder, await ws.list_notebooks(folder, recursive=recursive, pattern=pattern)
+    found = await ws.notebooks.list_notebooks(
+        folder, recursive=recursive, pattern=pattern, limit=start + limit + 1
     )
+    return results.notebook_list(folder, found, start, limit, ws.settings.output_budget)
 
 
 async def create_notebook(
@@ -83,6 +90,60 @@ async def read_notebook(
     )
     # A client that shows MCP Apps views gets the same result with the view's data in _meta.
     return cast(NotebookView, apps.with_view(ctx, view, snap))
+
+
+class NotebookMetadata(BaseModel):
+    path: str
+    version: str
+    metadata: dict[str, Any]
+    note: str | None = None
+
+
+async def notebook_metadata(
+    ws: Workspace,
+    path: NbPath,
+    metadata: dict[str, Any] | None = None,
+    kernel: str | None = None,
+    expected_version: Version = None,
+) -> NotebookMetadata:
+    """Read or merge notebook-level metadata (null deletes a key); `kernel` switches kernelspec, restarting a running kernel (variables lost).
+
+    Example: notebook_metadata(path="eda.ipynb", kernel="python3", metadata={"title": "EDA"}).
+    """
+    note = None
+    if kernel is not None:
+        outcome, note = await ws.switch_kernel(
+            path, kernel, metadata, expected_version=expected_version
+        )
+    elif metadata is not None:
+        outcome = await ws.set_notebook_metadata(path, metadata, expected_version=expected_version)
+    else:
+        snap = await ws.read(path)
+        return _metadata_view(snap, results.snapshot_note(snap))
+    said = results.edit_result(outcome).note
+    told = note and note[0].upper() + note[1:] + "."
+    return _metadata_view(outcome.after, " ".join(n for n in (told, said) if n) or None)
+
+
+_BIG_VALUE = 10_000  # characters of JSON: widget state and the like, not for reading here
+
+
+def _metadata_view(snap: Snapshot, note: str | None) -> NotebookMetadata:
+    """The notebook's metadata, each value too big to read here (widget state) described."""
+    shown: dict[str, Any] = {}
+    left_out = []
+    for key, value in (snap.notebook.data.get("metadata") or {}).items():
+        size = len(json.dumps(value, ensure_ascii=False))
+        if size > _BIG_VALUE:
+            shown[key] = f"({type(value).__name__} of {size:,} characters of JSON, not shown)"
+            left_out.append(key)
+        else:
+            shown[key] = value
+    if left_out:
+        keys = ", ".join(repr(k) for k in left_out)
+        said = f"{keys} {'is' if len(left_out) == 1 else 'are'} too big to show here."
+        note = f"{note} {said}" if note else said
+    return NotebookMetadata(path=snap.path, version=snap.version, metadata=shown, note=note)
 
 
 async def notebook_view(ws: Workspace, path: NbPath, ctx: Context[Any]) -> Any:

@@ -11,21 +11,35 @@ from nbrelay.tools import results
 from nbrelay.tools.arguments import NbPath, Refs, Version
 from nbrelay.tools.results import EditResult, SearchResult
 from nbrelay.workspace import Workspace
+from nbrelay.workspace.notebooks import names_one_notebook
 
 
 async def search_notebook(
     ws: Workspace,
-    path: NbPath,
+    path: Annotated[str, Field(description="A notebook, folder or glob ('**/eda*').")],
     pattern: Annotated[str, Field(description="Text, or a regex with regex=true.")],
     regex: bool = False,
     case_sensitive: bool = False,
     outputs: Annotated[bool, Field(description="Also search outputs.")] = False,
     limit: Annotated[int, Field(ge=1, le=1000)] = 100,
+    start: Annotated[int, Field(ge=0)] = 0,
 ) -> SearchResult:
-    """Find lines matching text or a regex: cell index, id and 0-based line of each.
+    """Find lines matching text or a regex: cell index, id and 0-based line of each; for a folder or glob also the notebook, `next_start` if more remain.
 
-    Example: search_notebook(path="eda.ipynb", pattern="read_csv").
+    Example: search_notebook(path="eda.ipynb", pattern="read_csv") or search_notebook(path="reports", pattern="read_csv").
     """
+    if not names_one_notebook(path):
+        found = await ws.notebooks.search_many(
+            path,
+            pattern,
+            regex=regex,
+            case_sensitive=case_sensitive,
+            outputs=outputs,
+            start=start,
+            limit=limit,
+            chars=ws.settings.output_budget,
+        )
+        return results.many_result(found)
     snap, matches = await ws.search(
         path, pattern, regex=regex, case_sensitive=case_sensitive, outputs=outputs
     )

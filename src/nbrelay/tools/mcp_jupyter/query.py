@@ -29,6 +29,7 @@ from nbrelay.tools.mcp_jupyter.views import (
     shown_cell,
 )
 from nbrelay.tools.results import iso
+from nbrelay.tools.runs import progress_reporter
 
 
 async def query_notebook(
@@ -185,8 +186,14 @@ async def execute_notebook_code(
     if not package_names or not package_names.strip():
         raise InvalidArgument("package_names is required for install_packages operation.")
     names = package_names.replace(",", " ").split()
-    _, code, log = await state.ws.install_packages(path, names, prefer_uv=True)
+    done = await state.ws.install_packages(
+        path, names, prefer_uv=True, progress=progress_reporter(ctx)
+    )
     await state.ws.view(path)
-    if code != 0:
-        return reply(f"Error: installing [{package_names}] failed (exit code {code}): {log}")
-    return reply(f"Installation of packages [{package_names}]: {log}")
+    note = f"\nNote: {done.note}" if done.note else ""
+    if not done.ok:
+        return reply(
+            f"Error: installing [{package_names}] failed (exit code {done.exit_code}): "
+            f"{done.output}{note}"
+        )
+    return reply(f"Installation of packages [{package_names}]: {done.output}{note}")

@@ -173,28 +173,44 @@ def index_of(
 
 def shown_output(output: dict[str, Any], budget: render.Budget, hint: str) -> dict[str, Any]:
     """An output as the original returns it: images become a text indicator and HTML its text;
-    long text is cut in the middle, within the call's shared ``budget``."""
+    every other format's text is cut in the middle, within the call's shared ``budget``, so
+    that no format (a plotly page, a JSON figure) returns megabytes."""
     out = dict(output)
 
-    def fit(text: str) -> str:
-        shown, _, any_shown = budget.take(text, hint)
-        if not any_shown and text:
-            return f"[{len(text):,} characters not shown: the output budget is 0; {hint}]"
-        return shown
+    def fit(text: str, shown: render.OutputText | None = None) -> str:
+        if shown is None:
+            shown = render.OutputText("", text)
+        cut_text, _, any_shown = budget.take_output(shown, hint)
+        if not any_shown and (shown.text or shown.unread):
+            size = len(shown.text) + shown.unread
+            return f"[{size:,} characters not shown: the output budget is 0; {hint}]"
+        return cut_text
 
     kind = out.get("output_type")
     if kind in ("display_data", "execute_result") and isinstance(out.get("data"), dict):
         data = dict(out["data"])
         images = [m.split("/")[1].upper() for m in IMAGE_TYPES if data.pop(m, None) is not None]
         html = data.pop("text/html", None)
+        page = None
         if html is not None and "text/plain" not in data:
-            data["text/plain"] = render.html_to_text(joined_text(html))
+            page = render.html_text(joined_text(html), budget.window)
+            data["text/plain"] = page.text
         if images:
             indicator = f"Image generated ({', '.join(images)} format)"
             plain = joined_text(data.get("text/plain", ""))
             data["text/plain"] = f"{plain} - {indicator}" if plain else indicator
         if "text/plain" in data:
-            data["text/plain"] = fit(joined_text(data["text/plain"]))
+            plain = joined_text(data["text/plain"])
+            data["text/plain"] = fit(plain, page if page and page.text == plain else None)
+        for mime, value in list(data.items()):
+            if mime == "text/plain":
+                continue
+            if "html" in mime:  # as the original: other HTML is not shown, only said to be there
+                data[mime] = f"[HTML data present: {render.value_size(value):,} characters]"
+                continue
+            text = render.json_text(value)
+            fitted = fit(text)
+            data[mime] = value if fitted == text else fitted
         out["data"] = data
     elif kind == "stream":
         out["text"] = fit(joined_text(out.get("text", "")))

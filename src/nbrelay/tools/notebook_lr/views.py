@@ -120,8 +120,8 @@ def zero_based(value: int, name: str = "index") -> int:
 def output_view(out: dict[str, Any], budget: render.Budget) -> dict[str, Any]:
     """One nbformat output in notebook-lr's shape, its text readable and within ``budget``."""
     kind = str(out.get("output_type", ""))
-    shown = render.output_text(out)
-    text, _, any_shown = budget.take(shown.text, CUT_HINT)
+    shown = render.output_text(out, budget.window)
+    text, cut, any_shown = budget.take_output(shown, CUT_HINT)
     view: dict[str, Any] = {"type": kind}
     if kind == "stream":
         view["name"] = out.get("name", "stdout")
@@ -136,8 +136,8 @@ def output_view(out: dict[str, Any], budget: render.Budget) -> dict[str, Any]:
             view["image"] = shown.image
         if kind == "execute_result":
             view["execution_count"] = out.get("execution_count")
-    if not any_shown and shown.text:
-        view["omitted"] = f"{len(shown.text):,} characters not shown (output budget 0)"
+    if not any_shown and (shown.text or shown.unread):
+        view["omitted"] = f"{cut:,} characters not shown (output budget 0)"
     return view
 
 

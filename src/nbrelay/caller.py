@@ -1,0 +1,88 @@
+"""Who is calling: the value the tool boundary builds once per tool call, under which the state
+that belongs to one client is kept (what it last read of each notebook, its undo history).
+
+``Caller.key`` names, in this order: the MCP session (``Mcp-Session-Id`` over HTTP); for a
+sessionless HTTP request (protocol 2026-07-28), the identity that authenticated it (its bearer
+token, or in Jupyter its user), which whoever authenticates puts in the ASGI scope under
+``IDENTITY_SCOPE_KEY``; the client's connection (stdio, the in-process client). ``ANYONE`` (key
+"") is a call from no known client: work nbrelay does on its own, or a call made without MCP.
+
+The boundary makes the caller current for the call (``acting``); the modules that keep state per
+caller read it with ``current()``. A background task started during a call (a run saving its
+outputs) acts for the caller that started it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+# The ASGI scope key under which an authenticating layer says who sent a request.
+IDENTITY_SCOPE_KEY = "nbrelay.identity"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """One client of the server; ``key`` is "" for anyone (see the module docstring)."""
+
+    key: str = ""
+
+
+ANYONE = Caller()
+_current: ContextVar[Caller] = ContextVar("nbrelay_caller", default=ANYONE)
+
+
+def current() -> Caller:
+    """The caller of the tool call being handled (``ANYONE`` outside one)."""
+    return _current.get()
+
+
+@contextmanager
+def acting(caller: Caller) -> Iterator[None]:
+    """Make ``caller`` current while the block runs."""
+    token = _current.set(caller)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+V = TypeVar("V")
+
+
+class PerCaller(Generic[V]):
+    """Each caller's own values, by notebook path: one caller never sees another's.
+
+    The values of at most ``limit`` callers are kept; past it, those of the caller that used
+    them least recently are dropped (clients that went away leave theirs behind).
+    """
+
+    def __init__(self, limit: int = 1000) -> None:
+        self._limit = limit
+        self._by_caller: OrderedDict[str, dict[str, V]] = OrderedDict()
+
+    def mine(self) -> dict[str, V]:
+        """The current caller's values (made on first use), marked as just used."""
+        key = current().key
+        found = self._by_caller.get(key)
+        if found is None:
+            found = self._by_caller[key] = {}
+            while len(self._by_caller) > self._limit:
+                self._by_caller.popitem(last=False)
+        else:
+            self._by_caller.move_to_end(key)
+        return found
+
+    def get(self, path: str) -> V | None:
+        """The current caller's value for ``path``, if it has one."""
+        found = self._by_caller.get(current().key)
+        return None if found is None else found.get(path)
+
+    def forget(self, path: str) -> None:
+        """Drop every caller's value for ``path`` (the notebook went away or was replaced)."""
+        for values in self._by_caller.values():
+            values.pop(path, None)
