@@ -66,6 +66,14 @@ class StandInRooms:
 
 
 class Exists:
+    """The part of ``extension.contents.ServerContents`` the in-process way calls: every file
+    exists, on no local disk (so no real-path rule applies)."""
+
+    def __init__(self) -> None:
+        from nbrelay.extension.contents import Confinement
+
+        self.confinement = Confinement(object())
+
     async def exists(self, path: str) -> bool:
         return True
 
