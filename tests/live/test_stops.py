@@ -105,3 +105,37 @@ async def test_after_a_crash_the_lost_edits_are_applied_again_or_named(
     assert "the deletion of cell 'c2'" in restored
     assert "the source of cell 'c1'" in lost
     assert [c["source"] for c in view["cells"]] == ["top", "a1", "b from outside"]
+
+
+async def test_after_a_crash_the_notebooks_lost_metadata_is_applied_again(
+    start_jupyter: Any, way: str
+) -> None:
+    """The notebook's own metadata (notebook_metadata) is given back as cells are: key by key,
+    where nothing else changed it meanwhile."""
+    import nbformat
+
+    server: JupyterServer = start_jupyter(args=QUIET)
+    write_notebook(server.root / "n.ipynb", notebook("a"))
+    path = server.root / "n.ipynb"
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(room_agent(way, server, save_delay=3600))
+        await call(client, "notebook_metadata", path="n.ipynb", metadata={"title": "T"})
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+        server.kill()
+        assert "title" not in nbformat.read(str(path), as_version=4).metadata
+        server.start()
+
+        def back() -> bool:
+            try:
+                nb = nbformat.read(str(path), as_version=4)
+            except (OSError, ValueError):
+                return False
+            return nb.metadata.get("title") == "T" and [c.source for c in nb.cells] == ["a1"]
+
+        await wait_for(back, seconds=60)
+        if way == "in-process":  # the agent's session ended with the server
+            stack.push_async_exit(_quietly)
+            client = await stack.enter_async_context(room_agent(way, server))
+        view = await call(client, "read_notebook", path="n.ipynb")
+    assert "the notebook's metadata 'title'" in view["note"]
+    assert "did not apply them again" not in view["note"]
