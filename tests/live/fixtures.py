@@ -1,8 +1,10 @@
 """Fixtures for live mode, loaded as a pytest plugin by the root conftest.
 
-``jupyter`` is one JupyterLab server (with jupyter-collaboration) for the whole session; each
-test gets a folder of its own in its root (``live_folder``), so tests never see each other's
-notebooks. Tests that restart or break a server start their own with ``start_jupyter``.
+``jupyter`` is one JupyterLab server (with jupyter-collaboration and nbrelay's extension) for the
+whole session; each test gets a folder of its own in its root (``live_folder``), so tests never
+see each other's notebooks. Tests that restart or break a server start their own with
+``start_jupyter``. ``way`` runs a room store test over a WebSocket and in process
+(``tests.live.rooms``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.live.rooms import WAYS
 from tests.live.server import JupyterServer
 from tests.servers import Folders, free_port, running, servers_of_a_test
 
@@ -21,8 +24,16 @@ _folders = Folders("t")
 @pytest.fixture(scope="session")
 def jupyter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("jupyter")
-    with running(JupyterServer(root=base / "root", work=base / "work", port=free_port())) as server:
+    server = JupyterServer(root=base / "root", work=base / "work", port=free_port(), nbrelay=True)
+    with running(server):
         yield server
+
+
+@pytest.fixture(params=WAYS)
+def way(request: pytest.FixtureRequest) -> str:
+    """How the room store reaches the rooms (``tests.live.rooms``): "websocket" (live mode) or
+    "in-process" (the server extension)."""
+    return str(request.param)
 
 
 @pytest.fixture
@@ -45,6 +56,7 @@ def start_jupyter(tmp_path: Path) -> Iterator[Callable[..., JupyterServer]]:
             collaboration=collaboration,
             kind=kind,
             extra_args=list(args),
+            nbrelay=kind == "lab",
         )
 
     with servers_of_a_test(make) as start:

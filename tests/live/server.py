@@ -50,6 +50,8 @@ class JupyterServer:
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     extra_args: list[str] = field(default_factory=list)
+    # Whether nbrelay's server extension runs (None: as the environment's config says).
+    nbrelay: bool | None = None
 
     @property
     def url(self) -> str:
@@ -110,6 +112,8 @@ class JupyterServer:
         extensions = {"jupyter_lsp": False}
         if not self.collaboration:
             extensions["jupyter_server_ydoc"] = False
+        if self.nbrelay is not None:
+            extensions["nbrelay"] = self.nbrelay
         config = self.work / "config" / "jupyter_server_config.json"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(json.dumps({"ServerApp": {"jpserver_extensions": extensions}}))

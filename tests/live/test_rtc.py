@@ -27,9 +27,11 @@ from nbrelay.jupyter_api import JupyterAPI, base_url
 from nbrelay.notebook.model import parse
 from nbrelay.stores.contents import NOT_LIVE_NOTE
 from nbrelay.stores.rtc import RECONNECT_NOTE, RELOAD_NOTE
+from nbrelay.stores.yprotocol import Room
 from tests.helpers import PATIENCE, call, call_error, code, notebook, write_notebook
 from tests.live.conftest import AGENT, agent, live_store
 from tests.live.person import fresh_sources, person
+from tests.live.rooms import room_agent
 from tests.live.server import JupyterServer, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -61,7 +63,7 @@ async def until_on_disk(path: Path, want: tuple[list[str], list[str]], seconds: 
 
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_a_person_types_while_the_agent_works_and_nothing_is_lost(
-    jupyter: JupyterServer, live_folder: tuple[str, Path], seed: int
+    jupyter: JupyterServer, live_folder: tuple[str, Path], seed: int, way: str
 ) -> None:
     folder, local = live_folder
     write_notebook(local / "n.ipynb", notebook("x = 0\n", "y = 0", "z = 0", "w = 0"))
@@ -69,9 +71,10 @@ async def test_a_person_types_while_the_agent_works_and_nothing_is_lost(
     typed = "".join(rng.choice(string.ascii_letters + " ") for _ in range(60))
     expected: dict[str, str] = {"c0": "x = 0\n", "c1": "y = 0", "c2": "z = 0", "c3": "w = 0"}
     agent_ops = 0
-    async with agent(jupyter, folder, prefix=f"s{seed}") as client:
-        await call(client, "read_notebook", path="n.ipynb")
-        await call(client, "execute", path="n.ipynb", code="0")  # the kernel is up
+    n = f"{folder}/n.ipynb"
+    async with room_agent(way, jupyter, prefix=f"s{seed}") as client:
+        await call(client, "read_notebook", path=n)
+        await call(client, "execute", path=n, code="0")  # the kernel is up
         async with person(jupyter, f"{folder}/n.ipynb") as p:
             done = anyio.Event()
 
@@ -89,28 +92,26 @@ async def test_a_person_types_while_the_agent_works_and_nothing_is_lost(
                         out = await call(
                             client,
                             "insert_cells",
-                            path="n.ipynb",
+                            path=n,
                             cells=[f"v{agent_ops} = 1"],
                             after=rng.choice(others),
                         )
                         expected[out["changed"][0]["id"]] = f"v{agent_ops} = 1"
                     elif op == "edit":
                         cid = rng.choice(others)
-                        await call(
-                            client, "edit_cell", path="n.ipynb", cell=cid, source=f"e{agent_ops}"
-                        )
+                        await call(client, "edit_cell", path=n, cell=cid, source=f"e{agent_ops}")
                         expected[cid] = f"e{agent_ops}"
                     elif op == "move":
                         cid = rng.choice(others)
                         to = rng.randrange(len(expected))
-                        await call(client, "move_cells", path="n.ipynb", cells=[cid], to=to)
+                        await call(client, "move_cells", path=n, cells=[cid], to=to)
                     elif op == "same":
                         # The agent edits the line above the one the person is typing on.
                         old = expected["c0"]
                         await call(
                             client,
                             "edit_cell",
-                            path="n.ipynb",
+                            path=n,
                             cell="c0",
                             find=old.strip(),
                             replace=f"x = {agent_ops}",
@@ -119,10 +120,10 @@ async def test_a_person_types_while_the_agent_works_and_nothing_is_lost(
                     elif op == "run":
                         # Run another cell, or the very cell the person is typing in.
                         cid = rng.choice([*others, "c0"])
-                        await call(client, "execute", path="n.ipynb", cells=[cid], timeout=30)
+                        await call(client, "execute", path=n, cells=[cid], timeout=30)
                     else:
                         cid = rng.choice(others)
-                        await call(client, "delete_cells", path="n.ipynb", cells=[cid])
+                        await call(client, "delete_cells", path=n, cells=[cid])
                         del expected[cid]
             assert agent_ops >= 10
 
@@ -132,7 +133,15 @@ async def test_a_person_types_while_the_agent_works_and_nothing_is_lost(
 
             await wait_for(agreed, seconds=10)
             ids, sources = p.ids(), p.sources()
-        view = await call(client, "read_notebook", path="n.ipynb", full=True)
+
+            # A read is the room as nbrelay holds it: the server relays the last keystrokes to
+            # it within moments.
+            async def read_agrees() -> bool:
+                view = await call(client, "read_notebook", path=n, full=True)
+                return [c["source"] for c in view["cells"]] == sources
+
+            await wait_for(read_agrees, seconds=10)
+        view = await call(client, "read_notebook", path=n, full=True)
     assert len(ids) == len(set(ids)), f"duplicated cells: {ids}"
     assert set(ids) == set(expected)
     by_id = dict(zip(ids, sources, strict=True))
@@ -145,18 +154,16 @@ async def test_a_person_types_while_the_agent_works_and_nothing_is_lost(
     await until_on_disk(local / "n.ipynb", (ids, sources))
 
 
-async def _open_and_edit(client: Client) -> None:
-    await call(client, "edit_cell", path="n.ipynb", cell="c1", source="b1")
-    await call(client, "save_notebook", path="n.ipynb")
-
-
 async def test_the_file_rewritten_under_an_open_room_is_reported_not_overwritten(
-    jupyter: JupyterServer, live_folder: tuple[str, Path]
+    jupyter: JupyterServer, live_folder: tuple[str, Path], way: str
 ) -> None:
     folder, local = live_folder
     write_notebook(local / "n.ipynb", notebook("a", "b"))
-    async with agent(jupyter, folder) as client:
-        await _open_and_edit(client)  # the room is open, the edit saved
+    n = f"{folder}/n.ipynb"
+    async with room_agent(way, jupyter) as client:
+        # The room is open, the edit saved.
+        await call(client, "edit_cell", path=n, cell="c1", source="b1")
+        await call(client, "save_notebook", path=n)
         # Someone rewrites the file behind JupyterLab's back: a new first cell, c0 changed.
         outside = notebook("a", "b1")
         outside.cells.insert(0, code("new", "n0"))
@@ -164,17 +171,18 @@ async def test_the_file_rewritten_under_an_open_room_is_reported_not_overwritten
         write_notebook(local / "n.ipynb", outside)
 
         async def reloaded() -> bool:  # the server notices within its poll interval
-            return (await fresh_sources(jupyter, f"{folder}/n.ipynb"))[0] == ["n0", "c0", "c1"]
+            return (await fresh_sources(jupyter, n))[0] == ["n0", "c0", "c1"]
 
         await wait_for(reloaded, seconds=15)
         # An edit by position is refused: index 0 is now another cell.
-        text = await call_error(client, "edit_cell", path="n.ipynb", cell=0, source="zzz")
+        text = await call_error(client, "edit_cell", path=n, cell=0, source="zzz")
         assert "inserted, deleted or moved cells" in text
-        view = await call(client, "read_notebook", path="n.ipynb")
+        view = await call(client, "read_notebook", path=n)
         assert RELOAD_NOTE in view["note"]
         assert [c["id"] for c in view["cells"]] == ["n0", "c0", "c1"]
         # An edit by id applies to the notebook as it is now.
-        await call(client, "edit_cell", path="n.ipynb", cell="c1", source="B")
+        await call(client, "edit_cell", path=n, cell="c1", source="B")
+        await call(client, "save_notebook", path=n)
     assert disk(local / "n.ipynb") == (["n0", "c0", "c1"], ["new", "A", "B"])
 
 
@@ -216,6 +224,7 @@ async def test_a_dropped_connection_is_replaced_by_a_fresh_one_and_reported(
     async with agent(jupyter, folder, store=store) as client:
         await call(client, "read_notebook", path="n.ipynb")
         room = store._rooms["n.ipynb"]
+        assert isinstance(room, Room)
         assert room.ws is not None
         room.ws.transport.abort()  # the network drops
         with anyio.fail_after(PATIENCE):
@@ -389,11 +398,13 @@ async def test_rooms_being_joined_when_nbrelay_stops_are_closed_and_none_starts_
     """A room runs (shielded) until it is closed, so the server's task group cannot end while
     one runs. A room still being joined (started, held by no list yet) is closed with the
     others, and a room closed before it began never connects."""
-    from nbrelay.stores.yprotocol import Room
+    from nbrelay.stores.rtc_websocket import WebSocketWay
 
     folder, local = live_folder
     write_notebook(local / "n.ipynb", notebook("a"))
     store = live_store(jupyter, folder)
+    way = store.way
+    assert isinstance(way, WebSocketWay)
     session = await store.api.collaboration_session(store.paths.server("n.ipynb"))
     assert session is not None
 
@@ -403,19 +414,19 @@ async def test_rooms_being_joined_when_nbrelay_stops_are_closed_and_none_starts_
             f"json:notebook:{session['fileId']}",
             session_id=str(session.get("sessionId") or ""),
             name="n.ipynb",
-            user=store.user,
+            user=way.user,
         )
 
     joining, late = new_room(), new_room()
     with anyio.fail_after(PATIENCE):
         async with store.running():
             try:
-                await store._start(joining)  # connected, in no list (as while it syncs)
+                await way._start(joining)  # connected, in no list (as while it syncs)
                 await store._close_rooms()
                 assert joining.closed.is_set(), "a room being joined was left running"
                 await late.close()  # closed before it began: the server is stopping
                 with pytest.raises(RemoteError, match="shutting down"):
-                    await store._start(late)
+                    await way._start(late)
                 assert late.ws is None
             finally:  # without the fix, let the test fail instead of hanging the run
                 await joining.close()

@@ -1,10 +1,11 @@
-"""Live mode: when the .ipynb file holds an agent's edit.
+"""The room store (live mode and the server extension): when the .ipynb file holds an edit.
 
 An edit returns once the Jupyter Server has it in the room (a person in the notebook sees it from
 then on); the file is saved just after, coalesced, as JupyterLab does for a person's typing.
 ``save_notebook`` waits for the file; ``--live-save-wait`` makes every edit wait for it.
 The server here never autosaves on its own (``document_save_delay`` of an hour), so whatever
-reaches the file was saved by nbrelay.
+reaches the file was saved by nbrelay. Each test of the store runs both ways into the rooms
+(``tests.live.rooms``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from nbrelay.notebook.model import version_of
 from tests.helpers import call, notebook, write_notebook
 from tests.live.conftest import agent
 from tests.live.person import fresh_sources
+from tests.live.rooms import room_agent, store_args
 from tests.live.server import JupyterServer, wait_for
 from tests.live.test_rtc import disk
 
@@ -34,15 +36,23 @@ def quiet_server(start_jupyter: Any) -> JupyterServer:
     return server
 
 
+@pytest.fixture
+def lazy_server(start_jupyter: Any) -> JupyterServer:
+    """A quiet server whose extension saves only when asked (or when it leaves a room)."""
+    server: JupyterServer = start_jupyter(args=[*NO_AUTOSAVE, *store_args(save_delay=3600)])
+    write_notebook(server.root / "n.ipynb", notebook("a", "b"))
+    return server
+
+
 async def test_an_edit_is_live_before_it_is_saved_and_save_notebook_waits_for_the_file(
-    quiet_server: JupyterServer,
+    lazy_server: JupyterServer, way: str
 ) -> None:
-    path = quiet_server.root / "n.ipynb"
-    async with agent(quiet_server, save_delay=3600) as client:
+    path = lazy_server.root / "n.ipynb"
+    async with room_agent(way, lazy_server, save_delay=3600) as client:
         await call(client, "read_notebook", path="n.ipynb")
         await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
         # Everyone in the notebook has it...
-        assert await fresh_sources(quiet_server, "n.ipynb") == (["c0", "c1"], ["a1", "b"])
+        assert await fresh_sources(lazy_server, "n.ipynb") == (["c0", "c1"], ["a1", "b"])
         # ...and the file does not yet: nbrelay's saver waits (an hour here).
         assert disk(path) == (["c0", "c1"], ["a", "b"])
         saved = await call(client, "save_notebook", path="n.ipynb")
@@ -54,10 +64,10 @@ async def test_an_edit_is_live_before_it_is_saved_and_save_notebook_waits_for_th
 
 
 async def test_the_file_follows_the_edits_without_being_asked(
-    quiet_server: JupyterServer,
+    quiet_server: JupyterServer, way: str
 ) -> None:
     path = quiet_server.root / "n.ipynb"
-    async with agent(quiet_server) as client:
+    async with room_agent(way, quiet_server) as client:
         for i in range(5):
             await call(client, "edit_cell", path="n.ipynb", cell="c1", source=f"b{i}")
         await call(client, "insert_cells", path="n.ipynb", index=0, cells=["top"])
@@ -74,6 +84,21 @@ async def test_leaving_saves_what_the_saver_had_not_yet(quiet_server: JupyterSer
         await call(client, "edit_cell", path="n.ipynb", cell="c1", source="b1")
         assert disk(path)[1] == ["a", "b"]
     assert disk(path)[1] == ["a", "b1"]
+
+
+async def test_a_room_left_when_idle_is_saved_first(start_jupyter: Any, way: str) -> None:
+    server: JupyterServer = start_jupyter(
+        args=[*NO_AUTOSAVE, *store_args(save_delay=3600, idle_close=0.5)]
+    )
+    write_notebook(server.root / "n.ipynb", notebook("a", "b"))
+    path = server.root / "n.ipynb"
+    async with room_agent(way, server, save_delay=3600, idle_close=0.5) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell="c1", source="b1")
+        # Only leaving the room (idle for half a second here) saves it.
+        await wait_for(lambda: disk(path)[1] == ["a", "b1"], seconds=30)
+        # The next call joins the room again, from the file.
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+        await wait_for(lambda: disk(path)[1] == ["a1", "b1"], seconds=30)
 
 
 async def test_live_save_wait_saves_before_each_edit_returns(
@@ -102,7 +127,7 @@ def test_the_option_reaches_the_store(tmp_path: Path) -> None:
 
 
 async def test_a_cell_made_invalid_by_someone_else_is_repaired_by_the_agents_next_edit(
-    jupyter: JupyterServer, live_folder: tuple[str, Path]
+    jupyter: JupyterServer, live_folder: tuple[str, Path], way: str
 ) -> None:
     # nbrelay does not re-validate the notebook after its own (validated) edits; a change that
     # came from the room is validated again, and a metadata slip Jupyter tolerates is repaired
@@ -111,8 +136,9 @@ async def test_a_cell_made_invalid_by_someone_else_is_repaired_by_the_agents_nex
 
     folder, local = live_folder
     write_notebook(local / "n.ipynb", notebook("a", "b"))
-    async with agent(jupyter, folder) as client:
-        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+    n = f"{folder}/n.ipynb"
+    async with room_agent(way, jupyter) as client:
+        await call(client, "edit_cell", path=n, cell="c0", source="a1")
         async with person(jupyter, f"{folder}/n.ipynb") as p:
             p.cell("c1")["metadata"]["collapsed"] = "not a boolean"  # the schema says boolean
 
@@ -121,7 +147,7 @@ async def test_a_cell_made_invalid_by_someone_else_is_repaired_by_the_agents_nex
                     return "collapsed" in other.cell("c1")["metadata"]
 
             await wait_for(seen, seconds=15)
-            edited = await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a2")
+            edited = await call(client, "edit_cell", path=n, cell="c0", source="a2")
         assert "failed nbformat's schema was removed" in edited["note"]
         assert "cell 1 (collapsed)" in edited["note"]
 
@@ -130,7 +156,7 @@ async def test_a_cell_made_invalid_by_someone_else_is_repaired_by_the_agents_nex
                 return "collapsed" not in other.cell("c1")["metadata"]
 
         await wait_for(repaired, seconds=15)
-        read = await call(client, "read_cell", path="n.ipynb", cell="c0")
+        read = await call(client, "read_cell", path=n, cell="c0")
         assert read["cell"]["source"] == "a2"
 
 

@@ -12,6 +12,7 @@ from nbrelay.jupyter_api import load_token
 from nbrelay.kernels.remote import RemoteKernels
 from nbrelay.server import build_workspace
 from nbrelay.stores.rtc import RTCStore
+from nbrelay.stores.rtc_websocket import WebSocketWay
 
 
 def test_jupyter_url_selects_live_mode_with_the_servers_kernels() -> None:
@@ -19,7 +20,8 @@ def test_jupyter_url_selects_live_mode_with_the_servers_kernels() -> None:
     ws = build_workspace(settings)
     assert isinstance(ws.store, RTCStore)
     assert ws.store.api.base == "http://127.0.0.1:8888/"
-    assert ws.store.user["name"] == "Ada"
+    assert isinstance(ws.store.way, WebSocketWay)
+    assert ws.store.way.user["name"] == "Ada"
     assert isinstance(ws.kernels.current, RemoteKernels)
 
 

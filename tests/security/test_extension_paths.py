@@ -145,3 +145,33 @@ async def test_every_attack_path_is_refused_by_every_path_tool_in_extension_mode
     )
     assert not changed, f"files outside the root or hidden changed: {changed}"
     assert not failures, f"{len(failures)} of {calls} calls: " + "\n".join(failures[:40])
+
+
+async def test_a_notebook_swapped_for_a_link_out_of_the_root_after_its_room_opened_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The room of a notebook nbrelay works on stays open between calls: the file swapped for a
+    symlink out of the root meanwhile is refused on the next read, edit and save, as a path
+    is when the room opens (the room saves through the contents manager, which follows links)."""
+    import nbformat
+
+    from tests.helpers import call, call_error, notebook, write_notebook
+
+    root, outside = tmp_path / "root", tmp_path / "outside.ipynb"
+    write_notebook(root / "n.ipynb", notebook("a", "b"))
+    write_notebook(outside, notebook("canary-outside"))
+    with serving(root, tmp_path / "server", "canonical") as server:
+        async with ext_client(server) as client:
+            await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+            (root / "n.ipynb").unlink()
+            (root / "n.ipynb").symlink_to(outside)
+            for tool, args in (
+                ("read_notebook", {}),
+                ("edit_cell", {"cell": "c0", "source": "a2"}),
+                ("save_notebook", {}),
+            ):
+                with anyio.fail_after(120):
+                    said = await call_error(client, tool, path="n.ipynb", **args)
+                assert "leads outside the root folder" in said, (tool, said)
+                assert "canary-outside" not in said
+    assert [c.source for c in nbformat.read(str(outside), as_version=4).cells] == ["canary-outside"]

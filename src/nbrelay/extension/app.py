@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import signal
 import threading
@@ -25,9 +26,9 @@ from nbrelay.caller import IDENTITY_SCOPE_KEY
 from nbrelay.config import OPTION_BY_NAME, Option, Settings
 from nbrelay.errors import NbrelayError
 from nbrelay.extension.access import SCOPE_KEY, Caller, caller_middleware
-from nbrelay.extension.contents import Confinement
+from nbrelay.extension.collaboration import Collaboration
 from nbrelay.extension.kernels import ServerKernels
-from nbrelay.extension.store import ServerStore
+from nbrelay.extension.store import server_store
 from nbrelay.http_access import token_identity
 
 Message = MutableMapping[str, Any]
@@ -73,78 +74,17 @@ def _trait(opt: Option) -> TraitType[Any, Any]:
     return trait.tag(config=True)
 
 
-class _Rooms:
-    """jupyter-collaboration's rooms, through its extension app (``get_document``) and its
-    websocket server (the room objects, to save or close one)."""
-
-    def __init__(self, ydoc: Any, serverapp: Any) -> None:
-        self.ydoc = ydoc
-        self.serverapp = serverapp
-        self._ids: dict[str, str] = {}  # server path -> room id, of rooms found before
-        # A room loads and saves its file through the contents manager, which follows links.
-        self.confinement = Confinement(serverapp.contents_manager)
-
-    def _room_id(self, path: str) -> tuple[str, str]:
-        file_id = str(self.serverapp.web_app.settings["file_id_manager"].index(path))
-        return file_id, f"json:notebook:{file_id}"
-
-    async def document(self, path: str, create: bool) -> Any:
-        self.confinement.check(path)
-        # The room found last time for this path, if it is still there and still this file's
-        # (a dictionary lookup: an edit should not pay for the file id database each time).
-        room_id = self._ids.get(path)
-        if room_id is not None:
-            room = self.ydoc.ywebsocket_server.rooms.get(room_id)
-            document = getattr(room, "_document", None)
-            if document is not None and getattr(document, "path", None) == path:
-                return document
-            self._ids.pop(path, None)
-        document = await self.ydoc.get_document(
-            path=path, content_type="notebook", file_format="json", copy=False, create=create
-        )
-        if document is not None:
-            self._ids[path] = self._room_id(path)[1]
-        return document
-
-    async def _get(self, room_id: str) -> Any | None:
-        try:
-            return await self.ydoc.ywebsocket_server.get_room(room_id)
-        except Exception:  # RoomNotFound
-            return None
-
-    @staticmethod
-    async def _save(room: Any) -> None:
-        save = getattr(room, "_save_to_disc", None)  # what JupyterLab's save button calls
-        task = save() if save is not None else None
-        if task is not None:
-            await task
-
-    async def save(self, path: str) -> None:
-        room = await self._get(self._room_id(path)[1])
-        if room is not None:
-            await self._save(room)
-
-    async def close(self, path: str) -> None:
-        """Save and close a room nbrelay opened, unless someone joined it meanwhile (then it is
-        theirs, and jupyter-collaboration closes it after they leave)."""
-        file_id, room_id = self._room_id(path)
-        async with self.ydoc._room_locks[room_id]:
-            room = await self._get(room_id)
-            if room is None or room.clients:
-                return
-            await self._save(room)
-            await self.ydoc.ywebsocket_server.delete_room(room=room)
-            loaders = self.ydoc.file_loaders
-            if file_id in loaders and loaders[file_id].number_of_subscriptions == 0:
-                await loaders.remove(file_id)
-        self.serverapp.log.info("nbrelay closed the room of %s (idle, nobody in it)", path)
-
-
 class _Relay:
     """The MCP server of one Jupyter Server, and the task that runs its session manager."""
 
     def __init__(
-        self, settings: Settings, serverapp: Any, ydoc: Any | None, *, room_idle_close: float
+        self,
+        settings: Settings,
+        serverapp: Any,
+        collab: Collaboration | None,
+        *,
+        room_idle_close: float,
+        room_save_delay: float,
     ) -> None:
         from mcp.server.transport_security import TransportSecuritySettings
 
@@ -152,13 +92,18 @@ class _Relay:
         from nbrelay.workspace import Workspace
 
         self.settings = settings
-        rooms = _Rooms(ydoc, serverapp) if ydoc is not None else None
-        store = ServerStore(
+        self.collab = collab
+        # Edits not yet saved are journaled beside the server, for the crash that takes nbrelay
+        # down with it (one folder per server root).
+        root = Path(serverapp.root_dir).resolve()
+        digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+        journal = Path(serverapp.runtime_dir) / "nbrelay-unsaved" / digest
+        store = server_store(
             serverapp.contents_manager,
-            rooms=rooms.document if rooms else None,
-            save_room=rooms.save if rooms else None,
-            close_room=rooms.close if rooms else None,
+            collab,
             idle_close=room_idle_close,
+            save_delay=room_save_delay,
+            journal=journal,
         )
         kernels = ServerKernels(
             serverapp.session_manager,
@@ -187,6 +132,9 @@ class _Relay:
 
     async def start(self) -> None:
         if self._task is None:
+            if self.collab is not None:
+                # Save the rooms before jupyter-collaboration lets them go when the server stops.
+                self.collab.before_stop(self.save_rooms)
             self._task = asyncio.create_task(self._run())
         ready = asyncio.create_task(self._ready.wait())
         await asyncio.wait({ready, self._task}, return_when=asyncio.FIRST_COMPLETED)
@@ -199,9 +147,13 @@ class _Relay:
             await self.start()
         await self.server.session_manager.handle_request(scope, receive, send)
 
+    async def save_rooms(self) -> None:
+        """Save every room with edits nbrelay made that its file does not hold yet."""
+        await self.store.save_all()
+
     async def stop(self) -> None:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.store.save_opened(), 10)
+            await self.save_rooms()  # without jupyter-collaboration, nothing is pending
         self._stop.set()
         if self._task is not None:
             with contextlib.suppress(Exception):
@@ -328,6 +280,12 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
         "open nowhere) is saved and closed, if it was not used and nobody joined it.",
     ).tag(config=True)
 
+    room_save_delay = Float(
+        0.5,
+        help="Seconds after nbrelay's last edit in a room (at most 5 s into a burst of edits) "
+        "before it has the server save the notebook's file; save_notebook saves at once.",
+    ).tag(config=True)
+
     def settings_from_traits(self) -> Settings:
         """nbrelay's settings from the traits set in Jupyter's config (then $NBRELAY_*)."""
         given = self.config.get(type(self).__name__, {})
@@ -344,20 +302,16 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
         root = Path(getattr(self.serverapp, "root_dir", ".") or ".")
         return settings.replace(root=root)
 
-    def _ydoc(self) -> Any | None:
-        """jupyter-collaboration's extension (its rooms), if the server runs it."""
-        for apps in self.serverapp.extension_manager.extension_apps.values():
-            for app in apps:
-                if hasattr(app, "get_document") and hasattr(app, "ywebsocket_server"):
-                    return app
-        return None
-
     def initialize_handlers(self) -> None:
+        collab = Collaboration.find(self.serverapp)  # jupyter-collaboration's rooms, if any
+        if collab is not None:
+            collab.check()
         self.relay = _Relay(
             self.settings_from_traits(),
             self.serverapp,
-            self._ydoc(),
+            collab,
             room_idle_close=max(0.1, float(self.room_idle_close)),
+            room_save_delay=max(0.0, float(self.room_save_delay)),
         )
         self.handlers.append((r"/mcp", McpHandler, {"relay": self.relay}))
 

@@ -111,8 +111,9 @@ def _convert_cell(raw: Any, name: str) -> _Cell:
 class Mirror:
     """The notebook of one Y document, kept converted cell by cell (see the module docstring).
 
-    Create it on the document before anything is applied to it; ``read`` gives the same
-    (notebook, version, problems) as ``read_whole``.
+    The first read converts every cell; later reads convert the cells changed since (the
+    document's own change events say which). ``read`` gives the same (notebook, version,
+    problems) as ``read_whole``; ``close`` stops following a document that lives on.
     """
 
     def __init__(self, ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], *, name: str) -> None:
@@ -123,9 +124,22 @@ class Mirror:
         self._top: _Top | None = None
         self._whole = True  # convert every cell again on the next read
         self._last: Read | None = None
-        # For the document's lifetime (a room's document is never reused after it closes).
-        ycells.observe_deep(self._on_cells)
-        ymeta.observe_deep(self._on_meta)
+        # What reading cost so far: cells converted one by one, and whole conversions.
+        self.cells_converted = 0
+        self.whole_reads = 0
+        self._subscriptions = [
+            (ycells, ycells.observe_deep(self._on_cells)),
+            (ymeta, ymeta.observe_deep(self._on_meta)),
+        ]
+
+    def close(self) -> None:
+        """Stop following the document (a room nbrelay leaves, whose document lives on)."""
+        for target, sub in self._subscriptions:
+            target.unobserve(sub)
+        self._subscriptions = []
+        self._whole = True
+        self._cells = []
+        self._last = None
 
     # Observers: never read the document here (it is borrowed), only note what changed.
 
@@ -181,6 +195,7 @@ class Mirror:
         except _Unsure:
             self._whole = True
             self._cells = []
+            self.whole_reads += 1
             self._last = read_whole(self.ymeta, self.ycells, name=self.name)
         return self._last
 
@@ -194,6 +209,7 @@ class Mirror:
             except ValueError:  # a value JSON cannot hold (binary): walk the document
                 raw = [y.to_py() for y in self.ycells]
             self._cells = [_convert_cell(r, self.name) for r in raw]
+            self.cells_converted += len(raw)
             self._whole = False
         else:
             for i, known in enumerate(self._cells):
@@ -204,6 +220,7 @@ class Mirror:
                     except ValueError:
                         one = y.to_py()
                     self._cells[i] = _convert_cell(one, self.name)
+                    self.cells_converted += 1
         kept = [c for c in self._cells if c is not None and c.cell is not None]
         cells = [c.cell for c in kept if c.cell is not None]
         ids = [c["id"] for c in cells]

@@ -1,33 +1,35 @@
-"""The live store: the notebooks of a running JupyterLab, edited through its collaboration rooms.
+"""The room store: notebooks edited through jupyter-collaboration's rooms, the way people are.
 
-Every notebook the agent works on is joined as a Yjs room of jupyter-collaboration, the way a
-browser tab joins it, so a person with the notebook open sees each change as it happens and
-their own typing is never lost. The rules (each one learnt from a way RTC clients lose data):
+Live mode (a Jupyter Server over the network) and the server extension (nbrelay inside the Jupyter
+Server) are this one store; they differ only in how they reach a room (``stores.rtc_rooms``: a
+WebSocket, ``stores.rtc_websocket``, or in process, ``extension.store``). Every notebook the agent
+works on is joined as a room, so a person with the notebook open sees each change as it happens
+and their own typing is never lost. The rules (each one learnt from a way RTC clients lose data):
 
-* **Sync first, then edit** (``stores.yprotocol``): a room starts from an empty document the
-  server fills; a connection that drops is never reused.
+* **Sync first, then edit** (``stores.yprotocol``): a room joined over a WebSocket starts from an
+  empty document the server fills; a room that ended is never reused.
 * **Granular operations only** (``notebook.ydoc``): the four primitive edits become CRDT
   operations on the cells they name; the document is never replaced as a whole and the file is
   never written while a room may be open.
 * **Barrier, edit, barrier.** Before an edit nbrelay makes sure it has everything the server
-  had, and after it waits until the server has applied the edit (a SYNC_STEP1 it must answer in
-  order) and checks that no reload from disk discarded it; the file is saved then, coalesced
-  (``stores.rtc_saving``: barrier, save, barrier).
-* **Reading is incremental.** A room's notebook, version and problems are kept converted cell by
-  cell (``notebook.ymirror``), so an edit or a read costs the cells that changed, not all of them.
+  had, and after it waits until the server has applied the edit (over a WebSocket, a SYNC_STEP1
+  it must answer in order; in process, no reload of the file is under way) and checks that no
+  reload from disk discarded it. The file is saved then, coalesced (``stores.rtc_saving``:
+  barrier, save, barrier).
+* **Reading costs no round trip.** A read is the room as nbrelay holds it: every edit nbrelay
+  made and every change the server relayed, kept converted cell by cell (``notebook.ymirror``).
+  It never waits behind the server (which answers nothing on a connection while it saves a big
+  notebook there); an edit still checks against everything the server had.
 * **Versions and positions.** A version is the hash of the notebook as nbformat would write it.
   An edit that addresses cells by position is refused when someone else inserted, deleted or
   moved cells since the agent last read the notebook (typing does not move cells); an edit by id
   applies to the notebook as it is.
 * **Changes from outside** (the file rewritten while the room is open, which makes the server
   reload it; the server restarted) are reported in the next result, never silently merged into a
-  stale index.
-* **Presence.** While it has notebooks open, the agent is listed among JupyterLab's online
-  collaborators under its own name (the global awareness room), and in each notebook it edits.
+  stale index; so are nbrelay's own acknowledged edits that a crashed server never saved.
 
-A server without jupyter-collaboration is served by ``stores.contents`` instead (probed once).
-Joining, keeping and leaving rooms (and presence) is ``stores.rtc_rooms``. Background work (one reader and one writer per room, awareness renewal, closing idle rooms) runs
-in the task group that ``running()`` provides while the MCP server runs.
+A server without jupyter-collaboration (or a notebook no room can load) is served through the
+contents API instead (``stores.contents``).
 """
 
 from __future__ import annotations
@@ -37,21 +39,18 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from nbrelay.errors import ConflictError, NotebookExists, RemoteError, act
+from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Edit, UpdateCell
+from nbrelay.notebook.edits import Edit, Plan, UpdateCell
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores import rtc_saving
-from nbrelay.stores.base import (
-    Capabilities,
-    EditOutcome,
-    Entry,
-    Planner,
-    Snapshot,
-)
+from nbrelay.stores.base import Capabilities, EditOutcome, Entry, Planner, Snapshot
+from nbrelay.stores.contents import NOT_LIVE_NOTE
+from nbrelay.stores.live_extras import ContentsDocuments
 from nbrelay.stores.paths import Glob
-from nbrelay.stores.rtc_rooms import RoomHost, landed, settle
-from nbrelay.stores.rtc_saving import SAVE_NOTE, save_room
-from nbrelay.stores.yprotocol import Room, RoomLost
+from nbrelay.stores.rtc_room import RoomLost, SharedRoom
+from nbrelay.stores.rtc_rooms import Access, RoomHost, RoomWay, settle
+from nbrelay.stores.rtc_saving import SAVE_NOTE, keep, landed, save_room
 
 __all__ = ["RECONNECT_NOTE", "RELOAD_NOTE", "SAVE_NOTE", "RTCStore"]
 
@@ -78,6 +77,28 @@ def _streaming(edits: Iterable[Edit]) -> bool:
     )
 
 
+def _without_run_state(planner: Planner) -> Planner:
+    """A planner whose edits carry no ``execution_state`` (JupyterLab's run state lives in a
+    room, never in a file: nbformat refuses it)."""
+
+    def plan(nb: Notebook) -> Plan:
+        made = planner(nb)
+        kept: list[Edit] = []
+        for edit in made.edits:
+            if isinstance(edit, UpdateCell) and (
+                "execution_state" in edit.changes or "execution_state" in edit.remove
+            ):
+                changes = {k: v for k, v in edit.changes.items() if k != "execution_state"}
+                remove = tuple(k for k in edit.remove if k != "execution_state")
+                if not changes and not remove:
+                    continue
+                edit = replace(edit, changes=changes, remove=remove)
+            kept.append(edit)
+        return replace(made, edits=tuple(kept))
+
+    return plan
+
+
 class _Unconfirmed(Exception):
     """The connection ended after an edit was applied locally, before the server confirmed it."""
 
@@ -87,37 +108,71 @@ class _Unconfirmed(Exception):
 
 
 class RTCStore(RoomHost):
-    """The notebooks of a Jupyter Server, live through its rooms (see the module docstring)."""
+    """The notebooks of a Jupyter Server, live through its rooms (see the module docstring).
+
+    Without ``way``, rooms are reached over WebSockets with ``api`` (live mode)."""
+
+    def __init__(
+        self,
+        api: JupyterAPI,
+        *,
+        way: RoomWay | None = None,
+        agent_name: str = "nbrelay agent",
+        folder: str = "",
+        idle_close: float = 120.0,
+        sync_timeout: float = 60.0,
+        save_delay: float = 0.5,
+        save_each_edit: bool = False,
+        access: Access | None = None,
+    ) -> None:
+        if way is None:
+            from nbrelay.stores.rtc_websocket import WebSocketWay
+
+            way = WebSocketWay(api, agent_name=agent_name, sync_timeout=sync_timeout)
+        super().__init__(
+            api,
+            way,
+            folder=folder,
+            idle_close=idle_close,
+            save_delay=save_delay,
+            save_each_edit=save_each_edit,
+            access=access,
+        )
 
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(
+            documents=ContentsDocuments(self.api, self.paths),
             sessions=self,
             live_outputs=self.live_outputs,
             output_interval=self.output_interval,
-            background=self.attach,
+            background=self.attach if self.way.rtc is not False else None,
         )
 
     @property
     def live_outputs(self) -> bool:
         """Whether outputs stream into shared cells with JupyterLab's run state (needs RTC)."""
-        return self._rtc is True
+        return self.way.rtc is True
 
-    def _notes(self, rel: str, room: Room, *, commit: bool = True) -> tuple[str, ...]:
+    def _notes(self, rel: str, room: SharedRoom, *, commit: bool = True) -> tuple[str, ...]:
         """What changed behind the agent's back since its last call on this notebook; with
         ``commit`` the agent counts as told."""
         notes: list[str] = []
         if rel in self._reconnected:
             notes.append(RECONNECT_NOTE)
+        lost = self._lost.get(rel)
+        if lost:
+            notes.append(lost)
         seen = self._seen_reloads.get(rel)
         if seen is not None and seen[0] is room and room.reloads > seen[1]:
             notes.append(RELOAD_NOTE)
         if commit:
             self._reconnected.discard(rel)
+            self._lost.pop(rel, None)
             self._seen_reloads[rel] = (room, room.reloads)
         return tuple(notes)
 
-    def _snapshot(self, rel: str, room: Room) -> tuple[Snapshot, tuple[str, ...]]:
+    def _snapshot(self, rel: str, room: SharedRoom) -> tuple[Snapshot, tuple[str, ...]]:
         nb, version, problems = room.snapshot()
         snap = Snapshot(path=rel, notebook=nb, version=version, problems=problems)
         return snap, tuple(nb.ids)
@@ -142,37 +197,37 @@ class RTCStore(RoomHost):
 
     async def load(self, path: str) -> Snapshot:
         rel = self.relative(path)
+        await self.allow("read")
         async with self.lock(rel):
-            for attempt in range(2):
-                room = await self._room(rel)
-                if room is None:
-                    return await self.contents.load(rel)
-                try:
-                    async with room.lock:
-                        await room.barrier()
-                        snap, order = self._snapshot(rel, room)
-                        notes = self._notes(rel, room)
-                except RoomLost:
-                    if attempt:
-                        raise self._lost(rel) from None
-                    continue
-                return replace(self._seen.observe(rel, snap, order), notes=notes)
-        raise self._lost(rel)
+            room = await self._room(rel)
+        if room is None:
+            return await self.contents.load(rel)
+        # No round trip (see the module docstring): the room as nbrelay holds it now.
+        snap, order = self._snapshot(rel, room)
+        notes = self._notes(rel, room)
+        return replace(self._seen.observe(rel, snap, order), notes=notes)
 
     async def peek(self, path: str) -> Snapshot:
         """The notebook as its room holds it now (or as the server stores it, when nbrelay is
         not in its room), without counting as the agent's read."""
         rel = self.relative(path)
+        await self.allow("read")
         room = self._rooms.get(rel)
         if room is not None and room.alive:
+            self.way.confine(self.paths.server(rel))
             return self._snapshot(rel, room)[0]
         return await self.contents.peek(rel)
 
-    def _lost(self, rel: str) -> RemoteError:
+    def _lost_twice(self, rel: str) -> RemoteError:
         return RemoteError(
             f"the connection to the Jupyter Server dropped twice while working on {rel!r}.",
             hint="Check that the server is running and reachable, then retry.",
         )
+
+    async def _edit_target(self, path: str) -> tuple[str, str]:
+        rel = self.relative(path)
+        await self.allow("write")
+        return rel, rel
 
     async def _edit_locked(
         self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
@@ -188,9 +243,7 @@ class RTCStore(RoomHost):
         for attempt in range(2):
             room = await self._room(rel)
             if room is None:
-                return await self.contents.edit(
-                    rel, planner, expected_version=expected_version, guard_positions=guard_positions
-                )
+                return await self._edit_file(rel, planner, expected_version, guard_positions)
             try:
                 async with room.lock:
                     await room.barrier()
@@ -200,14 +253,30 @@ class RTCStore(RoomHost):
             except RoomLost:
                 # The connection ended before the edit was applied: retry on a fresh document.
                 if attempt:
-                    raise self._lost(rel) from None
+                    raise self._lost_twice(rel) from None
             except _Unconfirmed as exc:
                 return await self._confirm(rel, exc.outcome)
-        raise self._lost(rel)
+        raise self._lost_twice(rel)
+
+    async def _edit_file(
+        self, rel: str, planner: Planner, expected_version: str | None, guard_positions: bool
+    ) -> EditOutcome:
+        """An edit through the contents API (no room: no real-time collaboration)."""
+        outcome = await self.contents.edit(
+            rel,
+            _without_run_state(planner),
+            expected_version=expected_version,
+            guard_positions=guard_positions,
+        )
+        if self.way.rtc is not True:
+            return outcome
+        # The server has real-time collaboration but no room could load this notebook: it is
+        # open nowhere, so the file is the whole truth.
+        return replace(outcome, notes=tuple(n for n in outcome.notes if n != NOT_LIVE_NOTE))
 
     async def _edit_in(
         self,
-        room: Room,
+        room: SharedRoom,
         rel: str,
         planner: Planner,
         expected_version: str | None,
@@ -224,8 +293,7 @@ class RTCStore(RoomHost):
             return EditOutcome(before, before, plan, changed_outside=outside, notes=notes)
         reloads, sent = room.reloads, room.sent
         room.apply(list(order), plan.edits)
-        nb, version, problems = room.snapshot()
-        after = Snapshot(path=rel, notebook=nb, version=version, problems=problems)
+        after, _ = self._snapshot(rel, room)
         outcome = EditOutcome(before, after, plan, changed_outside=outside, notes=notes)
         if room.sent == sent:
             # The edits restated what the room holds (a finished run's cells already idle): the
@@ -237,7 +305,7 @@ class RTCStore(RoomHost):
             await room.barrier()
         except RoomLost:
             raise _Unconfirmed(outcome) from None
-        room.edits += 1
+        await keep(room, outcome, journal=not _streaming(plan.edits))
         if room.reloads != reloads:
             self._seen_reloads[rel] = (room, room.reloads)
             raise ConflictError(
@@ -260,7 +328,7 @@ class RTCStore(RoomHost):
         server got it (a Y update arrives whole or not at all)."""
         room = await self._room(rel)
         if room is None:
-            raise self._lost(rel)
+            raise self._lost_twice(rel)
         async with room.lock:
             await room.barrier()
             snap, _ = self._snapshot(rel, room)
@@ -271,7 +339,7 @@ class RTCStore(RoomHost):
                     "reached it; nbrelay reconnected, and the edit is not in the notebook.",
                     hint="Nothing was changed: read the notebook again and redo the edit.",
                 )
-            room.edits += 1
+            await keep(room, outcome)
             saved = await save_room(room)
         extra = (RECONNECT_NOTE,) if RECONNECT_NOTE not in notes else ()
         if saved is not None:
@@ -282,11 +350,17 @@ class RTCStore(RoomHost):
         """Wait until the notebook's file holds every edit nbrelay made to it (a save the server
         confirmed); None when it does, else why not. Without a room there is nothing pending:
         edits through the contents API are written before they return."""
-        return await rtc_saving.flush(self._rooms.get(self.relative(path)))
+        rel = self.relative(path)
+        await self.allow("write")  # a save writes the room: others' edits too
+        room = self._rooms.get(rel)
+        if room is not None:
+            self.way.confine(self.paths.server(rel))
+        return await rtc_saving.flush(room)
 
     async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         rel = self.relative(path)
         validate.check_notebook(notebook)
+        await self.allow("write")
         full = self.paths.server(rel)
         async with self.lock(rel):
             exists = await self.api.exists(full)
@@ -295,7 +369,7 @@ class RTCStore(RoomHost):
                     f"{rel!r} already exists.",
                     hint=act("exists"),
                 )
-            if self._rtc is False:
+            if self.way.rtc is False:
                 return await self.contents.create(rel, notebook, overwrite=overwrite)
             notes: tuple[str, ...] = ()
             if not exists:
@@ -316,7 +390,7 @@ class RTCStore(RoomHost):
                 async with room.lock:
                     await room.barrier()
                     room.replace_all(notebook)
-                    room.edits += 1
+                    room.acknowledged()
                     snap, order = self._snapshot(rel, room)
                     saved = await save_room(room)
                     self._notes(rel, room)
@@ -327,6 +401,7 @@ class RTCStore(RoomHost):
 
     async def remove(self, path: str) -> None:
         rel = self.relative(path)
+        await self.allow("write")
         async with self.lock(rel):
             await self._drop(rel)
             await self.contents.remove(rel)
@@ -334,6 +409,7 @@ class RTCStore(RoomHost):
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
+        await self.allow("write")
         if keep_source:
             snap = await self.load(src_rel)
             return await self.create(dst_rel, snap.notebook, overwrite=overwrite)

@@ -1,13 +1,22 @@
-"""The rooms of the live store: joining them, keeping them, leaving them.
+"""The rooms of the room store: reached through a way in, kept, left, saved.
 
-A notebook's room is joined on first use (a collaboration session, then a synced document: see
-``stores.yprotocol``) and kept while the agent works on it, so an edit costs no connection. A
-room that dropped is never reused: the next call joins again on a fresh document and tells the
-agent (``reconnected``). Rooms nobody used for ``idle_close`` seconds are saved and left, as are
-all rooms when the server stops. While any room is open, the agent is listed among JupyterLab's
-online collaborators (the global awareness room). The store operations are in ``stores.rtc``,
-saving in ``stores.rtc_saving``. Also here: whether an edit sent before a connection dropped
-reached the server (``landed``), and waiting for a just-created file's room (``settle``).
+The room store (``stores.rtc``) works on notebooks in jupyter-collaboration's rooms. How it
+reaches a room is its **way in** (``RoomWay``): over a WebSocket, as a browser tab does (live mode,
+``stores.rtc_websocket``), or in the Jupyter Server's own process (the server extension,
+``extension.store``). Everything else is here, once for both:
+
+* A notebook's room is joined on first use and kept while the agent works on it, so an edit
+  costs no connection. A room that ended is never reused: the next call joins again on a fresh
+  document and tells the agent.
+* Edits the server acknowledged but may not have saved when a room ended (the server stopped or
+  crashed) are recovered into the fresh room: what nothing else changed since is applied again,
+  the rest is named to the agent (``rtc_saving.recover``). A room whose connection dropped with
+  such edits is joined again as soon as the server answers, without waiting for a call.
+* One saver per room saves the file shortly after nbrelay's edits (``rtc_saving.saver``).
+* Rooms nobody used for ``idle_close`` seconds are saved and left, as are all rooms when nbrelay
+  stops; ``save_all`` saves every room with unsaved edits without leaving it, for a server that
+  is about to let its rooms go.
+* Open sessions (``open_session``) keep a room joined however idle.
 """
 
 from __future__ import annotations
@@ -15,23 +24,75 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Self
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, Unsupported, act
 from nbrelay.jupyter_api import JupyterAPI
-from nbrelay.notebook.edits import DeleteCells, InsertCells, SetMetadata, UpdateCell
+from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
-from nbrelay.stores.base import EditOutcome
+from nbrelay.stores.base import EditOutcome, Snapshot
 from nbrelay.stores.contents import ContentsStore, Paths
 from nbrelay.stores.editing import LockedEdits, Readers
-from nbrelay.stores.rtc_saving import save_room, saver
-from nbrelay.stores.yprotocol import GLOBAL_AWARENESS, Room, RoomLost, agent_user
+from nbrelay.stores.rtc_room import RoomLost, SharedRoom
+from nbrelay.stores.rtc_saving import (
+    Recovery,
+    Unsaved,
+    keep,
+    recover,
+    recovery_note,
+    save_room,
+    saver,
+)
 
 logger = logging.getLogger("nbrelay.rtc")
+
+Access = Callable[[str], Awaitable[None]]
+
+
+class RoomWay(ABC):
+    """How the room store reaches jupyter-collaboration's rooms."""
+
+    name = ""
+    # Whether the server has real-time collaboration (None until the first notebook tells).
+    rtc: bool | None = None
+    # Seconds between writes of a running cell's outputs into its room.
+    output_interval = 0.1
+
+    def attach(self, tg: TaskGroup) -> None:  # noqa: B027 - nothing to run by default
+        """Run the way's background work in ``tg`` (the store's task group)."""
+
+    @abstractmethod
+    async def join(self, rel: str, full: str) -> SharedRoom | None:
+        """The synced room of the notebook at server path ``full``; None when it has none (no
+        real-time collaboration: the store falls back on the contents API).
+
+        Raises:
+            NotebookNotFound: there is no such notebook.
+        """
+
+    def confine(self, full: str) -> None:  # noqa: B027 - the server confines its own paths
+        """Refuse server path ``full`` where nbrelay may not go (in process: a symlink out of
+        the root, which Jupyter's contents manager would follow). Called on every use of a
+        room, not only when it is joined: the file may have been swapped for a link since."""
+
+    async def journaled(self) -> list[str]:
+        """Server paths of notebooks whose journal holds edits a crash kept from their file
+        (the rooms of a process that dies with the server; none by default)."""
+        return []
+
+    async def announce(self, full: str) -> None:  # noqa: B027 - no presence by default
+        """Be shown as working on ``full`` (JupyterLab's online collaborators)."""
+
+    async def alone(self) -> None:  # noqa: B027
+        """No room is joined any more: stop being shown."""
+
+    async def stop(self) -> None:  # noqa: B027
+        """nbrelay stops: end what the way started that no room holds."""
 
 
 class RoomHost(LockedEdits):
@@ -40,46 +101,53 @@ class RoomHost(LockedEdits):
     def __init__(
         self,
         api: JupyterAPI,
+        way: RoomWay,
         *,
-        agent_name: str = "nbrelay agent",
         folder: str = "",
         idle_close: float = 120.0,
-        sync_timeout: float = 60.0,
         save_delay: float = 0.5,
         save_each_edit: bool = False,
+        access: Access | None = None,
     ) -> None:
         self.api = api
+        self.way = way
         self.paths = Paths(folder)
         self.contents = ContentsStore(api, folder=folder)
-        self.user = agent_user(agent_name)
         self.idle_close = idle_close
-        self.sync_timeout = sync_timeout
         # The file is saved this many seconds after the last edit (coalesced).
         self.save_delay = save_delay
         # Edits return once the server has them in the room, and the saver saves the file
         # after; with ``save_each_edit``, before each edit returns (``flush`` waits on demand).
         self.save_each_edit = save_each_edit
-        # Running cells' outputs are written into the room this often (the workspace reads it).
-        self.output_interval = 0.1
+        # How long nbrelay keeps trying to give a restarted server back the edits it lost.
+        self.recover_within = 600.0
+        # Asked before every read ("read") and change ("write"): Jupyter's authorizer, in
+        # process; over the network the server asks it itself.
+        self._access = access
         # What each MCP session (reader) last saw: the guard against stale positions.
         self._seen = Readers()
-        self._seen_reloads: dict[str, tuple[Room, int]] = {}
-        self._rtc: bool | None = None
-        self.mode = "live"  # "contents" once the server turns out to have no RTC
-        self._rooms: dict[str, Room] = {}
+        self._seen_reloads: dict[str, tuple[SharedRoom, int]] = {}
+        self._rooms: dict[str, SharedRoom] = {}
         self._reconnected: set[str] = set()  # rooms joined again since the agent was told
-        self._presence: Room | None = None
-        self._presence_lock = anyio.Lock()
+        self._lost: dict[str, str] = {}  # notes of acknowledged edits the notebook lost
+        # "contents" once the server turns out to have no real-time collaboration.
+        self.mode = "contents" if way.rtc is False else "live"
         self._tg: TaskGroup | None = None
         self._closed = False
-        # Every room started and not yet ended, listed or not: a room runs shielded until it is
-        # closed, so one that no list holds (joined while the server stopped) would keep the
-        # server's task group open forever. Closing the rooms closes these too.
-        self._started: set[Room] = set()
         self._stopping = False  # the rooms were closed for good: start no new one
 
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
+
+    async def allow(self, action: str) -> None:
+        """Refuse the caller ``action`` ("read", "write") if the server would."""
+        if self._access is not None:
+            await self._access(action)
+
+    @property
+    def output_interval(self) -> float:
+        """Seconds between writes of a running cell's outputs (into its room, or its file)."""
+        return self.way.output_interval if self.way.rtc is not False else 2.0
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -87,7 +155,9 @@ class RoomHost(LockedEdits):
         """Run the rooms' background tasks in ``tg`` (the workspace's, while the server runs)."""
         self._tg = tg
         self._stopping = False
+        self.way.attach(tg)
         tg.start_soon(self._reap_idle)
+        tg.start_soon(self._recover_journaled)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Self]:
@@ -109,28 +179,42 @@ class RoomHost(LockedEdits):
             await self._close_rooms()
             await self.api.aclose()
 
+    async def save_all(self, within: float = 10.0) -> None:
+        """Save every room with edits the file does not hold yet (the server is about to let
+        its rooms go: their own pending saves would be cancelled with them)."""
+        rooms = [r for r in self._rooms.values() if r.alive and r.pending]
+        with anyio.move_on_after(within, shield=True):
+            async with anyio.create_task_group() as tg:
+                for room in rooms:
+                    tg.start_soon(self._save_quietly, room)
+
+    @staticmethod
+    async def _save_quietly(room: SharedRoom) -> None:
+        try:
+            async with room.lock:
+                saved = await save_room(room) if room.alive and room.pending else None
+        except (RoomLost, NbrelayError) as exc:
+            saved = str(exc)
+        if saved is not None:
+            logger.warning("saving %s did not succeed: %s", room.name, saved)
+
     async def _close_rooms(self) -> None:
         rooms = list(self._rooms.values())
         self._rooms.clear()
-        if self._presence is not None:
-            rooms.append(self._presence)
-            self._presence = None
         for room in rooms:
             await self._leave(room)
-        for room in list(self._started):  # rooms being joined, which no list holds yet
-            await room.close()
+        await self.way.stop()
 
-    async def _leave(self, room: Room) -> None:
+    async def _leave(self, room: SharedRoom) -> None:
         """Save what nbrelay changed in the room if the saver has not yet, then leave it."""
-        if room.alive and room.saved < room.edits and room.room_id != GLOBAL_AWARENESS:
+        if room.alive and room.pending:
             with anyio.move_on_after(10, shield=True), contextlib.suppress(RoomLost, NbrelayError):
                 await save_room(room)
         await room.close()
 
     async def _reap_idle(self) -> None:
-        """Leave rooms nobody used for ``idle_close`` seconds (and then the presence room); when
-        the task group ends, save and leave every room (rooms outlive its cancellation for this:
-        ``Room.run`` ends only when the room is closed)."""
+        """Leave rooms nobody used for ``idle_close`` seconds; when the task group ends, save
+        and leave every room (rooms outlive its cancellation for this)."""
         try:
             while True:
                 await anyio.sleep(min(5.0, max(self.idle_close / 4, 0.05)))
@@ -147,102 +231,125 @@ class RoomHost(LockedEdits):
         now = time.monotonic()
         for rel, room in list(self._rooms.items()):
             idle = now - room.last_used > self.idle_close
+            if room.unsaved and not room.alive and now - room.last_used < self.recover_within:
+                continue  # its edits wait for the server to come back (``_keep``)
             if idle and not room.held and not room.lock.locked():
                 self._rooms.pop(rel, None)
                 await self._leave(room)
-        if not self._rooms and self._presence is not None:
-            presence, self._presence = self._presence, None
-            await presence.close()
+        if not self._rooms:
+            await self.way.alone()
 
     # -- rooms ----------------------------------------------------------------------------
 
-    async def _start(self, room: Room) -> None:
-        if self._closed or self._stopping:
-            raise RemoteError("nbrelay is shutting down; the notebook was not opened.")
-        if self._tg is None:
-            raise RemoteError(
-                "live mode is not running (internal: the store was used outside running()).",
-                hint="This is a bug in nbrelay; please report it.",
-            )
-        self._started.add(room)
-        try:
-            await self._tg.start(self._host, room)
-        except BaseException:
-            self._started.discard(room)
-            raise
-
-    async def _host(
-        self, room: Room, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        try:
-            await room.run(task_status=task_status)
-        finally:
-            self._started.discard(room)
-
-    async def _room(self, rel: str) -> Room | None:
-        """The synced room of a notebook, joining it if needed; None without RTC on the server."""
-        if self._rtc is False:
+    async def _room(self, rel: str) -> SharedRoom | None:
+        """The synced room of a notebook, joining it if needed; None without real-time
+        collaboration (the contents API serves it)."""
+        if self.mode == "contents":
             return None
+        self.way.confine(self.paths.server(rel))
         room = self._rooms.get(rel)
         if room is not None and room.alive:
             room.last_used = time.monotonic()
             return room
-        if room is not None:
+        if self._closed or self._stopping:
+            raise RemoteError("nbrelay is shutting down; the notebook was not opened.")
+        if self._tg is None:
+            raise RemoteError(
+                "the room store is not running (internal: it was used outside running()).",
+                hint="This is a bug in nbrelay; please report it.",
+            )
+        # If the room ended, it stays listed until a fresh one is joined: its acknowledged
+        # edits the server may not have saved are recovered into the fresh one.
+        fresh = await self.way.join(rel, self.paths.server(rel))
+        if fresh is None:
+            if self.way.rtc is False:
+                self.mode = "contents"
             self._rooms.pop(rel, None)
+            return None
+        unsaved = None
+        if room is not None:
             if room.lost:
                 self._reconnected.add(rel)
-        full = self.paths.server(rel)
-        if not await self.api.exists(full):
-            raise NotebookNotFound(
-                f"notebook {rel!r} does not exist.",
-                hint=act("missing"),
-            )
-        session = await self.api.collaboration_session(full)
-        if session is None:
-            self._rtc = False
-            self.mode = "contents"
-            return None
-        self._rtc = True
-        room = Room(
-            self.api,
-            f"json:notebook:{session['fileId']}",
-            session_id=str(session.get("sessionId") or ""),
-            name=rel,
-            user=self.user,
-        )
-        await self._start(room)
-        try:
-            await room.wait_synced(self.sync_timeout)
-        except BaseException:
+            if room.unsaved:  # with the room as nbrelay last had it
+                outcomes = [outcome for _, outcome in room.unsaved]
+                unsaved = Unsaved.of(outcomes, room.snapshot()[0])
+                unsaved.forgotten = room.forgotten
             await room.close()
-            raise
-        self._rooms[rel] = room
-        if self._tg is not None:
-            self._tg.start_soon(saver, room, self.save_delay)
-        await self._announce(full)
-        return room
+        if unsaved is None and fresh.journal is not None:  # from before this process began
+            records = await fresh.journal.read(fresh.key)
+            if records:
+                unsaved = Unsaved()
+                for record in records:
+                    with contextlib.suppress(KeyError, TypeError, ValueError):
+                        unsaved.add_entry(record)
+                if not unsaved:
+                    await fresh.journal.replace(fresh.key, [])
+        if unsaved:
+            await self._recover(rel, unsaved, fresh)
+        self._rooms[rel] = fresh
+        self._tg.start_soon(self._keep, rel, fresh)
+        await self.way.announce(self.paths.server(rel))
+        return fresh
 
-    async def _announce(self, full: str) -> None:
-        """Be listed among JupyterLab's online collaborators, working on ``full``."""
-        async with self._presence_lock:
-            presence = self._presence
-            if presence is None or not presence.alive:
-                presence = Room(
-                    self.api,
-                    GLOBAL_AWARENESS,
-                    session_id=None,
-                    name="presence",
-                    user=self.user,
-                    state={"current": f"notebook:{full}"},
-                )
+    async def _recover(self, rel: str, unsaved: Unsaved, fresh: SharedRoom) -> None:
+        """Apply again to ``fresh`` what the server lost of nbrelay's ``unsaved`` edits (it
+        stopped before saving them), where that is safe; tell the agent on its next call."""
+        async with fresh.lock:
+            await fresh.barrier()
+            nb, version, problems = fresh.snapshot()
+            found = recover(unsaved, nb)
+            if found.edits:
+                before = Snapshot(path=rel, notebook=nb, version=version, problems=problems)
                 try:
-                    await self._start(presence)
+                    fresh.apply(list(nb.ids), found.edits)
+                    await fresh.barrier()
                 except NbrelayError as exc:
-                    logger.info("presence unavailable: %s", exc)
-                    return
-                self._presence = presence
-            else:
-                presence.set_state("current", f"notebook:{full}")
+                    logger.warning("restoring edits to %s failed: %s", rel, exc)
+                    found = Recovery((), (), (*found.restored, *found.lost), found.forgotten)
+                else:
+                    after, version, problems = fresh.snapshot()
+                    plan = Plan(edits=found.edits, touched=())
+                    snap = Snapshot(path=rel, notebook=after, version=version, problems=problems)
+                    await keep(fresh, EditOutcome(before, snap, plan))
+            with contextlib.suppress(NbrelayError, RoomLost):
+                await save_room(fresh)  # also clears the journal
+        note = recovery_note(rel, found)
+        if note:
+            self._lost[rel] = note
+
+    async def _recover_journaled(self) -> None:
+        """Give the server back the edits its previous run acknowledged and never saved (in its
+        journal), without waiting for a call on those notebooks."""
+        for full in await self.way.journaled():
+            try:
+                rel = self.relative(self.paths.back(full))
+                async with self.lock(rel):
+                    await self._room(rel)
+            except (NbrelayError, RoomLost) as exc:
+                logger.warning("recovering the unsaved edits of %s failed: %s", full, exc)
+
+    async def _keep(self, rel: str, room: SharedRoom) -> None:
+        """Save the room's file after nbrelay's edits while the room lasts; if its connection
+        dropped with edits the server may not have saved, join it again as soon as the server
+        answers (within ``recover_within`` seconds), to recover them."""
+        await saver(room, self.save_delay)
+        if not (room.lost and room.unsaved):
+            return
+        delay, deadline = 0.5, time.monotonic() + self.recover_within
+        while not (self._stopping or self._closed) and time.monotonic() < deadline:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            if self._rooms.get(rel) is not room:
+                return  # a call joined the room again meanwhile
+            try:
+                async with self.lock(rel):
+                    if self._rooms.get(rel) is room:
+                        await self._room(rel)
+                return
+            except NotebookNotFound:
+                return
+            except (NbrelayError, RoomLost, OSError) as exc:
+                logger.info("the server of %s does not answer yet: %s", rel, exc)
 
     async def _drop(self, rel: str) -> None:
         room = self._rooms.pop(rel, None)
@@ -255,6 +362,7 @@ class RoomHost(LockedEdits):
         """Join the notebook's room and keep it joined until ``close_session``; return the
         room's (session id, file id)."""
         rel = self.relative(path)
+        await self.allow("read")
         async with self.lock(rel):
             room = await self._room(rel)
         if room is None:
@@ -275,45 +383,12 @@ class RoomHost(LockedEdits):
             if rel not in self._rooms:
                 return False
             await self._drop(rel)
-        async with self._presence_lock:
-            if not self._rooms and self._presence is not None:
-                presence, self._presence = self._presence, None
-                await presence.close()
+        if not self._rooms:
+            await self.way.alone()
         return True
 
 
-def landed(outcome: EditOutcome, now: Notebook) -> bool:
-    """Whether the notebook as the server has it now contains an edit's effects."""
-    cells = {c["id"]: c for c in now.cells}
-    meant = {c["id"]: c for c in outcome.after.notebook.cells}
-    order = [c["id"] for c in now.cells]
-    for edit in outcome.plan.edits:
-        if isinstance(edit, InsertCells):
-            if any(c["id"] not in cells for c in edit.cells):
-                return False
-        elif isinstance(edit, DeleteCells):
-            if any(cid in cells for cid in edit.ids):
-                return False
-        elif isinstance(edit, UpdateCell):
-            if edit.id not in cells or edit.id not in meant:
-                return False
-            if any(cells[edit.id].get(k) != meant[edit.id].get(k) for k in edit.changes):
-                return False
-        elif isinstance(edit, SetMetadata):
-            have_meta = now.data.get("metadata") or {}
-            if any(have_meta.get(k) != v for k, v in edit.changes.items()):
-                return False
-            if any(k in have_meta for k in edit.remove):
-                return False
-        else:
-            want = [cid for cid in (c["id"] for c in outcome.after.notebook.cells) if cid in order]
-            have = [cid for cid in order if cid in meant]
-            if want != have:
-                return False
-    return True
-
-
-async def settle(room: Room, rel: str, notebook: Notebook, within: float = 10.0) -> None:
+async def settle(room: SharedRoom, rel: str, notebook: Notebook, within: float = 10.0) -> None:
     """Wait until a just-created file's room shows it: a room the server still kept for an
     earlier file at the same path is reloaded from the new file within about a second."""
     want = [(c["id"], c.get("source", "")) for c in notebook.cells]

@@ -18,9 +18,8 @@ import json
 import logging
 import math
 import secrets
-import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -28,14 +27,10 @@ from anyio.abc import TaskStatus
 
 from nbrelay.errors import NbrelayError, RemoteError
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once
-from nbrelay.notebook.edits import Edit
-from nbrelay.notebook.model import Notebook
-from nbrelay.notebook.ydoc import apply_edits, replace_all
-from nbrelay.notebook.ymirror import Mirror
 from nbrelay.stores import paths
+from nbrelay.stores.rtc_room import EMPTY_UPDATE, RoomLost, SharedRoom
 
 if TYPE_CHECKING:
-    import pycrdt
     from websockets.asyncio.client import ClientConnection
 
 logger = logging.getLogger("nbrelay.rtc")
@@ -44,14 +39,11 @@ SYNC, AWARENESS, RAW = 0, 1, 2
 STEP1, STEP2 = 0, 1
 
 GLOBAL_AWARENESS = "JupyterLab:globalAwareness"
-EMPTY_UPDATE = b"\x00\x00"  # a Yjs update with no structs and an empty delete set
+
+__all__ = ["GLOBAL_AWARENESS", "Room", "RoomLost", "agent_user"]
 
 
-class RoomLost(Exception):
-    """The room's connection ended (internal: the store reconnects or reports it)."""
-
-
-class Room:
+class Room(SharedRoom):
     """A live connection to one Y room: a fresh document, its reader and writer tasks."""
 
     def __init__(
@@ -66,31 +58,13 @@ class Room:
     ) -> None:
         import pycrdt
 
+        super().__init__(pycrdt.Doc(), name=name, room_id=room_id)
         self.api = api
-        self.room_id = room_id
         self.session_id = session_id
-        self.name = name
-        self.doc: pycrdt.Doc[Any] = pycrdt.Doc()
-        self.ymeta: pycrdt.Map[Any] = self.doc.get("meta", type=pycrdt.Map)
-        self.ycells: pycrdt.Array[Any] = self.doc.get("cells", type=pycrdt.Array)
-        self.ystate: pycrdt.Map[Any] = self.doc.get("state", type=pycrdt.Map)
-        self.mirror = Mirror(self.ymeta, self.ycells, name=name)
         self.awareness = pycrdt.Awareness(self.doc)
         self.awareness.set_local_state({"user": dict(user), **dict(state or {})})
         self.synced = anyio.Event()
-        self.closed = anyio.Event()
-        self.close_reason = ""
         self.close_code: int | None = None
-        self.lost = False  # closed by the other side (not by nbrelay)
-        self.held = False  # an open session keeps the room joined, however idle
-        self.lock = anyio.Lock()
-        self.last_used = time.monotonic()
-        self.reloads = 0
-        self.seen_hash = False
-        self.edits = 0  # edits nbrelay made in this room …
-        self.saved = 0  # … of which the file holds the first ``saved`` (a confirmed save)
-        self.sent = 0  # local transactions sent to the server
-        self.save_wanted = anyio.Event()  # set by an edit; the store's saver coalesces them
         self._out_send, self._out_recv = anyio.create_memory_object_stream[bytes](math.inf)
         self._barriers: deque[anyio.Event] = deque()
         self._saves: dict[int, list[Any]] = {}
@@ -118,8 +92,7 @@ class Room:
                     f"api/collaboration/room/{self.room_id}", params=params
                 ) as ws:
                     self.ws = ws
-                    doc_sub = self.doc.observe(self._on_transaction)
-                    state_sub = self.ystate.observe(self._on_state)
+                    self._watch()
                     watch = self.awareness.observe(self._on_awareness)
                     try:
                         async with anyio.create_task_group() as tg:
@@ -132,8 +105,7 @@ class Room:
                             await self._reader(ws)
                             tg.cancel_scope.cancel()
                     finally:
-                        self.doc.unobserve(doc_sub)
-                        self.ystate.unobserve(state_sub)
+                        self._unwatch()
                         self.awareness.unobserve(watch)
                         with contextlib.suppress(Exception):
                             # Say goodbye so the person's JupyterLab drops the agent at once.
@@ -172,8 +144,10 @@ class Room:
     async def close(self) -> None:
         """Leave the room (used for idle rooms and on shutdown)."""
         self._close_wanted = True
-        if self._scope is not None:
-            self._scope.cancel()
+        if self._scope is None:  # it never began: nothing runs to end it
+            self._end("closed before it began", lost=False)
+            return
+        self._scope.cancel()
         with anyio.move_on_after(5, shield=True):
             await self.closed.wait()
 
@@ -231,21 +205,14 @@ class Room:
         self.awareness.set_local_state_field(field, value)
 
     def _on_transaction(self, event: Any) -> None:
-        # Never read the document here (it is borrowed); just note and forward.
+        # Never read the document here (it is borrowed); just note and forward. Every local
+        # change goes to the server (only nbrelay changes this document).
         if event.update == EMPTY_UPDATE or self._remote:  # nothing new, or the server's own
             return
         import pycrdt
 
         self.sent += 1
         self._send(pycrdt.create_update_message(event.update))
-
-    def _on_state(self, event: Any) -> None:
-        keys = event.keys
-        if "hash" in keys:
-            if keys["hash"].get("action") == "delete" and self._remote:
-                self.reloads += 1
-            else:
-                self.seen_hash = True
 
     def _on_awareness(self, topic: str, change: tuple[dict[str, Any], Any]) -> None:
         if topic == "update" and change[1] == "local":
@@ -360,19 +327,6 @@ class Room:
             self._saves.pop(sid, None)
         self.check()
         return str(waiter[1] or "timeout")
-
-    def snapshot(self) -> tuple[Notebook, str, tuple[str, ...]]:
-        """(notebook, version, problems) of the room as it is here now (only the cells changed
-        since the last call are converted again: ``notebook.ymirror``)."""
-        return self.mirror.read()
-
-    def apply(self, order: list[str], edits: Iterable[Edit]) -> None:
-        """Apply primitive edits to the document (see ``notebook.ydoc.apply_edits``)."""
-        apply_edits(self.doc, self.ycells, order, edits, self.ymeta)
-
-    def replace_all(self, nb: Notebook) -> None:
-        """Make the document hold ``nb`` (see ``notebook.ydoc.replace_all``)."""
-        replace_all(self.doc, self.ymeta, self.ycells, nb)
 
 
 def agent_user(name: str) -> dict[str, Any]:

@@ -1,0 +1,231 @@
+"""jupyter-collaboration's internals, all in one place: what nbrelay's in-process rooms touch.
+
+Inside a Jupyter Server, nbrelay works on the very rooms the people in JupyterLab are in, through
+jupyter-collaboration's extension app (``YDocExtension``, package jupyter-server-ydoc). Its public
+surface hands out a room's document (``get_document``) but not the rest a store needs: the room
+itself (to save it as JupyterLab's save button does, to see who is in it, to wait while the server
+reloads it from its file, to close a room nbrelay opened), the session id clients join with, and a
+moment before the extension lets its rooms go when the server stops. Each of those attributes is
+named here, once, and checked when the extension starts (``Collaboration.check``): a release that
+renames one makes nbrelay refuse to work on rooms with an error naming it, instead of saving
+nothing and saying "saved". ``tests/extension/test_collaboration.py`` pins them against the
+installed release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.metadata
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from nbrelay.errors import RemoteError
+
+logger = logging.getLogger("nbrelay.extension")
+
+# What nbrelay uses, by owner. The extension app and its websocket server are public objects
+# of jupyter-server-ydoc; the underscored names are its internals. A room's and a file loader's
+# own attributes are checked on each room nbrelay joins.
+APP_NEEDS = ("get_document", "ywebsocket_server", "file_loaders", "_room_locks", "stop_extension")
+SERVER_NEEDS = ("rooms", "delete_room")
+ROOM_CLASS_NEEDS = ("_save_to_disc",)
+ROOM_NEEDS = ("ydoc", "clients", "_document", "_update_lock", "_file")
+LOADER_NEEDS = ("last_modified", "number_of_subscriptions")
+
+
+def release() -> str:
+    """The installed jupyter-server-ydoc release (for messages)."""
+    try:
+        return "jupyter-server-ydoc " + importlib.metadata.version("jupyter-server-ydoc")
+    except importlib.metadata.PackageNotFoundError:
+        return "jupyter-server-ydoc (version unknown)"
+
+
+class CollaborationChanged(RemoteError):
+    """jupyter-collaboration no longer has something nbrelay's in-process rooms rely on."""
+
+
+def changed(what: str) -> CollaborationChanged:
+    return CollaborationChanged(
+        f"nbrelay cannot work in this server's collaboration rooms: {release()} has no {what}, "
+        "which nbrelay's server extension relies on; nothing was changed.",
+        hint="Install a jupyter-collaboration release nbrelay supports (jupyter-collaboration "
+        "4 or 5), or use nbrelay in live mode (nbrelay serve --jupyter-url), which needs only "
+        "the collaboration protocol.",
+    )
+
+
+def _missing(owner: Any, names: tuple[str, ...], label: str) -> list[str]:
+    return [f"{label}.{name}" for name in names if not hasattr(owner, name)]
+
+
+class Collaboration:
+    """jupyter-collaboration's rooms in this server (see the module docstring)."""
+
+    def __init__(self, app: Any, serverapp: Any) -> None:
+        self.app = app
+        self.serverapp = serverapp
+        self.broken: CollaborationChanged | None = None
+
+    @classmethod
+    def find(cls, serverapp: Any) -> Collaboration | None:
+        """jupyter-collaboration's extension app in this server, if it runs one."""
+        for apps in serverapp.extension_manager.extension_apps.values():
+            for app in apps:
+                if hasattr(app, "get_document") and hasattr(app, "ywebsocket_server"):
+                    return cls(app, serverapp)
+        return None
+
+    def check(self) -> None:
+        """Check that everything nbrelay uses is there; remember what is not, so that every room
+        operation refuses, naming it (logged at once, too)."""
+        missing = _missing(self.app, APP_NEEDS, "YDocExtension")
+        if not missing:
+            missing = _missing(self.app.ywebsocket_server, SERVER_NEEDS, "its websocket server")
+        if not missing:
+            try:
+                rooms = importlib.import_module("jupyter_server_ydoc.rooms")
+                utils = importlib.import_module("jupyter_server_ydoc.utils")
+            except ImportError as exc:
+                missing = [f"module {exc.name or exc}"]
+            else:
+                missing = _missing(rooms, ("DocumentRoom",), "jupyter_server_ydoc.rooms")
+                missing += _missing(utils, ("SERVER_SESSION",), "jupyter_server_ydoc.utils")
+                if not missing:
+                    missing = _missing(rooms.DocumentRoom, ROOM_CLASS_NEEDS, "DocumentRoom")
+        with contextlib.suppress(CollaborationChanged):
+            self._fail(missing)
+
+    def _broken_by(self, missing: list[str]) -> CollaborationChanged:
+        """Remember (and log) that ``missing`` are gone; the error to raise."""
+        self.broken = changed(", ".join(missing))
+        logger.error("%s", self.broken.message)
+        return self.broken
+
+    def _fail(self, missing: list[str]) -> None:
+        if missing:
+            raise self._broken_by(missing)
+
+    def _check_room(self, room: Any) -> None:
+        missing = _missing(room, ROOM_NEEDS, "DocumentRoom")
+        if not missing:
+            missing = _missing(room._file, LOADER_NEEDS, "FileLoader")
+        self._fail(missing)
+
+    def _ok(self) -> None:
+        if self.broken is not None:
+            raise self.broken
+
+    @property
+    def session_id(self) -> str:
+        """The session id this server's collaboration clients join with."""
+        return str(importlib.import_module("jupyter_server_ydoc.utils").SERVER_SESSION)
+
+    # -- rooms ------------------------------------------------------------------------------
+
+    def room_id(self, path: str) -> tuple[str, str]:
+        """(file id, room id) of the notebook at server path ``path``."""
+        file_id = str(self.serverapp.web_app.settings["file_id_manager"].index(path))
+        return file_id, f"json:notebook:{file_id}"
+
+    def path_of(self, file_id: str) -> str | None:
+        """The server path of the file with id ``file_id`` now (None: gone)."""
+        path = self.serverapp.web_app.settings["file_id_manager"].get_path(file_id)
+        return str(path) if path else None
+
+    def current(self, room_id: str) -> Any | None:
+        """The room now serving ``room_id``, if any (a dictionary lookup)."""
+        return self.app.ywebsocket_server.rooms.get(room_id)
+
+    async def open(self, path: str) -> tuple[Any, bool]:
+        """The notebook's room, made (and loaded from its file) if there is none; and whether it
+        was made now. Raises what the contents manager says of a file no room can load."""
+        self._ok()
+        _, room_id = self.room_id(path)
+        made = self.current(room_id) is None
+        document = await self.app.get_document(
+            path=path, content_type="notebook", file_format="json", copy=False, create=True
+        )
+        room = self.current(room_id)
+        if document is None or room is None:
+            raise self._broken_by(["room for the document get_document returned"])
+        self._check_room(room)
+        if room._document is not document:
+            self._fail(["DocumentRoom._document (it is not the room's document)"])
+        return room, made
+
+    @staticmethod
+    def ydoc(room: Any) -> Any:
+        return room.ydoc
+
+    @staticmethod
+    def occupied(room: Any) -> bool:
+        """Whether anyone (a browser tab, a live-mode client) is in the room."""
+        return bool(room.clients)
+
+    async def settled(self, room: Any, within: float) -> None:
+        """Wait until the server is not loading or reloading the room's document (it changes
+        the document over several turns of the event loop then)."""
+        self._ok()
+        lock: asyncio.Lock = room._update_lock
+        if not lock.locked():
+            return
+        with anyio.move_on_after(within):
+            async with lock:
+                return
+        raise RemoteError(
+            f"the Jupyter Server was still reloading the notebook after {within:g} s.",
+            hint="The server may be overloaded or the notebook very large; retry.",
+        )
+
+    async def save(self, room: Any) -> str:
+        """Save the room to its file as JupyterLab's save button does; "success" once the file
+        was written, "skipped" when the server could not start a save now (it is reloading the
+        file, or a newer save replaced this one before writing), "failed" when it raised."""
+        self._ok()
+        before = room._file.last_modified
+        task = room._save_to_disc()
+        if task is None:
+            return "skipped"
+        try:
+            await task
+        except Exception:  # jupyter-collaboration logs its own save errors
+            logger.exception("saving %s failed", getattr(room._file, "path", "?"))
+            return "failed"
+        return "success" if room._file.last_modified != before else "skipped"
+
+    async def close_if_unused(self, room: Any, path: str) -> None:
+        """Close a room nbrelay opened, unless someone joined it meanwhile (then it is theirs,
+        and jupyter-collaboration closes it after they leave)."""
+        self._ok()
+        file_id, room_id = self.room_id(path)
+        async with self.app._room_locks[room_id]:
+            if self.current(room_id) is not room or self.occupied(room):
+                return
+            await self.app.ywebsocket_server.delete_room(room=room)
+            loaders = self.app.file_loaders
+            if file_id in loaders and loaders[file_id].number_of_subscriptions == 0:
+                await loaders.remove(file_id)
+        self.serverapp.log.info("nbrelay closed the room of %s (idle, nobody in it)", path)
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    def before_stop(self, first: Callable[[], Awaitable[None]]) -> None:
+        """Run ``first`` when the server stops, before jupyter-collaboration lets its rooms go
+        (its own stop deletes them, cancelling their pending saves)."""
+        self._ok()
+        stop = self.app.stop_extension
+
+        async def stop_extension() -> None:
+            try:
+                await first()
+            except Exception:
+                logger.exception("saving the rooms before the server stops failed")
+            await stop()
+
+        self.app.stop_extension = stop_extension

@@ -1,0 +1,175 @@
+"""A notebook's collaboration room as the room store sees it, however the room is reached.
+
+Live mode reaches a room over a WebSocket (``stores.yprotocol``), the server extension in the
+Jupyter Server's own process (``extension.store``). Either way the store works on the room's Yjs
+document (jupyter_ydoc's roots ``meta``, ``cells`` and ``state``) through ``SharedRoom``:
+
+* the notebook, version and problems kept converted cell by cell from the document's change
+  events (``notebook.ymirror``): an edit or a read costs the cells that changed;
+* the primitive edits (cells, and the notebook's metadata) as granular CRDT operations
+  (``notebook.ydoc``), flagged as nbrelay's own while they are applied;
+* what nbrelay changed and what the file holds: ``edits`` acknowledged, the first ``saved`` of
+  them confirmed written, and the acknowledged edits not yet confirmed (``unsaved``), so that after
+  a crash nbrelay can tell the agent which of its edits the file did not get;
+* reloads: the server deletes the document state's ``hash`` when it reloads the notebook from its
+  file (someone rewrote the file), which ``reloads`` counts.
+
+A way in (``RoomWay``) supplies what differs: joining and leaving, ``barrier`` (everything nbrelay
+sent is applied and everything the server had is here), ``save`` (the server writes the file),
+``alive`` and ``close``.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from nbrelay.notebook.edits import Edit
+from nbrelay.notebook.model import Notebook
+from nbrelay.notebook.ydoc import apply_edits, replace_all
+from nbrelay.notebook.ymirror import Mirror
+
+if TYPE_CHECKING:
+    import pycrdt
+
+    from nbrelay.stores.base import EditOutcome
+    from nbrelay.stores.rtc_journal import Journal
+
+EMPTY_UPDATE = b"\x00\x00"  # a Yjs update with no structs and an empty delete set
+_REMEMBERED = 100  # acknowledged edits remembered until saved (beyond that, only counted)
+
+
+class RoomLost(Exception):
+    """The room's connection ended, or the server let the room go (internal: the store joins
+    again or reports it)."""
+
+
+class SharedRoom(ABC):
+    """One joined room: its document, mirror and counts (see the module docstring)."""
+
+    def __init__(self, doc: pycrdt.Doc[Any], *, name: str, room_id: str) -> None:
+        import pycrdt
+
+        self.name = name
+        self.room_id = room_id
+        self.session_id: str | None = None
+        self.doc = doc
+        self.ymeta: pycrdt.Map[Any] = doc.get("meta", type=pycrdt.Map)
+        self.ycells: pycrdt.Array[Any] = doc.get("cells", type=pycrdt.Array)
+        self.ystate: pycrdt.Map[Any] = doc.get("state", type=pycrdt.Map)
+        self.mirror = Mirror(self.ymeta, self.ycells, name=name)
+        self.lock = anyio.Lock()
+        self.last_used = time.monotonic()
+        self.held = False  # an open session keeps the room joined, however idle
+        self.reloads = 0
+        self.edits = 0  # edits nbrelay made in this room (acknowledged) …
+        self.saved = 0  # … of which the file holds the first ``saved`` (a confirmed save)
+        self.sent = 0  # nbrelay's own transactions that changed the document
+        self.unsaved: list[tuple[int, EditOutcome]] = []  # (edit number, outcome), oldest first
+        self.forgotten = 0  # unsaved edits beyond those remembered
+        self.save_wanted = anyio.Event()  # set by an edit; the store's saver coalesces them
+        self.closed = anyio.Event()
+        self.close_reason = ""
+        self.lost = False  # ended by the other side (not by nbrelay)
+        # Where the unsaved edits are also kept, for a process that dies with the server.
+        self.journal: Journal | None = None
+        self.key = room_id.rsplit(":", 1)[-1]  # the notebook's file id
+        self._own = False  # nbrelay is applying a transaction of its own
+        self._subscriptions: list[tuple[Any, Any]] = []
+
+    def _watch(self) -> None:
+        """Observe the document (call once the room is there to be observed)."""
+        self._subscriptions = [
+            (self.doc, self.doc.observe(self._on_transaction)),
+            (self.ystate, self.ystate.observe(self._on_state)),
+        ]
+
+    def _unwatch(self) -> None:
+        for target, sub in self._subscriptions:
+            target.unobserve(sub)
+        self._subscriptions = []
+
+    # Observers: never read the document here (it is borrowed), only note what happened.
+
+    def _on_transaction(self, event: Any) -> None:
+        if event.update != EMPTY_UPDATE and self._own:
+            self.sent += 1
+
+    def _on_state(self, event: Any) -> None:
+        change = event.keys.get("hash")
+        if change is not None and change.get("action") == "delete" and not self._own:
+            self.reloads += 1
+
+    # -- what differs between the ways in ----------------------------------------------------
+
+    @property
+    @abstractmethod
+    def alive(self) -> bool:
+        """Whether the room can still be used (connected, and still the server's room)."""
+
+    @abstractmethod
+    async def barrier(self, within: float = 15.0) -> None:
+        """Wait until the server has applied everything nbrelay sent, and everything it had is
+        here. Raises ``RoomLost`` when the room ended."""
+
+    @abstractmethod
+    async def save(self, within: float = 30.0) -> str:
+        """Have the server write the room's notebook to its file now; its status ("success",
+        "skipped" while it cannot, "failed", "timeout")."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Stop using the room (the store saved it first, if it had to)."""
+
+    # -- the store's operations ------------------------------------------------------------------
+
+    def check(self) -> None:
+        if not self.alive:
+            raise RoomLost(self.close_reason or "the room ended")
+
+    def snapshot(self) -> tuple[Notebook, str, tuple[str, ...]]:
+        """(notebook, version, problems) of the room as it is here now (only the cells changed
+        since the last call are converted again: ``notebook.ymirror``)."""
+        return self.mirror.read()
+
+    def apply(self, order: list[str], edits: Iterable[Edit]) -> None:
+        """Apply primitive edits to the document, the notebook's metadata edits included (see
+        ``notebook.ydoc.apply_edits``: a notebook older than nbformat 4.5 becomes 4.5)."""
+        self._own = True
+        try:
+            apply_edits(self.doc, self.ycells, order, edits, self.ymeta)
+        finally:
+            self._own = False
+
+    def replace_all(self, nb: Notebook) -> None:
+        """Make the document hold ``nb`` (see ``notebook.ydoc.replace_all``)."""
+        self._own = True
+        try:
+            replace_all(self.doc, self.ymeta, self.ycells, nb)
+        finally:
+            self._own = False
+
+    def acknowledged(self, outcome: EditOutcome | None = None) -> None:
+        """Count an edit the server has (and remember it until the file has it too)."""
+        self.edits += 1
+        if outcome is not None and outcome.plan.edits:
+            self.unsaved.append((self.edits, outcome))
+            if len(self.unsaved) > _REMEMBERED:
+                self.forgotten += len(self.unsaved) - _REMEMBERED
+                del self.unsaved[:-_REMEMBERED]
+
+    def written(self, upto: int) -> None:
+        """The file holds the first ``upto`` edits (a save the server confirmed)."""
+        self.saved = max(self.saved, upto)
+        self.unsaved = [(n, o) for n, o in self.unsaved if n > self.saved]
+        if not self.unsaved:
+            self.forgotten = 0
+
+    @property
+    def pending(self) -> bool:
+        """Whether nbrelay made edits the file may not hold yet."""
+        return self.saved < self.edits
