@@ -174,18 +174,36 @@ async def test_create_list_metadata_export_and_import(anymode: Mode) -> None:
     assert (await call(c, "undo", path=m.path("a.ipynb")))["undone"] == ["set notebook metadata"]
     assert "title" not in (await saved(m, "a.ipynb")).metadata
 
-    # Export to a file beside it, and import it back as a new notebook.
-    exported = await call(
-        c, "export_notebook", path=m.path("a.ipynb"), format="percent", to=m.path("a.py")
-    )
-    assert exported["path"] == m.path("a.py") or m.path("a.py") in json.dumps(exported)
-    script = m.local("a.py").read_text()
+    # Export inline and to a file, and import it back as a new notebook.
+    inline = await call(c, "export_notebook", path=m.path("a.ipynb"), format="percent")
+    script = inline["content"]
     assert "# %%\na = 1" in script
     assert "# %% [markdown]\n# # A" in script
-    await call(c, "import_notebook", path=m.path("b.ipynb"), source=m.path("a.py"))
+    if m.collaborative:
+        # Files other than notebooks are written and read in file mode only; the way out is
+        # the inline export and an import from content.
+        for tool, args in (
+            (
+                "export_notebook",
+                {"path": m.path("a.ipynb"), "format": "percent", "to": m.path("a.py")},
+            ),
+            ("import_notebook", {"path": m.path("b.ipynb"), "source": m.path("a.ipynb")}),
+        ):
+            refused = await call_error(c, tool, **args)
+            assert "needs file mode (--root)" in refused
+            assert "import from content" in refused
+        assert not m.local("a.py").exists()
+        assert not m.local("b.ipynb").exists()
+        await call(c, "import_notebook", path=m.path("b.ipynb"), content=script, format="percent")
+    else:
+        await call(
+            c, "export_notebook", path=m.path("a.ipynb"), format="percent", to=m.path("a.py")
+        )
+        assert m.local("a.py").read_text() == script
+        await call(c, "import_notebook", path=m.path("b.ipynb"), source=m.path("a.py"))
     back = await saved(m, "b.ipynb")
     assert [(x.cell_type, x.source) for x in back.cells] == [("code", "a = 1"), ("markdown", "# A")]
-    await call(
+    replaced = await call(
         c,
         "import_notebook",
         path=m.path("b.ipynb"),
@@ -193,9 +211,10 @@ async def test_create_list_metadata_export_and_import(anymode: Mode) -> None:
         format="percent",
         overwrite=True,
     )
+    assert replaced["path"] == m.path("b.ipynb")
     assert [x.source for x in (await saved(m, "b.ipynb")).cells] == ["b = 2"]
-    text = await call(c, "export_notebook", path=m.path("b.ipynb"), format="script")
-    assert "b = 2" in json.dumps(text)
+    exported = await call(c, "export_notebook", path=m.path("b.ipynb"), format="ipynb")
+    assert [x["source"] for x in json.loads(exported["content"])["cells"]] == ["b = 2"]
 
 
 async def test_stale_edits_and_bad_input_change_nothing(anymode: Mode) -> None:
@@ -236,13 +255,15 @@ async def test_stale_edits_and_bad_input_change_nothing(anymode: Mode) -> None:
         assert text.startswith(f"Error executing tool {tool}: ")
     assert (await saved(m, "n.ipynb")).cells == before
     assert m.local("n.ipynb").read_bytes() == raw
-    assert sorted(x.name for x in m.folder.iterdir()) == ["n.ipynb"]
+    # Jupyter Server keeps its checkpoints beside the notebook; nothing else was created.
+    hidden = [".ipynb_checkpoints"] if m.collaborative else []
+    assert sorted(x.name for x in m.folder.iterdir()) == [*hidden, "n.ipynb"]
 
 
 async def test_execute_saves_outputs_and_the_kernel_tools_work(anymode: Mode) -> None:
     m, c = anymode, anymode.client
     write_notebook(
-        m.local("run.ipynb"),
+        m.local("sub/run.ipynb"),
         new_notebook(
             [
                 code("import json\ndata = {'k': [1, 2]}\nlen(data['k'])", "c0"),
@@ -250,12 +271,12 @@ async def test_execute_saves_outputs_and_the_kernel_tools_work(anymode: Mode) ->
             ]
         ),
     )
-    p = m.path("run.ipynb")
+    p = m.path("sub/run.ipynb")
     ran = await call(c, "execute", path=p, cells="all", wait=PATIENCE)
     assert ran["status"] == "done", ran
     assert [x["status"] for x in ran["cells"]] == ["ok", "ok"]
     assert ran["cells"][1]["outputs"][0]["text"] == "hi\n"
-    nb = await saved(m, "run.ipynb")
+    nb = await saved(m, "sub/run.ipynb")
     assert nb.cells[0].outputs[0]["data"]["text/plain"] == "2"
     assert nb.cells[1].outputs[0]["text"] == "hi\n"
     assert nb.cells[0].execution_count is not None
@@ -283,13 +304,16 @@ async def test_execute_saves_outputs_and_the_kernel_tools_work(anymode: Mode) ->
     assert again["cells"][0]["outputs"][0]["text"] == '{"k": [1, 2]}\n'
     assert (await call(c, "interrupt_kernel", path=p))["note"] == "interrupted"
 
-    # Kernel state through a restart.
-    assert (await call(c, "save_kernel_state", path=p))["names"] == ["data", "json"]
+    # Kernel state through a restart, kept beside the notebook (in a folder of the root).
+    missing = await call_error(c, "restore_kernel_state", path=p)
+    assert f"{p!r} has no saved kernel state" in missing
+    assert (await call(c, "save_kernel_state", path=p))["names"] == ["data", "json", "time"]
+    assert m.local("sub/.nbrelay-state/run.ipynb.dill").is_file()
     restarted = await call(c, "restart_kernel", path=p)
     assert restarted["note"] == "kernel restarted"
     lost = await call(c, "execute", path=p, code="data", wait=PATIENCE)
     assert lost["cells"][0]["status"] == "error"
-    assert (await call(c, "restore_kernel_state", path=p))["names"] == ["data", "json"]
+    assert (await call(c, "restore_kernel_state", path=p))["names"] == ["data", "json", "time"]
     back = await call(c, "execute", path=p, code="data['k'][1]", wait=PATIENCE)
     assert back["cells"][0]["outputs"][0]["text"] == "2"
     refused = await call_error(c, "install_packages", path=p, packages=["-e ."])
@@ -297,4 +321,4 @@ async def test_execute_saves_outputs_and_the_kernel_tools_work(anymode: Mode) ->
     assert (await call(c, "restart_kernel", path=p, shutdown=True))["note"] == "kernel shut down"
     assert p not in [k["path"] for k in (await call(c, "list_kernels"))["kernels"]]
     # Scratch code ran in the kernel only: the notebook is what the cells' run left.
-    assert [x.source for x in (await saved(m, "run.ipynb")).cells][1] == "print('hi')"
+    assert [x.source for x in (await saved(m, "sub/run.ipynb")).cells][1] == "print('hi')"
