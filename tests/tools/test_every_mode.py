@@ -214,7 +214,7 @@ async def test_create_list_metadata_export_and_import(anymode: Mode) -> None:
     assert replaced["path"] == m.path("b.ipynb")
     assert [x.source for x in (await saved(m, "b.ipynb")).cells] == ["b = 2"]
     exported = await call(c, "export_notebook", path=m.path("b.ipynb"), format="ipynb")
-    assert [x["source"] for x in json.loads(exported["content"])["cells"]] == ["b = 2"]
+    assert [nbformat.reads(exported["content"], as_version=4).cells[0].source] == ["b = 2"]
 
 
 async def test_stale_edits_and_bad_input_change_nothing(anymode: Mode) -> None:
