@@ -6,7 +6,6 @@ Where a mode legitimately differs, the difference is asserted."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -227,7 +226,7 @@ async def test_stale_edits_and_bad_input_change_nothing(anymode: Mode) -> None:
     raw = m.local("n.ipynb").read_bytes()
     stale = await call_error(c, "edit_cell", path=p, cell=0, source="z", expected_version=v1)
     assert f"changed since version {v1}" in stale
-    errors = [
+    errors: list[tuple[str, dict[str, Any], str]] = [
         ("read_cell", {"path": p, "cell": 5}, "cell index 5 is out of range"),
         ("edit_cell", {"path": p, "cell": "zzz", "source": "x"}, "no cell has id 'zzz'"),
         ("edit_cell", {"path": p, "cell": 1, "find": "nope", "replace": "x"}, "does not occur"),
