@@ -32,6 +32,9 @@ from tests.live.server import JupyterServer
 from tests.servers import Folders, running
 
 MODES = ("files", "live", "extension")
+# Live and extension mode start a Jupyter Server (the session's): marked so, as the fixtures
+# that start one are (``-m "not jupyter"`` leaves them out).
+_PARAMS = [pytest.param(m, marks=[pytest.mark.jupyter] if m != "files" else []) for m in MODES]
 
 _folders = Folders("m")
 
@@ -69,7 +72,7 @@ def ext_session_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jup
         yield server
 
 
-@pytest.fixture(params=MODES)
+@pytest.fixture(params=_PARAMS)
 async def anymode(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Mode]:
     """The canonical tools in one mode, on a fresh folder (no warm kernel pool: only tests that
     run code start kernels)."""

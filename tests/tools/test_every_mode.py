@@ -259,6 +259,7 @@ async def test_stale_edits_and_bad_input_change_nothing(anymode: Mode) -> None:
     assert sorted(x.name for x in m.folder.iterdir()) == [*hidden, "n.ipynb"]
 
 
+@pytest.mark.kernel
 async def test_execute_saves_outputs_and_the_kernel_tools_work(anymode: Mode) -> None:
     m, c = anymode, anymode.client
     write_notebook(
