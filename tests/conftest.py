@@ -9,9 +9,8 @@ import pytest
 
 from nbrelay.config import JUPYTER_TOKEN_ENV, OPTIONS, TOKEN_ENV
 
-# Live mode: a real Jupyter Server for the tests that need one (started on first use); every
-# mode from one fixture (`anymode`).
-pytest_plugins = ["tests.live.fixtures", "tests.modes"]
+# Live mode: a real Jupyter Server for the tests that need one (started on first use).
+pytest_plugins = ["tests.live.fixtures"]
 
 
 @pytest.fixture

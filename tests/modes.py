@@ -12,7 +12,8 @@ extension (``ext_session_server``); each test works in a folder of its own in th
 - extension mode: nbrelay inside the Jupyter Server, at ``{base_url}mcp`` over streamable HTTP.
   It serves the whole root, so the agent names the test's folder in every path.
 
-Loaded as a pytest plugin by the root conftest.
+Its fixtures are imported by ``tests/tools/conftest.py`` (import them into another folder's
+conftest to use them there).
 """
 
 from __future__ import annotations
