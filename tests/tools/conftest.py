@@ -17,6 +17,9 @@ from nbrelay.stores.files import FileStore
 from nbrelay.workspace import Workspace
 from tests.helpers import counter_ids, write_notebook
 
+# Every mode from one fixture (file, live, extension): tests/modes.py.
+from tests.modes import anymode, ext_session_server  # noqa: F401
+
 
 @pytest.fixture(params=["files", "live"])
 def store_mode(request: pytest.FixtureRequest) -> str:

@@ -224,6 +224,28 @@ def save_state(target: str) -> str:
     return _wrap(body)
 
 
+def state_exists(source: str) -> str:
+    """Whether the kernel sees the state file ``source`` (relative to its own folder: a kernel
+    of a Jupyter Server, whose files nbrelay cannot see), by the same walk as ``restore_state``."""
+    folder, name = posixpath.split(source)
+    body = f"""
+import os as _nbrelay_os
+try:
+    _nbrelay_dir = _nbrelay_folder({folder!r}, False)
+except OSError:
+    _nbrelay_emit({{'exists': False}})
+else:
+    try:
+        _nbrelay_os.stat({name!r}, dir_fd=_nbrelay_dir, follow_symlinks=False)
+        _nbrelay_emit({{'exists': True}})
+    except OSError:
+        _nbrelay_emit({{'exists': False}})
+    finally:
+        _nbrelay_os.close(_nbrelay_dir)
+"""
+    return _wrap(_FOLDER_AT + body)
+
+
 def restore_state(source: str) -> str:
     """Load the variables saved in ``source`` (a real path: see ``_FOLDER_AT``)."""
     folder, name = posixpath.split(source)

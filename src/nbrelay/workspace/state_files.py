@@ -2,8 +2,10 @@
 and the folder a notebook's kernel runs in.
 
 In file mode a state file lives in a hidden folder next to its notebook (the file store checks
-its real path; the kernel opens it by descriptors); with ``--session-dir`` (or in live mode) it
-lives in that folder, one file per notebook path.
+its real path; the kernel opens it by descriptors); with ``--session-dir`` it lives in that
+folder, one file per notebook path. On a Jupyter Server (live and extension modes) it lives in
+the hidden folder next to the notebook too, named relative to the kernel's own folder (where the
+server starts a notebook's kernel): nbrelay cannot see those files, the kernel can.
 """
 
 from __future__ import annotations
@@ -53,11 +55,18 @@ class StateFiles:
         files = self._capabilities().files
         if files is not None:
             return files.state_file(rel, fitted(name, suffix, spare=_SPARE))
-        return os.path.join(self.kernel_cwd(rel), STATE_FOLDER, fitted(name, suffix, spare=_SPARE))
+        # Relative to the kernel's folder, which is the notebook's (not to the server's root).
+        return posixpath.join(STATE_FOLDER, fitted(name, suffix, spare=_SPARE))
 
     def session_state_file(self, rel: str) -> str:
         """Where a suspended session's variables are kept (with --persist-sessions)."""
         return self.state_file(rel, ".session.dill")
+
+    @property
+    def in_kernel(self) -> bool:
+        """Whether state files are where only the kernel sees them (a Jupyter Server's kernel,
+        without --session-dir): ask the kernel whether one exists."""
+        return self._settings.session_dir is None and self._capabilities().files is None
 
     def _in_store(self) -> LocalFiles | None:
         """The file store that keeps state files under the root (None: --session-dir or live
@@ -65,9 +74,13 @@ class StateFiles:
         return self._capabilities().files if self._settings.session_dir is None else None
 
     async def exists(self, target: str) -> bool:
+        """Whether a state file exists on this machine (False for one only the kernel sees:
+        see ``in_kernel``)."""
         store = self._in_store()
         if store is not None:
             return await store.state_exists(target)
+        if self.in_kernel:
+            return False
         return await anyio.Path(target).exists()
 
     async def make_folder(self, target: str) -> None:
@@ -81,6 +94,8 @@ class StateFiles:
         store = self._in_store()
         if store is not None:
             await store.remove_state(target)
+            return
+        if self.in_kernel:  # not a file of this machine: never one relative to nbrelay's cwd
             return
         with contextlib.suppress(FileNotFoundError):
             await anyio.Path(target).unlink()
