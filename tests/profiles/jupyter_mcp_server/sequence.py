@@ -90,7 +90,7 @@ STEPS: list[Step] = [
     ("execute_cell", {"cell_index": 0}),  # empty notebook
     ("insert_cell", {"cell_index": 0, "cell_type": "code", "cell_source": "first = 1"}),
     ("read_notebook", {"notebook_name": "unknown"}),  # not in use
-    ("list_files", {"pattern": "**/*.ipynb", "limit": 2}),
+    ("list_files", {"pattern": "**/o*.ipynb", "max_depth": 2}),
     ("list_notebooks", {}),
     ("unuse_notebook", {"notebook_name": "ghost"}),  # not in use
     ("unuse_notebook", EMPTY),
