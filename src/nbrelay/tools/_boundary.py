@@ -107,9 +107,6 @@ class Registrar:
     words: Vocabulary = CANONICAL_WORDS  # how errors name actions and number cells
     # The notebook a profile's path-less tools act on (notebook-lr's current one), for the view.
     current_notebook: Callable[[], str] | None = None
-    # Bad arguments refused in the MCP SDK's own words (pydantic's validation error) instead of
-    # nbrelay's, for a profile whose clients parse those.
-    sdk_validation_errors: bool = False
     tools: list[Tool] = field(default_factory=list)
     kinds: dict[str, Kind] = field(default_factory=dict)
     arguments: dict[str, Arguments] = field(default_factory=dict)
@@ -231,8 +228,6 @@ def _guard(
         try:
             if raw is None:
                 raise RuntimeError("the MCP SDK did not hand the call's arguments over")
-            if reg.sdk_validation_errors:
-                slot["arguments"].validate_as_sdk(raw)
             values = slot["arguments"].validate(raw)
             return to_result(await fn(*args, **values, **passed), keep_none=keep_none)
         except NbrelayError as exc:

@@ -76,18 +76,6 @@ class Arguments:
             )
         return {wire: getattr(values, name) for wire, name in self.fields.items()}
 
-    def validate_as_sdk(self, raw: Mapping[str, Any]) -> None:
-        """Refuse arguments the MCP SDK would refuse, in its words (pydantic's validation error,
-        as MCPServer reports it when it validates a call itself).
-
-        Raises:
-            InvalidArgument: the arguments do not validate against the tool's parameters.
-        """
-        try:
-            self.model.model_validate(dict(raw))
-        except ValidationError as exc:
-            raise InvalidArgument(str(exc)) from None
-
     def value(self, wire: str, raw: Any) -> Any:
         """One argument as the tool receives it.
 

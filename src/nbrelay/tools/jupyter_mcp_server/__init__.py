@@ -7,7 +7,8 @@ Indexes are 0-based. Results are what the original answers: the same text, as on
 message (one per output for the outputs of a cell or a run, an image as image content), and the
 same structured content: ``{kind, result}``, with ``outputs``/``count``/``images`` for outputs and
 ``columns``/``items``/``count`` for a table. Failures are tool errors worded
-``Error executing tool <name>: <reason>``; where the original answers a failure as text (a notebook
+``Error executing tool <name>: <reason>`` (bad arguments in nbrelay's words: the parameter, what
+it takes, an example); where the original answers a failure as text (a notebook
 not in use, a missing file for ``use_notebook``, a cell index past the end for ``read_cell``), so
 does this profile.
 
@@ -33,7 +34,7 @@ from nbrelay.workspace import Workspace
 
 TOOLS: ToolTable = [
     (cells.clear_cell_output, "destructive"),
-    (notebooks.connect_to_jupyter, "read"),
+    (notebooks.connect_to_jupyter, "destructive"),
     (cells.delete_cell, "destructive"),
     (cells.edit_cell_source, "destructive"),
     (cells.execute_cell, "execute"),
@@ -48,7 +49,7 @@ TOOLS: ToolTable = [
     (cells.read_cell, "read"),
     (notebooks.read_notebook, "read"),
     (notebooks.restart_notebook, "execute"),
-    (notebooks.unuse_notebook, "read"),
+    (notebooks.unuse_notebook, "destructive"),
     (notebooks.use_notebook, "write"),
 ]
 
@@ -121,7 +122,6 @@ _SHAPES = {
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the jupyter-mcp-server tools."""
     reg.exact = True
-    reg.sdk_validation_errors = True
     state = InUse(ws)
     reg.current_notebook = lambda: state.paths.get(state.current or "", "")
     before = len(reg.tools)

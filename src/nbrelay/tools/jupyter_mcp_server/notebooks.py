@@ -14,7 +14,7 @@ from pydantic import Field
 
 from nbrelay import jupyter_api
 from nbrelay.config import safe_url
-from nbrelay.errors import NotebookNotFound, PathError
+from nbrelay.errors import InvalidArgument, NotebookNotFound
 from nbrelay.notebook.edits import CellSpec
 from nbrelay.tools.jupyter_mcp_server import views
 from nbrelay.tools.jupyter_mcp_server.state import InUse, not_connected
@@ -67,6 +67,8 @@ async def use_notebook(
     Cell tools act on the current notebook unless given notebook_name. Returns the first 20 cells
     as a table (0-based Index, Type, Count, First Line).
     """
+    # A path that leaves the root, is too long or is not a regular file is refused first.
+    exists = await _exists(state, notebook_path)
     known = state.paths.get(notebook_name)
     lines: list[str] = []
     if known is not None:
@@ -100,12 +102,6 @@ async def use_notebook(
         )
         state.current = notebook_name
     else:
-        try:
-            exists = await _exists(state, notebook_path)
-        except PathError as exc:
-            return views.answer(
-                "notebook.use", f"Failed to check the path '{notebook_path}': {exc}"
-            )
         if mode == "connect" and not exists:
             folder = posixpath.dirname(notebook_path)
             if folder and not await state.ws.document_exists(folder):
@@ -236,11 +232,13 @@ async def _walk(
     state: InUse, folder: str, depth: int, max_depth: int, into: list[list[str]]
 ) -> None:
     try:
+        if depth == 0 and folder and (await state.ws.document(folder)).type != "directory":
+            raise InvalidArgument(f"'{folder}' is a file, not a folder: list_files lists folders.")
         found = await state.ws.list_documents(folder)
-    except PathError as exc:
+    except NotebookNotFound:
+        # A missing folder is a row, as the Jupyter Server says it (a path leaving the root,
+        # absolute or through a link, is refused).
         error = f"Error: 404: file or directory '/{folder}' does not exist"
-        if not isinstance(exc, NotebookNotFound) and "does not exist" not in str(exc):
-            error = f"Error: {exc}"
         into.append([folder or "root", "error", "", error])
         return
     for doc in found:
@@ -263,7 +261,7 @@ async def list_files(
     """List files and folders under the served root, as a table (Path, Type, Size,
     Last_Modified), sorted by path."""
     rows: list[list[str]] = []
-    await _walk(state, path.strip("/"), 0, max_depth, rows)
+    await _walk(state, "" if path in ("", "/") else path.rstrip("/"), 0, max_depth, rows)
     where = path or "root"
     if not rows:
         return views.answer("files.list", f"No files found in path '{where}'")
