@@ -11,11 +11,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ImageContent
 from pydantic import Field
 
+from nbrelay.errors import NotebookInvalid
 from nbrelay.kernels.jobs import Job
+from nbrelay.notebook import render
 from nbrelay.notebook.edits import CellSpec
 from nbrelay.tools.jupyter_mcp_server import views
 from nbrelay.tools.jupyter_mcp_server.state import InUse, cell_index, cell_indices
-from nbrelay.tools.runs import follow
+from nbrelay.tools.runs import follow, image_content
 
 NotebookName = Annotated[
     str | None,
@@ -38,6 +40,26 @@ CellIndex = Annotated[
     int | None,
     Field(ge=0, description="The cell's index (0-based). Omit when passing cell_id."),
 ]
+
+
+def _shown(state: InUse, outs: list[Any]) -> list[str | ImageContent]:
+    """Outputs as the original shows them, within nbrelay's budgets: each text at most
+    --output-budget characters and four times that in all (head and tail kept, the notebook keeps
+    every output whole), images downscaled past 1568 pixels or 1 MB."""
+    limit = state.ws.settings.output_budget
+    budget = render.Budget(limit * 4, limit)
+    shown: list[str | ImageContent] = []
+    texts = [v for v in views.outputs_of(outs) if isinstance(v, str)]
+    fitted = iter(budget.take_all(texts, "the whole output is saved in the notebook"))
+    for value in views.outputs_of(outs):
+        if isinstance(value, str):
+            shown.append(next(fitted)[0])
+            continue
+        try:
+            shown.append(image_content(value.mime_type, value.data))
+        except NotebookInvalid:
+            shown.append("[Image Output (PNG) - Error processing image]")
+    return shown
 
 
 # -- reading and editing ----------------------------------------------------------------------
@@ -63,7 +85,7 @@ async def read_cell(
     cell = cells[i]
     shown: list[str | ImageContent] = [views.header(i, cell), views.readable_source(cell)]
     if cell.get("cell_type") == "code" and include_outputs:
-        shown += views.outputs_of(cell.get("outputs") or [])
+        shown += _shown(state, cell.get("outputs") or [])
     return views.outputs("cell.read", shown, cell_id=cell["id"])
 
 
@@ -309,7 +331,7 @@ async def _run_cell(
     job = await state.ws.execute(path, [cell_id], time_limit=_limit(seconds))
     await _run(state, job, ctx)
     run = job.cells[0]
-    shown = views.outputs_of(job.cell_outputs(run))
+    shown = _shown(state, job.cell_outputs(run))
     if run.status == "timeout":
         limit = seconds or int(state.ws.timeout_for(None))
         shown.append(
@@ -412,7 +434,7 @@ async def execute_code(
     job = await state.ws.execute(path, None, code=code, time_limit=_limit(timeout), history=True)
     await _run(state, job, ctx)
     run = job.cells[0]
-    shown = views.outputs_of(job.cell_outputs(run))
+    shown = _shown(state, job.cell_outputs(run))
     if run.status == "timeout":
         limit = timeout or int(state.ws.timeout_for(None))
         shown.append(
