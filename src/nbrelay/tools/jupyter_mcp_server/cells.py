@@ -93,6 +93,12 @@ def _resolve(snap: Any, index: int | None, cell_id: str | None) -> int:
     return cell_index(snap, index, cell_id)
 
 
+def _ref(index: int, cell_id: str | None) -> int | str:
+    """How an edit names its cell: by the id the agent gave, else by its index (which nbrelay
+    checks against what the agent last saw there)."""
+    return cell_id if cell_id is not None else index
+
+
 def _around(cells: list[Any], start: int, limit: int) -> str:
     return views.cells_view(cells, "brief", start, limit)
 
@@ -138,13 +144,13 @@ async def overwrite_cell_source(
 ) -> CallToolResult:
     """Replace a cell's whole source (outputs are kept); returns a unified diff. To change part
     of a source, use edit_cell_source."""
-    path, snap = await state.read(notebook_name)
+    path, snap = await state.peek(notebook_name)
     i = _resolve(snap, cell_index, cell_id)
     if i >= len(snap.notebook.cells):
         raise ToolError(f"Cell index {i} out of range")
     cell = snap.notebook.cells[i]
     old = views.joined(cell.get("source"))
-    await state.ws.edit_cell(path, cell["id"], source=cell_source, expected_version=snap.version)
+    await state.ws.edit_cell(path, _ref(i, cell_id), source=cell_source)
     changes = views.diff(old, cell_source)
     text = (
         f"Cell {i} overwritten successfully - no changes detected"
@@ -170,7 +176,7 @@ async def edit_cell_source(
 
     Without replace_all, old_string must occur exactly once.
     """
-    path, snap = await state.read(notebook_name)
+    path, snap = await state.peek(notebook_name)
     i = _resolve(snap, cell_index, cell_id)
     if i >= len(snap.notebook.cells):
         raise ToolError(f"Cell index {i} out of range")
@@ -191,7 +197,7 @@ async def edit_cell_source(
         if replace_all
         else old.replace(old_string, new_string, 1)
     )
-    await state.ws.edit_cell(path, cell["id"], source=new, expected_version=snap.version)
+    await state.ws.edit_cell(path, _ref(i, cell_id), source=new)
     changes = views.diff(old, new)
     text = (
         f"Cell {i} edited successfully - no changes detected"
@@ -221,7 +227,7 @@ async def delete_cell(
     ] = None,
 ) -> CallToolResult:
     """Delete cells; returns each one's type and (include_source) source."""
-    path, snap = await state.read(notebook_name)
+    path, snap = await state.peek(notebook_name)
     indices = cell_indices_of(snap, cell_indices, cell_ids_to_delete)
     total = len(snap.notebook.cells)
     if len(set(indices)) != len(indices):
@@ -230,7 +236,8 @@ async def delete_cell(
         if i < 0 or i >= total:
             raise ToolError(f"Cell index {i} is out of range. Notebook has {total} cells.")
     cells = [snap.notebook.cells[i] for i in indices]
-    await state.ws.delete_cells(path, [c["id"] for c in cells], expected_version=snap.version)
+    refs = [c["id"] for c in cells] if cell_ids_to_delete else indices
+    await state.ws.delete_cells(path, refs)
     lines: list[str] = []
     for i, cell in zip(indices, cells, strict=True):
         lines.append(f"Cell {i} ({cell.get('cell_type')}) deleted successfully.")
@@ -260,7 +267,7 @@ async def move_cell(
     ] = None,
 ) -> CallToolResult:
     """Move a cell to another position; returns the cells around it as a table."""
-    path, snap = await state.read(notebook_name)
+    path, snap = await state.peek(notebook_name)
     src = _resolve(snap, source_index, source_cell_id)
     dst = _resolve(snap, target_index, target_cell_id)
     total = len(snap.notebook.cells)
@@ -273,7 +280,7 @@ async def move_cell(
                 f"(valid: 0-{total - 1})."
             )
     cell = snap.notebook.cells[src]
-    done = await state.ws.move_cells(path, [cell["id"]], dst, expected_version=snap.version)
+    done = await state.ws.move_cells(path, [_ref(src, source_cell_id)], dst)
     cells = list(done.after.notebook.cells)
     text = (
         f"Cell moved successfully from index {src} to {dst} ({cell.get('cell_type')}).\n"
@@ -291,7 +298,7 @@ async def clear_cell_output(
     cell_id: CellId = None,
 ) -> CallToolResult:
     """Clear a code cell's outputs and execution count."""
-    path, snap = await state.read(notebook_name)
+    path, snap = await state.peek(notebook_name)
     i = _resolve(snap, cell_index, cell_id)
     cells = snap.notebook.cells
     if i >= len(cells):
@@ -304,7 +311,7 @@ async def clear_cell_output(
         return views.answer(
             "cell.clear_output", f"Cell {i} had no output to clear.", cell_id=cell["id"]
         )
-    await state.ws.clear_outputs(path, [cell["id"]], expected_version=snap.version)
+    await state.ws.clear_outputs(path, [_ref(i, cell_id)])
     return views.answer(
         "cell.clear_output",
         f"Cell {i} output cleared successfully ({count} output(s) removed).",
