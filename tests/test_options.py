@@ -284,6 +284,7 @@ PROFILE_NAMES = (
     "jupyterlab-rtc",
     "mcp-jupyter",
     "srcbook",
+    "jupyter-mcp-server",
 )
 
 

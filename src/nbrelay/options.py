@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PROFILES = ("canonical", "ipynb-mcp", "notebook-lr", "jupyterlab-rtc", "mcp-jupyter", "srcbook")
+PROFILES = (
+    "canonical",
+    "ipynb-mcp",
+    "notebook-lr",
+    "jupyterlab-rtc",
+    "mcp-jupyter",
+    "srcbook",
+    "jupyter-mcp-server",
+)
 
 
 @dataclass(frozen=True)

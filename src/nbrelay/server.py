@@ -77,6 +77,7 @@ def _compat(module: str) -> ProfileRegister:
 PROFILES: dict[str, ProfileRegister] = {
     "canonical": canonical.register,
     "ipynb-mcp": _compat("ipynb_mcp"),
+    "jupyter-mcp-server": _compat("jupyter_mcp_server"),
     "jupyterlab-rtc": _compat("jupyterlab_rtc"),
     "mcp-jupyter": _compat("mcp_jupyter"),
     "notebook-lr": _compat("notebook_lr"),

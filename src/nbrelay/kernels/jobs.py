@@ -54,6 +54,8 @@ class CellRun:
     message: str = ""
     seconds: float = 0.0
     delivered: dict[int, int] = field(default_factory=dict)
+    # Whether the kernel counts the run in its history ([n]); None: only notebook cells do.
+    history: bool | None = None
 
     @property
     def key(self) -> str:
@@ -208,7 +210,7 @@ async def _run_cells(job: Job, runner: Runner) -> None:
                 time_limit=job.timeout,
                 stop=job.stop,
                 silent=False,
-                store_history=cell.id is not None,
+                store_history=cell.id is not None if cell.history is None else cell.history,
                 label=label,
                 on_start=start,
             )

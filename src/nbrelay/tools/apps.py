@@ -72,6 +72,7 @@ PathArg = tuple[str, str]
 # themselves (read_notebook, execute).
 VIEW_TOOLS: dict[str, dict[str, PathArg | None]] = {
     "ipynb-mcp": {"get_formatted_content": ("filepath", "")},
+    "jupyter-mcp-server": {"execute_cell": None, "insert_execute_code_cell": None},
     "jupyterlab-rtc": {
         "read_nb_cells": ("path", ""),
         "modify_nb_cells": ("path", ""),

@@ -58,12 +58,14 @@ class Runs:
         code: str | None = None,
         time_limit: float | None = None,
         stop_on_error: bool = True,
+        history: bool = False,
     ) -> Job:
         """Start running cells (``None``: every code cell) or scratch ``code``; return the job.
 
         The job runs in the background; ``wait_job`` waits for it. Markdown and raw cells named
         in ``cells`` are skipped. Outputs and execution counts are saved into the notebook
-        (not into undo history); scratch code leaves the notebook unchanged.
+        (not into undo history); scratch code leaves the notebook unchanged and, unless
+        ``history``, the kernel's execution count too.
         """
         tg = self._kernels.task_group
         if tg is None:
@@ -79,7 +81,7 @@ class Runs:
         snap = await self._notebooks.read(path)
         nb = snap.notebook
         if code is not None:
-            runs = [CellRun(id=None, index=-1, source=code)]
+            runs = [CellRun(id=None, index=-1, source=code, history=history)]
         else:
             indexes = (
                 list(range(len(nb.cells))) if cells is None else address.resolve_many(nb.ids, cells)
