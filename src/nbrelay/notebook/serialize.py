@@ -10,44 +10,138 @@ the cost of a one-cell save from the whole notebook's JSON into one cell's. The 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import operator
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) uses
+from typing import cast
 
-from nbrelay.notebook.model import Cell, Notebook, encode_json_text, serialize
-
-CellBytes = dict[int, tuple[Cell, bytes]]
-"""Cells as serialised, keyed by ``id(cell)`` (the cell is kept so the id stays its own)."""
+from nbrelay.notebook.model import (
+    CELL_SEAM,
+    Cell,
+    Notebook,
+    encode_json_text,
+    piece_digest,
+    serialize,
+    version_from_digests,
+    version_of,
+)
 
 _CELLS_OPEN = b'{\n "cells": [\n  '
 _NO_CELLS = b'{\n "cells": []'
 _ONE_CELL_TAIL = b'\n ],\n "metadata": {},\n "nbformat": 4,\n "nbformat_minor": 5\n}\n'
+_SEP = b",\n  "  # between two cells' bytes: with their ends it makes CELL_SEAM
+_CELL_END = b"\n  }"
 _LONG_TEXT = 64 * 1024  # characters of stream text written slice by slice
 
 
-def splice(nb: Notebook, known: Mapping[int, tuple[Cell, bytes]]) -> tuple[bytes, CellBytes, int]:
-    """``serialize(nb)``, reusing the bytes in ``known`` of cells that are the same objects.
+@dataclass
+class Work:
+    """What saves cost, added up: cells encoded (and their bytes), and bytes hashed for the
+    version (the digests of the cells' pieces are combined on top: 16 bytes a cell)."""
 
-    Returns the bytes, the cells' bytes to pass as ``known`` next time, and how many bytes of
-    cells were encoded afresh (a caller may give memory back after a big encode).
+    cells_encoded: int = 0
+    bytes_encoded: int = 0
+    bytes_hashed: int = 0
+
+
+class Encoded:
+    """A cell as serialised, and the digest of its piece of the file between two seams (see
+    ``model.version_of``); as first or last cell its piece also holds the file's head or tail,
+    whose digests are made when first needed."""
+
+    __slots__ = ("cell", "chunk", "first", "last", "middle", "seamed")
+
+    def __init__(self, cell: Cell, body: bytes, work: Work) -> None:
+        self.cell = cell  # kept, so that no other object takes its id while this is known
+        self.chunk = body + _SEP  # as written before a next cell (the last cell's drops _SEP)
+        # A cell in nbformat's layout starts with "{\n" and its only line at the cells' own
+        # indent is its last ("  }"), so the seams of the file fall exactly between cells.
+        self.seamed = body.startswith(b"{\n") and body.find(_CELL_END) == len(body) - 4
+        self.middle = piece_digest(memoryview(body)[2:-4]) if self.seamed else b""
+        work.cells_encoded += 1
+        work.bytes_encoded += len(body)
+        work.bytes_hashed += len(body) - 6
+        self.first: bytes | None = None
+        self.last: tuple[bytes, bytes] | None = None
+
+    def first_digest(self, work: Work) -> bytes:
+        if self.first is None:
+            self.first = piece_digest(_CELLS_OPEN + self.chunk[: -_CUT])
+            work.bytes_hashed += len(self.chunk)
+        return self.first
+
+    def last_digest(self, tail: bytes, work: Work) -> bytes:
+        if self.last is None or self.last[0] != tail:
+            self.last = (tail, piece_digest(self.chunk[2 : -len(_SEP)] + tail))
+            work.bytes_hashed += len(self.chunk) + len(tail)
+        return self.last[1]
+
+
+CellBytes = dict[int, Encoded]
+"""Cells as serialised, keyed by ``id(cell)`` (the entry keeps the cell, so the id stays its own)."""
+
+_CHUNK = operator.attrgetter("chunk")
+_CUT = len(_CELL_END) + len(_SEP)  # a chunk's last bytes that the next seam holds
+_MIDDLE = operator.attrgetter("middle")
+_SEAMED = operator.attrgetter("seamed")
+
+
+@dataclass
+class Spliced:
+    parts: list[bytes | memoryview]  # the file's bytes, to write as they are (``os.writev``)
+    known: CellBytes  # to pass to the next ``splice`` of this notebook
+    version: str  # ``version_of(data)``
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def splice(nb: Notebook, known: Mapping[int, Encoded], work: Work | None = None) -> Spliced:
+    """``serialize(nb)`` and its ``version_of``, reusing the bytes and digests in ``known`` of
+    cells that are the same objects; only the other cells are encoded and hashed (``work``
+    counts it). Every step over all cells is a loop in C (``map``, ``join``), never in Python.
     """
+    work = work if work is not None else Work()
     skeleton = serialize(nb.with_cells([]))
-    if not nb.cells or not skeleton.startswith(_NO_CELLS):
+    cells = nb.cells
+    if not cells or not skeleton.startswith(_NO_CELLS):
         data = serialize(nb)
-        return data, {}, len(data)
-    current: CellBytes = {}
-    parts = []
-    encoded = 0
-    for cell in nb.cells:
-        hit = known.get(id(cell))
-        if hit is None or hit[0] is not cell:
-            hit = (cell, cell_bytes(cell))
-            encoded += len(hit[1])
-        current[id(cell)] = hit
-        parts.append(hit[1])
-    data = _CELLS_OPEN + b",\n  ".join(parts) + b"\n ]" + skeleton[len(_NO_CELLS) :]
-    return data, current, encoded
+        work.bytes_encoded += len(data)
+        work.bytes_hashed += len(data)
+        return Spliced([data], {}, version_of(data))
+    keys = list(map(id, cells))
+    entries: list[Encoded | None] = list(map(known.get, keys))
+    at = -1
+    with contextlib.suppress(ValueError):  # no cell left to encode
+        while True:
+            at = entries.index(None, at + 1)
+            entries[at] = Encoded(cells[at], cell_bytes(cells[at]), work)
+    done = cast(list[Encoded], entries)
+    tail = b"\n ]" + skeleton[len(_NO_CELLS) :]
+    # The file is written from these parts as they are: joining them would copy every cell.
+    parts: list[bytes | memoryview] = [_CELLS_OPEN]
+    parts.extend(map(_CHUNK, done))
+    parts[-1] = memoryview(parts[-1])[: -len(_SEP)]
+    parts.append(tail)
+    if len(done) < 2 or CELL_SEAM in tail or not all(map(_SEAMED, done)):
+        data = b"".join(parts)
+        work.bytes_hashed += len(data)
+        version = version_of(data)
+    else:
+        digests = b"".join(
+            (
+                done[0].first_digest(work),
+                *map(_MIDDLE, done[1:-1]),
+                done[-1].last_digest(tail, work),
+            )
+        )
+        version = version_from_digests(digests)
+    return Spliced(parts, dict(zip(keys, done, strict=True)), version)
 
 
 def cell_bytes(cell: Cell) -> bytes:
