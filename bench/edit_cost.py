@@ -142,12 +142,11 @@ async def tool_rows(folder: Path, rounds: int) -> list[Row]:
 
         async with Client(build_server(settings)) as client:
             for n in sizes:
-                await client.call_tool("read_cell", {"path": f"r{n}.ipynb", "cell": 5})
-                ours, base = await paired(
-                    rounds * 3,
-                    lambda n=n: client.call_tool("read_cell", {"path": f"r{n}.ipynb", "cell": 5}),
-                    floor,
-                )
+
+                async def read(n: int = n) -> None:
+                    await client.call_tool("read_cell", {"path": f"r{n}.ipynb", "cell": 5})
+
+                ours, base = await paired(rounds * 3, read, floor)
                 rows.append((f"warm read_cell, {n:,} cells", ours, base))
             counter = iter(range(10**9))
 
@@ -184,9 +183,7 @@ async def main() -> None:
         rows.extend(await tool_rows(folder, rounds))
     sys.stdout.write(f"{'':52} {'nbrelay':>10} {'floor':>10} {'ratio':>7}\n")
     for name, ours, base in rows:
-        sys.stdout.write(
-            f"{name:52} {ours * 1e3:8.2f}ms {base * 1e3:8.2f}ms {ours / base:6.2f}x\n"
-        )
+        sys.stdout.write(f"{name:52} {ours * 1e3:8.2f}ms {base * 1e3:8.2f}ms {ours / base:6.2f}x\n")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,14 @@ the cells that are not the objects it encoded last time."""
 
 from __future__ import annotations
 
-from nbrelay.notebook.model import CELL_SEAM, Notebook, new_cell, new_notebook, serialize, version_of
+from nbrelay.notebook.model import (
+    CELL_SEAM,
+    Notebook,
+    new_cell,
+    new_notebook,
+    serialize,
+    version_of,
+)
 from nbrelay.notebook.serialize import Work, cell_bytes, splice
 from tests.helpers import counter_ids
 
@@ -17,7 +24,7 @@ def _notebook(n: int) -> Notebook:
 def test_splice_writes_serializes_bytes_and_reuses_unchanged_cells() -> None:
     nb = _notebook(5)
     work = Work()
-    first = splice(nb, {}, work)
+    first = splice(nb, None, work)
     assert first.data == serialize(nb)
     assert first.version == version_of(first.data)
     assert work.bytes_encoded == sum(len(cell_bytes(c)) for c in nb.cells)
@@ -38,7 +45,7 @@ def test_splice_writes_serializes_bytes_and_reuses_unchanged_cells() -> None:
 
 def test_an_equal_but_new_cell_object_is_encoded_afresh() -> None:
     nb = _notebook(2)
-    known = splice(nb, {}).known
+    known = splice(nb, None).known
     copy = nb.with_cells([dict(c) for c in nb.cells])
     work = Work()
     assert splice(copy, known, work).data == serialize(copy)
@@ -51,22 +58,22 @@ def test_long_stream_text_is_written_as_nbformat_writes_lines() -> None:
     text = "".join(f"line {i} \u2028 é\r\n" if i % 7 == 0 else f"{i}\n" for i in range(30_000))
     cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": text}]
     nb = new_notebook([cell])
-    spliced = splice(nb, {})
+    spliced = splice(nb, None)
     assert spliced.data == serialize(nb)
     assert spliced.version == version_of(spliced.data)
 
 
 def test_an_empty_notebook_is_serialized_whole() -> None:
     nb = new_notebook([])
-    spliced = splice(nb, {})
+    spliced = splice(nb, None)
     assert spliced.data == serialize(nb)
     assert spliced.version == version_of(spliced.data)
-    assert spliced.known == {}
+    assert spliced.known.entries == []
 
 
 def test_an_edit_of_a_large_notebook_encodes_and_hashes_only_its_cell() -> None:
     nb = _notebook(5000)
-    first = splice(nb, {})
+    first = splice(nb, None)
     changed = new_cell("code", "y = 'changed'", "changed")
     edited = nb.with_cells([*nb.cells[:2500], changed, *nb.cells[2501:]])
     work = Work()
@@ -102,7 +109,7 @@ def test_cells_that_do_not_fit_the_seams_are_hashed_with_the_whole_file() -> Non
     nb = _notebook(3)
     odd = new_notebook([*nb.cells])
     odd.data["zz"] = [{"a": 1}, {"b": 2}]  # a seam in the tail, after the cells
-    spliced = splice(odd, splice(nb, {}).known)
+    spliced = splice(odd, splice(nb, None).known)
     assert spliced.data == serialize(odd)
     assert CELL_SEAM in spliced.data.split(b'"zz"', 1)[1]
     assert spliced.version == version_of(spliced.data)

@@ -178,7 +178,8 @@ async def test_a_same_size_rewrite_right_after_a_save_is_seen(tmp_path: Path) ->
 
     def rewrite(old: str, new: str) -> None:
         raw = path.read_bytes()
-        assert len(old) == len(new) and old.encode() in raw
+        assert len(old) == len(new)
+        assert old.encode() in raw
         with open(path, "r+b") as fh:  # in place: same inode, same size
             fh.write(raw.replace(old.encode(), new.encode()))
 

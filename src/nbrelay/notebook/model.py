@@ -71,7 +71,7 @@ class _Memo:
 
     def __init__(self, cells: list[Cell]) -> None:
         self.cells = cells
-        self.ids: tuple[str, ...] | None = None
+        self.ids: list[str] | None = None
         self.index: dict[str, int] | None = None
         self.sources: dict[str, str] | None = None
 
@@ -115,11 +115,11 @@ class Notebook:
         return cells
 
     @property
-    def ids(self) -> tuple[str, ...]:
-        """The cells' ids in order (computed once per cell list)."""
+    def ids(self) -> list[str]:
+        """The cells' ids in order (computed once per cell list; not to be changed)."""
         memo = self._current()
         if memo.ids is None:
-            memo.ids = tuple(c["id"] for c in memo.cells)
+            memo.ids = [c["id"] for c in memo.cells]
         return memo.ids
 
     def position(self, cid: str) -> int | None:

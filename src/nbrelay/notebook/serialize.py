@@ -1,11 +1,13 @@
-"""Serialising a notebook by splicing bytes: re-encode only the cells that changed.
+"""Serialising a notebook by splicing bytes: re-encode and re-hash only the cells that changed.
 
 ``serialize(nb)`` (nbformat's writer: one-space indent, sorted keys) encodes the whole notebook.
 After a single-cell edit every other cell is the very object written last time (an edit makes
 new cell dicts and shares the others; cells are never changed in place), so its bytes are the
-bytes written last time. :func:`splice` reuses them and encodes only the new cells, which turns
-the cost of a one-cell save from the whole notebook's JSON into one cell's. The result is
-``serialize(nb)`` byte for byte.
+bytes written last time, and so is the digest of its piece of the file (``model.version_of``
+hashes the pieces between cells). :func:`splice` reuses both and encodes and hashes only the new
+cells; what it still does for every cell is a loop in C (comparing two lists, joining digests),
+and the file is written from the cells' bytes as they are, never joined into one copy. The
+bytes are ``serialize(nb)``'s, byte for byte, and the version is ``version_of`` of them.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import contextlib
 import json
 import operator
 import secrets
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) uses
 from typing import cast
 
@@ -70,7 +71,7 @@ class Encoded:
 
     def first_digest(self, work: Work) -> bytes:
         if self.first is None:
-            self.first = piece_digest(_CELLS_OPEN + self.chunk[: -_CUT])
+            self.first = piece_digest(_CELLS_OPEN + self.chunk[:-_CUT])
             work.bytes_hashed += len(self.chunk)
         return self.first
 
@@ -81,8 +82,19 @@ class Encoded:
         return self.last[1]
 
 
-CellBytes = dict[int, Encoded]
-"""Cells as serialised, keyed by ``id(cell)`` (the entry keeps the cell, so the id stays its own)."""
+@dataclass
+class CellBytes:
+    """The cells of the last save as serialised, in order (each entry keeps its cell, so no
+    other object can take the cell's id while this is kept)."""
+
+    cells: list[Cell] = field(default_factory=list)
+    entries: list[Encoded] = field(default_factory=list)
+
+    def by_id(self) -> dict[int, Encoded]:
+        return dict(zip(map(id, self.cells), self.entries, strict=True))
+
+
+_FEW = 16  # cells changed in place up to which no map of all cells is made
 
 _CHUNK = operator.attrgetter("chunk")
 _CUT = len(_CELL_END) + len(_SEP)  # a chunk's last bytes that the next seam holds
@@ -101,7 +113,7 @@ class Spliced:
         return b"".join(self.parts)
 
 
-def splice(nb: Notebook, known: Mapping[int, Encoded], work: Work | None = None) -> Spliced:
+def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> Spliced:
     """``serialize(nb)`` and its ``version_of``, reusing the bytes and digests in ``known`` of
     cells that are the same objects; only the other cells are encoded and hashed (``work``
     counts it). Every step over all cells is a loop in C (``map``, ``join``), never in Python.
@@ -113,9 +125,16 @@ def splice(nb: Notebook, known: Mapping[int, Encoded], work: Work | None = None)
         data = serialize(nb)
         work.bytes_encoded += len(data)
         work.bytes_hashed += len(data)
-        return Spliced([data], {}, version_of(data))
-    keys = list(map(id, cells))
-    entries: list[Encoded | None] = list(map(known.get, keys))
+        return Spliced([data], CellBytes(), version_of(data))
+    known = known or CellBytes()
+    entries: list[Encoded | None]
+    changed = _changed_in_place(known.cells, cells)
+    if changed is not None:  # the common edit: a few cells replaced, none moved
+        entries = list(known.entries)
+        for at in changed:
+            entries[at] = None
+    else:
+        entries = list(map(known.by_id().get, map(id, cells)))
     at = -1
     with contextlib.suppress(ValueError):  # no cell left to encode
         while True:
@@ -141,7 +160,20 @@ def splice(nb: Notebook, known: Mapping[int, Encoded], work: Work | None = None)
             )
         )
         version = version_from_digests(digests)
-    return Spliced(parts, dict(zip(keys, done, strict=True)), version)
+    return Spliced(parts, CellBytes(list(cells), done), version)
+
+
+def _changed_in_place(old: list[Cell], new: list[Cell]) -> list[int] | None:
+    """The positions whose cell is not the same object, if the lists are as long and they are
+    few (None: look the cells up by identity)."""
+    if len(old) != len(new):
+        return None
+    flags = list(map(operator.is_not, old, new))
+    found: list[int] = []
+    with contextlib.suppress(ValueError):
+        while len(found) <= _FEW:
+            found.append(flags.index(True, found[-1] + 1 if found else 0))
+    return found if len(found) <= _FEW else None
 
 
 def cell_bytes(cell: Cell) -> bytes:

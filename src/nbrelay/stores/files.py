@@ -326,7 +326,7 @@ class FileStore(LockedEdits, NotebookStore):
             self._cache[real] = _Cached(stat_key(st), after, _proves(st, stamp))
             return EditOutcome(before, after, plan, changed_outside=outside)
 
-    def _serialize(self, real: str, nb: Notebook) -> tuple[list[bytes | memoryview], str]:
+    def _serialize(self, real: str, nb: Notebook) -> tuple[builtins.list[bytes | memoryview], str]:
         """``serialize(nb)`` byte for byte and its version, re-encoding and re-hashing only the
         cells written since the last save of this file (see :mod:`nbrelay.notebook.serialize`)."""
         if nblr.is_nblr(real):
@@ -334,7 +334,7 @@ class FileStore(LockedEdits, NotebookStore):
             self.work.bytes_hashed += len(data)
             return [data], version_of(data)
         encoded = self.work.bytes_encoded
-        spliced = splice(nb, self._cell_bytes.get(real, {}), self.work)
+        spliced = splice(nb, self._cell_bytes.get(real), self.work)
         self._cell_bytes[real] = spliced.known
         if self.work.bytes_encoded - encoded > _TRIM_AFTER:  # encoding makes many small strings
             release_memory()
