@@ -16,9 +16,10 @@ import contextlib
 import json
 import operator
 import secrets
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) uses
-from typing import cast
+from typing import cast, overload
 
 from nbrelay.notebook.model import (
     CELL_SEAM,
@@ -84,11 +85,15 @@ class Encoded:
 
 @dataclass
 class CellBytes:
-    """The cells of the last save as serialised, in order (each entry keeps its cell, so no
-    other object can take the cell's id while this is kept)."""
+    """The cells of the last save as serialised, in order: the cells, their entries (each keeps
+    its cell, so no other object can take the cell's id while this is kept), their bytes and
+    their pieces' digests, and how many cells do not fit the seams. ``splice`` updates it."""
 
     cells: list[Cell] = field(default_factory=list)
     entries: list[Encoded] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)
+    middles: list[bytes] = field(default_factory=list)
+    unseamed: int = 0
 
     def by_id(self) -> dict[int, Encoded]:
         return dict(zip(map(id, self.cells), self.entries, strict=True))
@@ -102,9 +107,53 @@ _MIDDLE = operator.attrgetter("middle")
 _SEAMED = operator.attrgetter("seamed")
 
 
+class Parts(Sequence[bytes | memoryview]):
+    """A notebook's bytes as parts to write as they are (``os.writev``): the head, the cells'
+    chunks (the last without its separator) and the tail. Joining them would copy every cell."""
+
+    def __init__(self, head: bytes, chunks: list[bytes], tail: bytes) -> None:
+        self.head, self.chunks, self.tail = head, chunks, tail
+        self.last: bytes | memoryview = memoryview(chunks[-1])[: -len(_SEP)] if chunks else b""
+
+    def __len__(self) -> int:
+        return len(self.chunks) + 2
+
+    @overload
+    def __getitem__(self, index: int) -> bytes | memoryview: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes | memoryview]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | memoryview | list[bytes | memoryview]:
+        n = len(self.chunks)
+        if isinstance(index, int):
+            index = index + n + 2 if index < 0 else index
+            if not 0 <= index < n + 2:
+                raise IndexError(index)
+            if index == 0:
+                return self.head
+            if index == n + 1:
+                return self.tail
+            return self.last if index == n else self.chunks[index - 1]
+        start, stop, step = index.indices(n + 2)
+        if step != 1:
+            return [self[i] for i in range(start, stop, step)]
+        out: list[bytes | memoryview] = [self.head] if start == 0 and stop > 0 else []
+        lo = max(start, 1) - 1  # parts 1 … n-1 are chunks 0 … n-2, whole
+        out.extend(self.chunks[lo : max(min(stop, n) - 1, lo)])
+        if start <= n < stop and n:
+            out.append(self.last)
+        if stop == n + 2 and start <= n + 1:
+            out.append(self.tail)
+        return out
+
+    def __iter__(self) -> Iterator[bytes | memoryview]:
+        return iter(self[:])
+
+
 @dataclass
 class Spliced:
-    parts: list[bytes | memoryview]  # the file's bytes, to write as they are (``os.writev``)
+    parts: Sequence[bytes | memoryview]  # the file's bytes, to write as they are
     known: CellBytes  # to pass to the next ``splice`` of this notebook
     version: str  # ``version_of(data)``
 
@@ -115,8 +164,12 @@ class Spliced:
 
 def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> Spliced:
     """``serialize(nb)`` and its ``version_of``, reusing the bytes and digests in ``known`` of
-    cells that are the same objects; only the other cells are encoded and hashed (``work``
-    counts it). Every step over all cells is a loop in C (``map``, ``join``), never in Python.
+    cells that are the same objects (``known`` is updated to ``nb``'s cells and returned); only
+    the other cells are encoded and hashed (``work`` counts it).
+
+    An edit that replaced a few cells in place updates ``known`` at their positions only; the
+    steps over all cells left (finding them, joining the digests, writing) are loops in C that
+    do not even look into the other cells' entries.
     """
     work = work if work is not None else Work()
     skeleton = serialize(nb.with_cells([]))
@@ -127,46 +180,52 @@ def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> S
         work.bytes_hashed += len(data)
         return Spliced([data], CellBytes(), version_of(data))
     known = known or CellBytes()
-    entries: list[Encoded | None]
     changed = _changed_in_place(known.cells, cells)
     if changed is not None:  # the common edit: a few cells replaced, none moved
-        entries = list(known.entries)
         for at in changed:
-            entries[at] = None
+            entry = Encoded(cells[at], cell_bytes(cells[at]), work)
+            known.unseamed += (not entry.seamed) - (not known.entries[at].seamed)
+            known.cells[at], known.entries[at] = cells[at], entry
+            known.chunks[at], known.middles[at] = entry.chunk, entry.middle
     else:
-        entries = list(map(known.by_id().get, map(id, cells)))
-    at = -1
-    with contextlib.suppress(ValueError):  # no cell left to encode
-        while True:
-            at = entries.index(None, at + 1)
-            entries[at] = Encoded(cells[at], cell_bytes(cells[at]), work)
-    done = cast(list[Encoded], entries)
+        entries: list[Encoded | None] = list(map(known.by_id().get, map(id, cells)))
+        at = -1
+        with contextlib.suppress(ValueError):  # no cell left to encode
+            while True:
+                at = entries.index(None, at + 1)
+                entries[at] = Encoded(cells[at], cell_bytes(cells[at]), work)
+        done = cast(list[Encoded], entries)
+        known = CellBytes(
+            list(cells),
+            done,
+            list(map(_CHUNK, done)),
+            list(map(_MIDDLE, done)),
+            len(done) - sum(map(_SEAMED, done)),
+        )
     tail = b"\n ]" + skeleton[len(_NO_CELLS) :]
-    # The file is written from these parts as they are: joining them would copy every cell.
-    parts: list[bytes | memoryview] = [_CELLS_OPEN]
-    parts.extend(map(_CHUNK, done))
-    parts[-1] = memoryview(parts[-1])[: -len(_SEP)]
-    parts.append(tail)
-    if len(done) < 2 or CELL_SEAM in tail or not all(map(_SEAMED, done)):
+    parts = Parts(_CELLS_OPEN, known.chunks, tail)
+    entries_ = known.entries
+    if len(entries_) < 2 or known.unseamed or CELL_SEAM in tail:
         data = b"".join(parts)
         work.bytes_hashed += len(data)
         version = version_of(data)
     else:
+        middles = known.middles
         digests = b"".join(
             (
-                done[0].first_digest(work),
-                *map(_MIDDLE, done[1:-1]),
-                done[-1].last_digest(tail, work),
+                entries_[0].first_digest(work),
+                b"".join(middles)[len(middles[0]) : -len(middles[-1]) or None],
+                entries_[-1].last_digest(tail, work),
             )
         )
         version = version_from_digests(digests)
-    return Spliced(parts, CellBytes(list(cells), done), version)
+    return Spliced(parts, known, version)
 
 
 def _changed_in_place(old: list[Cell], new: list[Cell]) -> list[int] | None:
     """The positions whose cell is not the same object, if the lists are as long and they are
     few (None: look the cells up by identity)."""
-    if len(old) != len(new):
+    if len(old) != len(new) or not old:
         return None
     flags = list(map(operator.is_not, old, new))
     found: list[int] = []

@@ -24,6 +24,7 @@ import builtins
 import os
 import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
@@ -326,7 +327,7 @@ class FileStore(LockedEdits, NotebookStore):
             self._cache[real] = _Cached(stat_key(st), after, _proves(st, stamp))
             return EditOutcome(before, after, plan, changed_outside=outside)
 
-    def _serialize(self, real: str, nb: Notebook) -> tuple[builtins.list[bytes | memoryview], str]:
+    def _serialize(self, real: str, nb: Notebook) -> tuple[Sequence[bytes | memoryview], str]:
         """``serialize(nb)`` byte for byte and its version, re-encoding and re-hashing only the
         cells written since the last save of this file (see :mod:`nbrelay.notebook.serialize`)."""
         if nblr.is_nblr(real):
