@@ -184,6 +184,10 @@ async def main() -> None:
     sys.stdout.write(f"{'':52} {'nbrelay':>10} {'floor':>10} {'ratio':>7}\n")
     for name, ours, base in rows:
         sys.stdout.write(f"{name:52} {ours * 1e3:8.2f}ms {base * 1e3:8.2f}ms {ours / base:6.2f}x\n")
+    reads = [ours for name, ours, _ in rows if name.startswith("warm read_cell")]
+    sys.stdout.write(
+        f"warm read_cell, largest over smallest notebook: {reads[-1] / reads[0]:.2f}x\n"
+    )
 
 
 if __name__ == "__main__":
