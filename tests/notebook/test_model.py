@@ -187,7 +187,7 @@ def test_trusted_and_signature_are_never_written() -> None:
 
 
 def _long_stream_splice(nb: Notebook) -> bytes:
-    return splice(nb, {})[0]
+    return splice(nb, None).data
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,11 @@ change the notebook they are given.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import itertools
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +69,7 @@ class SetMetadata:
 
 
 Edit = InsertCells | DeleteCells | UpdateCell | MoveCells | SetMetadata
+_CELL_ID = operator.itemgetter("id")
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,25 @@ def apply_notebook(nb: Notebook, edits: Sequence[Edit]) -> Notebook:
     after = nb.with_cells(apply(nb.cells, edits))
     if any(isinstance(e, SetMetadata) for e in edits):
         after.data["metadata"] = apply_metadata(nb.data.get("metadata") or {}, edits)
+    same_ids = True
+    sources: dict[str, str | None] = {}
+    for e in edits:
+        if isinstance(e, UpdateCell):
+            if "id" in e.changes or "id" in e.remove:
+                return after
+            if "source" in e.changes:
+                sources[e.id] = str(e.changes["source"])
+            elif "source" in e.remove:
+                sources[e.id] = ""
+        elif isinstance(e, InsertCells):
+            same_ids = False
+            sources.update((str(c["id"]), str(c.get("source", ""))) for c in e.cells)
+        elif isinstance(e, DeleteCells):
+            same_ids = False
+            sources.update(dict.fromkeys(e.ids))
+        elif isinstance(e, MoveCells):
+            same_ids = False
+    after.derive(nb, same_ids, sources)
     return after
 
 
@@ -119,9 +141,8 @@ def plan_notebook_metadata(
 
 
 def _position(cells: list[Cell], cid: str) -> int:
-    for i, c in enumerate(cells):
-        if c["id"] == cid:
-            return i
+    with contextlib.suppress(ValueError):
+        return list(map(_CELL_ID, cells)).index(cid)  # loops in C: this runs for every edit
     raise InvalidArgument(
         f"cell {cid!r} is no longer in the notebook.",
         hint=f"Someone else deleted it. {act('read_again')}",
@@ -404,12 +425,13 @@ def unified_diff(
     return "\n".join(lines)
 
 
-def changed_cells(cells: Sequence[Cell], edits: Iterable[Edit]) -> list[Cell]:
-    """The cells that ``edits`` inserted or updated (the ones to validate)."""
+def changed_cells(nb: Notebook, edits: Iterable[Edit]) -> list[Cell]:
+    """The cells of ``nb`` that ``edits`` inserted or updated (the ones to validate), in order."""
     ids: set[str] = set()
     for e in edits:
         if isinstance(e, InsertCells):
             ids.update(str(c["id"]) for c in e.cells)
         elif isinstance(e, UpdateCell):
             ids.add(e.id)
-    return [c for c in cells if c["id"] in ids]
+    found = (nb.position(cid) for cid in ids)
+    return [nb.cells[i] for i in sorted(i for i in found if i is not None)]

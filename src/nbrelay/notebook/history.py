@@ -8,6 +8,8 @@ made to other cells are kept; if a cell the change touched was changed again sin
 from __future__ import annotations
 
 import bisect
+import contextlib
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,8 @@ from nbrelay.notebook.edits import (
     UpdateCell,
 )
 from nbrelay.notebook.model import Cell
+
+_ID = operator.itemgetter("id")
 
 # What "changed since" compares: outputs and counts may change by running, which undo ignores.
 _CONTENT_KEYS = ("cell_type", "source", "metadata", "attachments")
@@ -78,8 +82,29 @@ def record(
 ) -> Change:
     """Describe the change from ``before`` to ``after`` (cells that are identical objects are
     unchanged, which is how ``edits.apply`` shares them); ``metadata`` is the notebook's own
-    metadata before and after, if the change touched it."""
-    b_ids = [c["id"] for c in before]
+    metadata before and after, if the change touched it.
+
+    A change that kept every cell in place (the cells it made have the ids of the cells they
+    replaced) is found by loops in C over the cells, and Python looks at the changed ones only.
+    """
+    metadata = metadata if metadata is not None and metadata[0] != metadata[1] else None
+    b_order = tuple(map(_ID, before))
+    if len(before) == len(after):
+        new = list(map(operator.is_not, before, after))
+        at = _true_at(new)
+        if all(before[k]["id"] == after[k]["id"] for k in at):
+            modified = [b_order[k] for k in at if before[k] != after[k]]
+            return Change(
+                label=label,
+                before_order=b_order,
+                before={before[k]["id"]: before[k] for k in at if b_order[k] in modified},
+                after={after[k]["id"]: after[k] for k in at if b_order[k] in modified},
+                added=(),
+                removed=(),
+                moved=(),
+                metadata=metadata,
+            )
+    b_ids = list(b_order)
     a_ids = [c["id"] for c in after]
     b_by = {c["id"]: c for c in before}
     a_by = {c["id"]: c for c in after}
@@ -98,8 +123,17 @@ def record(
         added=added,
         removed=removed,
         moved=moved,
-        metadata=metadata if metadata is not None and metadata[0] != metadata[1] else None,
+        metadata=metadata,
     )
+
+
+def _true_at(flags: list[bool]) -> list[int]:
+    """The indexes of the true items (found by ``list.index``, a loop in C)."""
+    found: list[int] = []
+    with contextlib.suppress(ValueError):
+        while True:
+            found.append(flags.index(True, found[-1] + 1 if found else 0))
+    return found
 
 
 def plan_undo(

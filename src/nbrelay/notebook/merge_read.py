@@ -33,8 +33,7 @@ def merge_with_read(plan: Plan, nb: Notebook, read: Mapping[str, str] | None) ->
     """
     if not read or not any(isinstance(e, UpdateCell) and e.merge for e in plan.edits):
         return plan
-    position = {cid: i for i, cid in enumerate(nb.ids)}
-    current = {c["id"]: str(c.get("source", "")) for c in nb.cells}
+    current = nb.sources()
     out: list[Edit] = []
     merged: list[dict[str, Any]] = []
     seen: set[str] = set()  # cells whose source an earlier edit of the plan already set
@@ -51,7 +50,8 @@ def merge_with_read(plan: Plan, nb: Notebook, read: Mapping[str, str] | None) ->
         if base is None or now is None or base == now or ours == now:
             out.append(edit)
             continue
-        index = position.get(edit.id, -1)
+        found = nb.position(edit.id)
+        index = -1 if found is None else found
         theirs = unified_diff(base, now, context=1, labels=("as you read it", "now"))
         if len(theirs) > _MAX_SHOWN_CHANGE:
             theirs = (

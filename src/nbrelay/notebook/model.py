@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,9 +30,29 @@ DEFAULT_KERNEL = "python3"  # the kernel of a notebook whose kernelspec names no
 _ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # nbformat 4.5's cell id
 
 
+CELL_SEAM = b"\n  },\n  {\n"
+"""Where one cell ends and the next begins in nbformat's layout (and nowhere else in it)."""
+
+
 def version_of(raw: bytes) -> str:
-    """Return the version of a notebook: the first 16 hex digits of the sha256 of its bytes."""
-    return hashlib.sha256(raw).hexdigest()[:16]
+    """Return the version of a notebook's bytes: 16 hex digits that change whenever the bytes do.
+
+    The bytes are cut at each ``CELL_SEAM`` and the version is the hash of the pieces' hashes
+    (``piece_digest``, ``version_from_digests``). It is a function of the bytes alone (the
+    pieces joined by the seam give the bytes back), and it lets a save hash only the cells it
+    wrote: the other cells' pieces, and so their digests, are those of the last save.
+    """
+    return version_from_digests(b"".join(map(piece_digest, raw.split(CELL_SEAM))))
+
+
+def piece_digest(piece: bytes | memoryview) -> bytes:
+    """The digest of one piece of a notebook's bytes (see ``version_of``)."""
+    return hashlib.blake2b(piece, digest_size=16).digest()
+
+
+def version_from_digests(digests: bytes) -> str:
+    """The version of bytes whose pieces' digests, in order and joined, are ``digests``."""
+    return hashlib.blake2b(digests, digest_size=8).hexdigest()
 
 
 def random_id() -> str:
@@ -44,6 +64,16 @@ def random_id() -> str:
         cid = secrets.token_hex(4)
         if not cid.isdigit():
             return cid
+
+
+class _Memo:
+    __slots__ = ("cells", "ids", "index", "sources")
+
+    def __init__(self, cells: list[Cell]) -> None:
+        self.cells = cells
+        self.ids: list[str] | None = None
+        self.index: dict[str, int] | None = None
+        self.sources: dict[str, str] | None = None
 
 
 @dataclass
@@ -61,17 +91,23 @@ class Notebook:
     problems: list[str] = field(default_factory=list)
     replaced: int = 0  # unpaired surrogates read as U+FFFD (the file still holds them)
     upgraded_from: int | None = None  # the nbformat major (1-3) the file holds, upgraded to 4
-    _sources: tuple[list[Cell], dict[str, str]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
+    _memo: _Memo | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _current(self) -> _Memo:
+        """What is derived from the cell list, kept while the list is the same (cells are never
+        changed in place, and an edit makes a new list)."""
+        cells = self.data["cells"]
+        if self._memo is None or self._memo.cells is not cells:
+            self._memo = _Memo(cells)
+        return self._memo
 
     def sources(self) -> dict[str, str]:
-        """Each cell's source by id (computed once per cell list; cells are never changed in
-        place). What a reader last saw of each cell, for three-way merges of its edits."""
-        cells = self.data["cells"]
-        if self._sources is None or self._sources[0] is not cells:
-            self._sources = (cells, {str(c["id"]): str(c.get("source", "")) for c in cells})
-        return self._sources[1]
+        """Each cell's source by id (computed once per cell list). What a reader last saw of
+        each cell, for three-way merges of its edits. Not to be changed."""
+        memo = self._current()
+        if memo.sources is None:
+            memo.sources = {str(c["id"]): str(c.get("source", "")) for c in memo.cells}
+        return memo.sources
 
     @property
     def cells(self) -> list[Cell]:
@@ -80,7 +116,38 @@ class Notebook:
 
     @property
     def ids(self) -> list[str]:
-        return [c["id"] for c in self.data["cells"]]
+        """The cells' ids in order (computed once per cell list; not to be changed)."""
+        memo = self._current()
+        if memo.ids is None:
+            memo.ids = [c["id"] for c in memo.cells]
+        return memo.ids
+
+    def position(self, cid: str) -> int | None:
+        """The index of the cell with id ``cid`` (None: no such cell), by a map made once per
+        cell list."""
+        memo = self._current()
+        if memo.index is None:
+            memo.index = {c: i for i, c in enumerate(self.ids)}
+        return memo.index.get(cid)
+
+    def derive(self, before: Notebook, same_ids: bool, sources: Mapping[str, str | None]) -> None:
+        """Take over what ``before`` derived from its cells, for a cell list made from its by
+        edits that keep every id in place (``same_ids``) and set the ``sources`` given (None:
+        the cell is gone); so an edit of one cell does not cost a pass over all of them."""
+        old = before._memo
+        if old is None or old.cells is not before.data["cells"]:
+            return
+        memo = self._current()
+        if same_ids:
+            memo.ids, memo.index = old.ids, old.index
+        if old.sources is not None:
+            merged = dict(old.sources)
+            for cid, source in sources.items():
+                if source is None:
+                    merged.pop(cid, None)
+                else:
+                    merged[cid] = source
+            memo.sources = merged
 
     def with_cells(self, cells: list[Cell]) -> Notebook:
         """Return a notebook sharing everything but the cell list (cells are not copied)."""

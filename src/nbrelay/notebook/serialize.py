@@ -1,53 +1,238 @@
-"""Serialising a notebook by splicing bytes: re-encode only the cells that changed.
+"""Serialising a notebook by splicing bytes: re-encode and re-hash only the cells that changed.
 
 ``serialize(nb)`` (nbformat's writer: one-space indent, sorted keys) encodes the whole notebook.
 After a single-cell edit every other cell is the very object written last time (an edit makes
 new cell dicts and shares the others; cells are never changed in place), so its bytes are the
-bytes written last time. :func:`splice` reuses them and encodes only the new cells, which turns
-the cost of a one-cell save from the whole notebook's JSON into one cell's. The result is
-``serialize(nb)`` byte for byte.
+bytes written last time, and so is the digest of its piece of the file (``model.version_of``
+hashes the pieces between cells). :func:`splice` reuses both and encodes and hashes only the new
+cells; what it still does for every cell is a loop in C (comparing two lists, joining digests),
+and the file is written from the cells' bytes as they are, never joined into one copy. The
+bytes are ``serialize(nb)``'s, byte for byte, and the version is ``version_of`` of them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import operator
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) uses
+from typing import cast, overload
 
-from nbrelay.notebook.model import Cell, Notebook, encode_json_text, serialize
-
-CellBytes = dict[int, tuple[Cell, bytes]]
-"""Cells as serialised, keyed by ``id(cell)`` (the cell is kept so the id stays its own)."""
+from nbrelay.notebook.model import (
+    CELL_SEAM,
+    Cell,
+    Notebook,
+    encode_json_text,
+    piece_digest,
+    serialize,
+    version_from_digests,
+    version_of,
+)
 
 _CELLS_OPEN = b'{\n "cells": [\n  '
 _NO_CELLS = b'{\n "cells": []'
 _ONE_CELL_TAIL = b'\n ],\n "metadata": {},\n "nbformat": 4,\n "nbformat_minor": 5\n}\n'
+_SEP = b",\n  "  # between two cells' bytes: with their ends it makes CELL_SEAM
+_CELL_END = b"\n  }"
 _LONG_TEXT = 64 * 1024  # characters of stream text written slice by slice
 
 
-def splice(nb: Notebook, known: Mapping[int, tuple[Cell, bytes]]) -> tuple[bytes, CellBytes, int]:
-    """``serialize(nb)``, reusing the bytes in ``known`` of cells that are the same objects.
+@dataclass
+class Work:
+    """What saves cost, added up: cells encoded (and their bytes), and bytes hashed for the
+    version (the digests of the cells' pieces are combined on top: 16 bytes a cell)."""
 
-    Returns the bytes, the cells' bytes to pass as ``known`` next time, and how many bytes of
-    cells were encoded afresh (a caller may give memory back after a big encode).
+    cells_encoded: int = 0
+    bytes_encoded: int = 0
+    bytes_hashed: int = 0
+
+
+class Encoded:
+    """A cell as serialised, and the digest of its piece of the file between two seams (see
+    ``model.version_of``); as first or last cell its piece also holds the file's head or tail,
+    whose digests are made when first needed."""
+
+    __slots__ = ("cell", "chunk", "first", "last", "middle", "seamed")
+
+    def __init__(self, cell: Cell, body: bytes, work: Work) -> None:
+        self.cell = cell  # kept, so that no other object takes its id while this is known
+        self.chunk = body + _SEP  # as written before a next cell (the last cell's drops _SEP)
+        # A cell in nbformat's layout starts with "{\n" and its only line at the cells' own
+        # indent is its last ("  }"), so the seams of the file fall exactly between cells.
+        self.seamed = body.startswith(b"{\n") and body.find(_CELL_END) == len(body) - 4
+        self.middle = piece_digest(memoryview(body)[2:-4]) if self.seamed else b""
+        work.cells_encoded += 1
+        work.bytes_encoded += len(body)
+        work.bytes_hashed += len(body) - 6
+        self.first: bytes | None = None
+        self.last: tuple[bytes, bytes] | None = None
+
+    def first_digest(self, work: Work) -> bytes:
+        if self.first is None:
+            self.first = piece_digest(_CELLS_OPEN + self.chunk[:-_CUT])
+            work.bytes_hashed += len(self.chunk)
+        return self.first
+
+    def last_digest(self, tail: bytes, work: Work) -> bytes:
+        if self.last is None or self.last[0] != tail:
+            self.last = (tail, piece_digest(self.chunk[2 : -len(_SEP)] + tail))
+            work.bytes_hashed += len(self.chunk) + len(tail)
+        return self.last[1]
+
+
+@dataclass
+class CellBytes:
+    """The cells of the last save as serialised, in order: the cells, their entries (each keeps
+    its cell, so no other object can take the cell's id while this is kept), their bytes and
+    their pieces' digests, and how many cells do not fit the seams. ``splice`` updates it."""
+
+    cells: list[Cell] = field(default_factory=list)
+    entries: list[Encoded] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)
+    middles: list[bytes] = field(default_factory=list)
+    unseamed: int = 0
+
+    def by_id(self) -> dict[int, Encoded]:
+        return dict(zip(map(id, self.cells), self.entries, strict=True))
+
+
+_FEW = 16  # cells changed in place up to which no map of all cells is made
+
+_CHUNK = operator.attrgetter("chunk")
+_CUT = len(_CELL_END) + len(_SEP)  # a chunk's last bytes that the next seam holds
+_MIDDLE = operator.attrgetter("middle")
+_SEAMED = operator.attrgetter("seamed")
+
+
+class Parts(Sequence[bytes | memoryview]):
+    """A notebook's bytes as parts to write as they are (``os.writev``): the head, the cells'
+    chunks (the last without its separator) and the tail. Joining them would copy every cell."""
+
+    def __init__(self, head: bytes, chunks: list[bytes], tail: bytes) -> None:
+        self.head, self.chunks, self.tail = head, chunks, tail
+        self.last: bytes | memoryview = memoryview(chunks[-1])[: -len(_SEP)] if chunks else b""
+
+    def __len__(self) -> int:
+        return len(self.chunks) + 2
+
+    @overload
+    def __getitem__(self, index: int) -> bytes | memoryview: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes | memoryview]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | memoryview | list[bytes | memoryview]:
+        n = len(self.chunks)
+        if isinstance(index, int):
+            index = index + n + 2 if index < 0 else index
+            if not 0 <= index < n + 2:
+                raise IndexError(index)
+            if index == 0:
+                return self.head
+            if index == n + 1:
+                return self.tail
+            return self.last if index == n else self.chunks[index - 1]
+        start, stop, step = index.indices(n + 2)
+        if step != 1:
+            return [self[i] for i in range(start, stop, step)]
+        out: list[bytes | memoryview] = [self.head] if start == 0 and stop > 0 else []
+        lo = max(start, 1) - 1  # parts 1 … n-1 are chunks 0 … n-2, whole
+        out.extend(self.chunks[lo : max(min(stop, n) - 1, lo)])
+        if start <= n < stop and n:
+            out.append(self.last)
+        if stop == n + 2 and start <= n + 1:
+            out.append(self.tail)
+        return out
+
+    def __iter__(self) -> Iterator[bytes | memoryview]:
+        return iter(self[:])
+
+
+@dataclass
+class Spliced:
+    parts: Sequence[bytes | memoryview]  # the file's bytes, to write as they are
+    known: CellBytes  # to pass to the next ``splice`` of this notebook
+    version: str  # ``version_of(data)``
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> Spliced:
+    """``serialize(nb)`` and its ``version_of``, reusing the bytes and digests in ``known`` of
+    cells that are the same objects (``known`` is updated to ``nb``'s cells and returned); only
+    the other cells are encoded and hashed (``work`` counts it).
+
+    An edit that replaced a few cells in place updates ``known`` at their positions only; the
+    steps over all cells left (finding them, joining the digests, writing) are loops in C that
+    do not even look into the other cells' entries.
     """
+    work = work if work is not None else Work()
     skeleton = serialize(nb.with_cells([]))
-    if not nb.cells or not skeleton.startswith(_NO_CELLS):
+    cells = nb.cells
+    if not cells or not skeleton.startswith(_NO_CELLS):
         data = serialize(nb)
-        return data, {}, len(data)
-    current: CellBytes = {}
-    parts = []
-    encoded = 0
-    for cell in nb.cells:
-        hit = known.get(id(cell))
-        if hit is None or hit[0] is not cell:
-            hit = (cell, cell_bytes(cell))
-            encoded += len(hit[1])
-        current[id(cell)] = hit
-        parts.append(hit[1])
-    data = _CELLS_OPEN + b",\n  ".join(parts) + b"\n ]" + skeleton[len(_NO_CELLS) :]
-    return data, current, encoded
+        work.bytes_encoded += len(data)
+        work.bytes_hashed += len(data)
+        return Spliced([data], CellBytes(), version_of(data))
+    known = known or CellBytes()
+    changed = _changed_in_place(known.cells, cells)
+    if changed is not None:  # the common edit: a few cells replaced, none moved
+        for at in changed:
+            entry = Encoded(cells[at], cell_bytes(cells[at]), work)
+            known.unseamed += (not entry.seamed) - (not known.entries[at].seamed)
+            known.cells[at], known.entries[at] = cells[at], entry
+            known.chunks[at], known.middles[at] = entry.chunk, entry.middle
+    else:
+        entries: list[Encoded | None] = list(map(known.by_id().get, map(id, cells)))
+        at = -1
+        with contextlib.suppress(ValueError):  # no cell left to encode
+            while True:
+                at = entries.index(None, at + 1)
+                entries[at] = Encoded(cells[at], cell_bytes(cells[at]), work)
+        done = cast(list[Encoded], entries)
+        known = CellBytes(
+            list(cells),
+            done,
+            list(map(_CHUNK, done)),
+            list(map(_MIDDLE, done)),
+            len(done) - sum(map(_SEAMED, done)),
+        )
+    tail = b"\n ]" + skeleton[len(_NO_CELLS) :]
+    parts = Parts(_CELLS_OPEN, known.chunks, tail)
+    entries_ = known.entries
+    if len(entries_) < 2 or known.unseamed or CELL_SEAM in tail:
+        data = b"".join(parts)
+        work.bytes_hashed += len(data)
+        version = version_of(data)
+    else:
+        middles = known.middles
+        digests = b"".join(
+            (
+                entries_[0].first_digest(work),
+                b"".join(middles)[len(middles[0]) : -len(middles[-1]) or None],
+                entries_[-1].last_digest(tail, work),
+            )
+        )
+        version = version_from_digests(digests)
+    return Spliced(parts, known, version)
+
+
+def _changed_in_place(old: list[Cell], new: list[Cell]) -> list[int] | None:
+    """The positions whose cell is not the same object, if the lists are as long and they are
+    few (None: look the cells up by identity)."""
+    if len(old) != len(new) or not old:
+        return None
+    flags = list(map(operator.is_not, old, new))
+    found: list[int] = []
+    with contextlib.suppress(ValueError):
+        while len(found) <= _FEW:
+            found.append(flags.index(True, found[-1] + 1 if found else 0))
+    return found if len(found) <= _FEW else None
 
 
 def cell_bytes(cell: Cell) -> bytes:

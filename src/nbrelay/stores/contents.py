@@ -7,8 +7,8 @@ moment between that check and the write can still be overwritten. A browser tab 
 notebook open does not see the change until it reloads, and saving from that tab would overwrite
 it: every edit result says so.
 
-Versions are the first 16 hex digits of the server's sha256 of the file, which is exactly the
-version file mode reports for the same bytes.
+Versions are the first 16 hex digits of the server's sha256 of the file (file mode hashes a
+file's cells apart, so that an edit hashes only the cells it wrote: its versions differ).
 """
 
 from __future__ import annotations

@@ -246,7 +246,7 @@ def plan_edit(
         plan = replace(plan, detail={**plan.detail, "repaired": notes, "repairs": fixes})
     edits = (*fixes, *plan.edits)
     after = apply_notebook(before.notebook, edits)
-    changed = changed_cells(after.cells, edits)
+    changed = changed_cells(after, edits)
     future = validate.from_future(after)
     validate.check_cells([clean(c) for c in changed] if clean else changed, future=future)
     if any(isinstance(e, SetMetadata) for e in edits):

@@ -8,8 +8,14 @@ What this module adds:
 * **No lost edits.** An in-process lock plus ``fcntl.flock`` on a per-notebook lock file
   serialise writers across processes; the file's bytes are re-hashed just before the replace, so
   a change made by someone else is reported as a conflict, never overwritten.
-* **Cheap reads.** Parsed notebooks are cached and revalidated by ``stat`` (size, mtime, ctime,
-  inode): an unchanged notebook is never re-read or re-parsed.
+* **Cheap reads and edits.** Parsed notebooks are cached and revalidated by ``stat`` (size,
+  mtime, ctime, inode, device): an unchanged notebook is never re-read or re-parsed, and an edit
+  hashes only the cells it wrote (``notebook.serialize``). A stat proves a file unchanged only
+  when no write can have kept its key: nbrelay stamps the files it writes with a nanosecond mtime
+  that a later write cannot hit (it gets the clock's tick, or a later time), and trusts the stat
+  of a file written by others once its mtime is further past than time stamps are coarse (50 ms;
+  2.1 s where they are whole milliseconds or seconds). Until then, and where the stamp did not
+  hold, the file is re-hashed, as when its stat changed.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from __future__ import annotations
 import builtins
 import os
 import stat
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
@@ -27,27 +35,40 @@ import anyio.to_thread
 from nbrelay.errors import NotebookExists, PathError, StoreError, act
 from nbrelay.notebook import nblr, validate
 from nbrelay.notebook.model import Notebook, parse, serialize, version_of
-from nbrelay.notebook.serialize import CellBytes, splice
+from nbrelay.notebook.serialize import CellBytes, Work, splice
 from nbrelay.process import map_big_buffers, release_memory
 from nbrelay.stores.base import Capabilities, EditOutcome, Entry, NotebookStore, Planner, Snapshot
 from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.file_documents import STATE_FOLDER, FileDocuments
 from nbrelay.stores.paths import Glob
-from nbrelay.stores.rootdir import RootDir
+from nbrelay.stores.rootdir import RootDir, StatKey, stat_key
 
 _TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
 
-StatKey = tuple[int, int, int, int, int]
+_SETTLED_NS = 50_000_000  # a file's stat proves it unchanged once its mtime is this far past…
+_SETTLED_COARSE_NS = 2_100_000_000  # …or this far, where time stamps are whole ms or seconds
 
 
 @dataclass
 class _Cached:
     key: StatKey
     snapshot: Snapshot
+    proven: bool  # the key alone proves the file unchanged while the stat keeps it (see below)
 
 
-def _stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+def _proves(st: os.stat_result, stamped: int | None = None) -> bool:
+    """Whether a later write of the file must change its stat key.
+
+    A write sets the mtime to the clock's coarse tick (or a finer, later time); a write within
+    the tick of the last one may keep the key of a same-size file. So the key proves the content
+    when the mtime is nbrelay's own nanosecond ``stamped`` time (kept exactly by the file system:
+    no tick falls on it), or when the mtime is further past than the time stamps' granularity.
+    """
+    mtime = st.st_mtime_ns
+    if stamped is not None and mtime == stamped and mtime % 1_000_000:
+        return True
+    coarse = mtime % 1_000_000 == 0
+    return time.time_ns() - mtime > (_SETTLED_COARSE_NS if coarse else _SETTLED_NS)
 
 
 class FileStore(LockedEdits, NotebookStore):
@@ -63,6 +84,7 @@ class FileStore(LockedEdits, NotebookStore):
         self.documents = FileDocuments(self.fs, self)
         self.open_kernel_folder = self.documents.open_kernel_folder  # the local kernels' binding
         self._cache: dict[str, _Cached] = {}
+        self.work: Work = self.fs.work  # cells encoded and bytes hashed, for the tests to count
         self._seen = Readers()
         # The last written notebook's cells as serialised (by cell identity), so that an edit
         # re-encodes only the cells it made; see _serialize.
@@ -81,20 +103,18 @@ class FileStore(LockedEdits, NotebookStore):
 
     # -- reading --------------------------------------------------------------------------
 
-    def _snapshot(self, rel: str, real: str, *, fresh: bool = False) -> Snapshot:
-        """The current snapshot; with ``fresh`` the bytes are always re-read and re-hashed."""
-        cached = self._cache.get(real)
-        if not fresh and cached is not None:
-            try:
-                st = os.stat(real, follow_symlinks=False)
-            except FileNotFoundError:
-                st = None
-            if st is not None and _stat_key(st) == cached.key:
-                return cached.snapshot
+    def _snapshot(self, rel: str, real: str) -> Snapshot:
+        """The current snapshot: the cached one while the file's stat proves it unchanged, else
+        the bytes re-read and re-hashed (and re-parsed if they changed)."""
+        cached = self._unchanged(real)
+        if cached is not None:
+            return cached
+        cached_entry = self._cache.get(real)
         raw, st = self.fs.read_bytes(real, rel)
+        self.work.bytes_hashed += len(raw)
         version = version_of(raw)
-        if cached is not None and cached.snapshot.version == version:
-            snap = replace(cached.snapshot, size=st.st_size, modified=st.st_mtime)
+        if cached_entry is not None and cached_entry.snapshot.version == version:
+            snap = replace(cached_entry.snapshot, size=st.st_size, modified=st.st_mtime)
         else:
             nb = parse(nblr.decode(rel, raw), name=rel)
             found = tuple(validate.problems(nb))
@@ -108,7 +128,7 @@ class FileStore(LockedEdits, NotebookStore):
                 notes=tuple(nb.problems),
             )
             release_memory()
-        self._cache[real] = _Cached(_stat_key(st), snap)
+        self._cache[real] = _Cached(stat_key(st), snap, _proves(st))
         return snap
 
     async def load(self, path: str) -> Snapshot:
@@ -143,15 +163,15 @@ class FileStore(LockedEdits, NotebookStore):
         return Snapshot(rel, nb, version_of(raw), size=st.st_size, modified=st.st_mtime)
 
     def _unchanged(self, real: str) -> Snapshot | None:
-        """The cached snapshot, if the file's stat says it has not changed since."""
+        """The cached snapshot, if the file's stat proves it has not changed since."""
         cached = self._cache.get(real)
-        if cached is None:
+        if cached is None or not cached.proven:
             return None
         try:
             st = os.stat(real, follow_symlinks=False)
         except OSError:
             return None
-        return cached.snapshot if _stat_key(st) == cached.key else None
+        return cached.snapshot if stat_key(st) == cached.key else None
 
     async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
         return await self.find(folder, recursive=recursive)
@@ -239,7 +259,9 @@ class FileStore(LockedEdits, NotebookStore):
         os.close(self.fs.open_folder(os.path.dirname(real), create=True))
         self.fs.resolve(rel, suffix=suffix)  # the folders just made must not change where it leads
         with self.fs.flock(real):
-            return self.fs.write_atomic(real, data, expect=self._replacing(rel, real, overwrite))
+            return self.fs.write_atomic(
+                real, data, expect=self._replacing(rel, real, overwrite), mtime_ns=time.time_ns()
+            )
 
     def _replacing(self, rel: str, real: str, overwrite: bool) -> str | None:
         """The version of the file a write is about to replace (None: there is none); refused
@@ -249,6 +271,7 @@ class FileStore(LockedEdits, NotebookStore):
         if not overwrite:
             raise NotebookExists(f"{rel!r} already exists.", hint=act("exists"))
         raw, _ = self.fs.read_bytes(real, rel)
+        self.work.bytes_hashed += len(raw)
         return version_of(raw)
 
     def _remember(self, rel: str, real: str, data: bytes, st: os.stat_result) -> Snapshot:
@@ -261,7 +284,7 @@ class FileStore(LockedEdits, NotebookStore):
             modified=st.st_mtime,
             notes=tuple(nb.problems),
         )
-        self._cache[real] = _Cached(_stat_key(st), snap)
+        self._cache[real] = _Cached(stat_key(st), snap, _proves(st))
         return snap
 
     async def _edit_target(self, path: str) -> tuple[str, str]:
@@ -283,28 +306,42 @@ class FileStore(LockedEdits, NotebookStore):
         self, rel: str, real: str, planner: Planner, expected: str | None, guard_positions: bool
     ) -> EditOutcome:
         with self.fs.flock(real):
-            before = self._snapshot(rel, real, fresh=True)
+            before = self._snapshot(rel, real)
+            seen = self._cache[real]
             fix = "Fix the file by hand or restore it from version control, then retry."
             plan, after_nb, outside = self._seen.plan(
                 real, before, planner, expected, guard_positions, fix
             )
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
-            data = self._serialize(rel, real, after_nb)
-            st = self.fs.write_atomic(real, data, expect=before.version)
-            after = Snapshot(rel, after_nb, version_of(data), size=st.st_size, modified=st.st_mtime)
-            self._cache[real] = _Cached(_stat_key(st), after)
+            data, version = self._serialize(rel, real, after_nb)
+            stamp = time.time_ns()
+            st = self.fs.write_atomic(
+                real,
+                data,
+                expect=before.version,
+                expect_key=seen.key if seen.proven else None,
+                mtime_ns=stamp,
+            )
+            after = Snapshot(rel, after_nb, version, size=st.st_size, modified=st.st_mtime)
+            self._cache[real] = _Cached(stat_key(st), after, _proves(st, stamp))
             return EditOutcome(before, after, plan, changed_outside=outside)
 
-    def _serialize(self, rel: str, real: str, nb: Notebook) -> bytes:
-        """``serialize(nb)`` byte for byte, re-encoding only the cells written since the last
-        save of this file (see :mod:`nbrelay.notebook.serialize`)."""
+    def _serialize(
+        self, rel: str, real: str, nb: Notebook
+    ) -> tuple[Sequence[bytes | memoryview], str]:
+        """``serialize(nb)`` byte for byte and its version, re-encoding and re-hashing only the
+        cells written since the last save of this file (see :mod:`nbrelay.notebook.serialize`)."""
         if nblr.is_nblr(real):
-            return nblr.dump(nb, path=rel)
-        data, self._cell_bytes[real], encoded = splice(nb, self._cell_bytes.get(real, {}))
-        if encoded > _TRIM_AFTER:  # encoding goes through many small strings: give them back
+            data = nblr.dump(nb, path=rel)
+            self.work.bytes_hashed += len(data)
+            return [data], version_of(data)
+        encoded = self.work.bytes_encoded
+        spliced = splice(nb, self._cell_bytes.get(real), self.work)
+        self._cell_bytes[real] = spliced.known
+        if self.work.bytes_encoded - encoded > _TRIM_AFTER:  # encoding makes many small strings
             release_memory()
-        return data
+        return spliced.parts, spliced.version
 
     # -- whole-file operations ------------------------------------------------------------
 

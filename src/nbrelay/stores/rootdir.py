@@ -24,7 +24,7 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 from nbrelay import process, runtime
@@ -39,12 +39,41 @@ from nbrelay.errors import (
 )
 from nbrelay.notebook import nblr
 from nbrelay.notebook.model import version_of
+from nbrelay.notebook.serialize import Work
 from nbrelay.stores import paths
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _TMP_MARK = ".nbrelay-"
 _TMP_SUFFIX = ".tmp"
 _MAX_BYTES = 512 * 1024 * 1024
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
+
+
+StatKey = tuple[int, int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    """What a file's stat says of its content: size, mtime, ctime, inode, device."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def _write_all(fd: int, parts: Sequence[bytes | memoryview]) -> None:
+    """Write the parts in order (``os.writev``, ``IOV_MAX`` at a time: nothing is joined)."""
+    at = 0
+    while at < len(parts):
+        batch = parts[at : at + _IOV_MAX]
+        written = os.writev(fd, batch)
+        if written == sum(map(len, batch)):
+            at += len(batch)
+            continue
+        for part in batch:  # a short write: finish the part it stopped in
+            at += 1
+            if written < len(part):
+                view = memoryview(part)[written:]
+                while view:
+                    view = view[os.write(fd, view) :]
+                break
+            written -= len(part)
 
 
 def is_inside(child: str, root: str) -> bool:
@@ -64,6 +93,7 @@ class Root:
             )
         self.root = Path(real)
         self.root_s = real
+        self.work = Work()  # bytes hashed to check files unchanged (with the store's saves)
 
     def resolve(self, path: str, *, suffix: str = ".ipynb") -> tuple[str, str]:
         """Return (relative posix path, real absolute path) or raise PathError."""
@@ -295,9 +325,19 @@ class RootDir(Root):
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=dfd)
 
-    def write_atomic(self, real: str, data: bytes, *, expect: str | None) -> os.stat_result:
+    def write_atomic(
+        self,
+        real: str,
+        data: bytes | Sequence[bytes | memoryview],
+        *,
+        expect: str | None,
+        expect_key: StatKey | None = None,
+        mtime_ns: int | None = None,
+    ) -> os.stat_result:
         """Write ``data`` to ``real`` atomically; ``expect`` is the version the file must still
-        have just before the replace (None: the file must not exist)."""
+        have just before the replace (None: the file must not exist). With ``expect_key``, a
+        file whose stat still has that key is taken as unchanged without hashing it (the caller
+        knows the key proves it: see ``FileStore``). ``mtime_ns`` stamps the new file's times."""
         folder, name = os.path.split(real)
         tail = f"{_TMP_MARK}{os.getpid()}-{secrets.token_hex(6)}{_TMP_SUFFIX}"
         tmp = paths.fitted(name, tail, prefix=".")
@@ -320,15 +360,14 @@ class RootDir(Root):
                 ) from exc
             try:
                 try:
-                    view = memoryview(data)
-                    while view:
-                        n = os.write(fd, view)
-                        view = view[n:]
+                    _write_all(fd, [data] if isinstance(data, bytes) else data)
                     os.fchmod(fd, old_mode if old_mode is not None else 0o666 & ~process.umask())
+                    if mtime_ns is not None:
+                        os.utime(fd, ns=(mtime_ns, mtime_ns))
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-                self.check_unchanged(real, expect, dfd=dfd)
+                self.check_unchanged(real, expect, dfd=dfd, expect_key=expect_key)
                 os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except BaseException as exc:
                 with contextlib.suppress(OSError):
@@ -345,7 +384,14 @@ class RootDir(Root):
         finally:
             os.close(dfd)
 
-    def check_unchanged(self, real: str, expect: str | None, *, dfd: int | None = None) -> None:
+    def check_unchanged(
+        self,
+        real: str,
+        expect: str | None,
+        *,
+        dfd: int | None = None,
+        expect_key: StatKey | None = None,
+    ) -> None:
         rel = os.path.relpath(real, self.root_s)
         target, where = (os.path.basename(real), dfd) if dfd is not None else (real, None)
         try:
@@ -360,7 +406,11 @@ class RootDir(Root):
             raise
         else:
             with os.fdopen(fd, "rb") as fh:
-                current = version_of(fh.read())
+                if expect_key is not None and stat_key(os.fstat(fh.fileno())) == expect_key:
+                    return
+                raw = fh.read()
+                self.work.bytes_hashed += len(raw)
+                current = version_of(raw)
         if current != expect:
             if expect is None:
                 raise NotebookExists(

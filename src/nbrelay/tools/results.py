@@ -287,14 +287,14 @@ def snapshot_note(snap: Snapshot) -> str | None:
 
 
 def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
-    after_ids = outcome.after.notebook.ids
-    pos = {cid: i for i, cid in enumerate(after_ids)}
-    before_pos = {cid: i for i, cid in enumerate(outcome.before.notebook.ids)}
-    changed = [CellLoc(index=pos[c], id=c) for c in outcome.plan.touched if c in pos]
+    after, before = outcome.after.notebook, outcome.before.notebook
+    changed = [
+        CellLoc(index=i, id=c) for c in outcome.plan.touched if (i := after.position(c)) is not None
+    ]
     removed = [
-        CellLoc(index=before_pos[c], id=c)
+        CellLoc(index=i, id=c)
         for c in outcome.plan.touched
-        if c not in pos and c in before_pos
+        if after.position(c) is None and (i := before.position(c)) is not None
     ]
     detail = outcome.plan.detail
     notes = [n for n in (note, OUTSIDE_NOTE if outcome.changed_outside else None) if n]
