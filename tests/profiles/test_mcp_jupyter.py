@@ -86,7 +86,10 @@ async def mcall(client: Client, tool: str, **args: Any) -> Any:
         assert structured["result"] == text
         return text
     value = json.loads(text)
-    assert structured == (value if isinstance(value, dict) else {"result": value})
+    # query_notebook and execute_notebook_code wrap every result (the original types them as a
+    # union); the others send a dict as it is.
+    wrapped = tool in ("query_notebook", "execute_notebook_code") or not isinstance(value, dict)
+    assert structured == ({"result": value} if wrapped else value)
     return value
 
 
@@ -180,10 +183,9 @@ async def test_the_query_examples(profile_client: ProfileClient, root: Path) -> 
             "source",
         }
         figure, table = cells[3]["outputs"][1:]
-        assert figure["data"] == {
-            "text/plain": "<Figure size 640x480 with 1 Axes> - Image generated (PNG format)"
-        }
-        assert table["data"] == {"text/plain": "Q1"}
+        # view_source shows what formats an image or HTML output holds, as the original does
+        assert figure["data"] == {"[filtered]": "Image data present (image/png, text/plain)"}
+        assert table["data"] == {"[filtered]": "HTML data present (text/html)"}
 
         by_count = await mcall(
             client,
@@ -487,15 +489,17 @@ async def test_agent_workflow_on_a_real_kernel(
         assert made["message"] == "Notebook eda/analysis.ipynb created"
         assert made["path"] == "eda/analysis.ipynb"
         assert made["name"] == "analysis.ipynb"
-        assert made["kernel"]["name"] == "python3"
+        assert made["type"] == "notebook"
+        assert made["format"] == "json"
+        assert [c["source"] for c in made["content"]["cells"]] == ["import math"]
         again = await mcall(client, "setup_notebook", notebook_path="eda/analysis", cells=[])
         assert again["message"] == "Notebook eda/analysis.ipynb already exists"
 
         sessions = await mcall(
             client, "query_notebook", notebook_path="", query_type="list_sessions"
         )
-        assert [(s["path"], s["type"], s["kernel"]["id"]) for s in sessions] == [
-            ("eda/analysis.ipynb", "notebook", made["kernel"]["id"])
+        assert [(s["path"], s["type"], s["kernel"]["name"]) for s in sessions] == [
+            ("eda/analysis.ipynb", "notebook", "python3")
         ]
 
         first = await mcall(
@@ -628,7 +632,9 @@ async def test_no_execute_sets_up_and_edits_without_a_kernel(
         names = {t.name for t in (await client.list_tools()).tools}
         assert names == {"query_notebook", "modify_notebook_cells", "setup_notebook"}
         made = await mcall(client, "setup_notebook", notebook_path="n", cells=["a = 1"])
-        assert made["kernel"] is None
+        assert [c["source"] for c in made["content"]["cells"]] == ["a = 1"]
+        sessions = {"notebook_path": "n", "query_type": "list_sessions"}
+        assert await mcall(client, "query_notebook", **sessions) == []  # no kernel started
         assert (
             await mcall(
                 client,
@@ -661,7 +667,7 @@ async def _live_person_scenario(open_client: Any, local: Path, server: Any) -> N
     async with open_client("mcp-jupyter") as client:
         made = await mcall(client, "setup_notebook", notebook_path="work/live", cells=["base = 7"])
         assert made["message"] == "Notebook work/live.ipynb created"
-        assert made["kernel"]["name"] == "python3"
+        assert [c["source"] for c in made["content"]["cells"]] == ["base = 7"]
         ran = await mcall(
             client,
             "execute_notebook_code",
@@ -900,7 +906,7 @@ async def test_live_setup_of_a_new_notebook_makes_no_cell_as_the_original(
     async with open_client("mcp-jupyter") as client:
         made = await mcall(client, "setup_notebook", notebook_path="fresh")
         assert made["message"] == "Notebook fresh.ipynb created"
-        assert made["cell_count"] == 0
+        assert made["content"]["cells"] == []
         view = {"notebook_path": "fresh", "query_type": "view_source"}
         assert await mcall(client, "query_notebook", **view) == []
         async with person(server, f"{local.name}/fresh.ipynb") as someone:
@@ -924,3 +930,31 @@ async def test_live_setup_of_a_new_notebook_makes_no_cell_as_the_original(
         )
         assert "out of range" in out_of_range
     assert [c.source for c in nbformat.read(local / "fresh.ipynb", as_version=4).cells] == ["a = 1"]
+
+
+def test_run_outputs_are_filtered_as_the_originals_filter_image_outputs() -> None:
+    """The expected data are what mcp-jupyter 2.0.2's ``filter_image_outputs`` returns for the
+    same outputs (run on it): an image's indicator is joined by " - " to a text naming a Figure
+    or Axes, else by a new line; HTML stays beside the plain text, and alone when it is alone."""
+    from nbrelay.notebook import render
+    from nbrelay.tools.mcp_jupyter.views import shown_output
+
+    outputs = [
+        {"image/png": "x", "text/plain": "<Figure size 640x480 with 1 Axes>"},
+        {"image/png": "x", "text/plain": "<PIL.Image>"},
+        {"image/png": "x"},
+        {"text/html": "<b>x</b>", "text/plain": "obj"},
+        {"text/html": "<b>only</b>"},
+    ]
+    budget = render.Budget(100_000, 10_000)
+    shown = [
+        shown_output({"output_type": "display_data", "metadata": {}, "data": d}, budget, "")
+        for d in outputs
+    ]
+    assert [s["data"] for s in shown] == [
+        {"text/plain": "<Figure size 640x480 with 1 Axes> - Image generated (PNG format)"},
+        {"text/plain": "<PIL.Image>\nImage generated (PNG format)"},
+        {"text/plain": "Image generated (PNG format)"},
+        {"text/html": "<b>x</b>", "text/plain": "obj"},
+        {"text/html": "<b>only</b>"},
+    ]

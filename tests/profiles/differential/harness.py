@@ -255,7 +255,27 @@ class Comparison:
             lines.append(f"  DIFFERS   {label}")
             lines.append(f"    original: {json.dumps(theirs, ensure_ascii=False)[:600]}")
             lines.append(f"    nbrelay:  {json.dumps(ours, ensure_ascii=False)[:600]}")
+            for where, a, b in differences(theirs, ours)[:6]:
+                shown = [json.dumps(v, ensure_ascii=False)[:200] for v in (a, b)]
+                lines.append(f"    at {where}: original {shown[0]}, nbrelay {shown[1]}")
         return "\n".join(lines)
+
+
+def differences(a: Any, b: Any, where: str = "") -> list[tuple[str, Any, Any]]:
+    """Where two outcomes differ: (path, original's value, nbrelay's value); a key one side
+    lacks shows as ``<absent>``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        found: list[tuple[str, Any, Any]] = []
+        for key in [*a, *(k for k in b if k not in a)]:
+            found += differences(a.get(key, "<absent>"), b.get(key, "<absent>"), f"{where}.{key}")
+        return found
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [
+            d
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for d in differences(x, y, f"{where}[{i}]")
+        ]
+    return [] if a == b else [(where or ".", a, b)]
 
 
 def _comparable(theirs: dict[str, Any], ours: dict[str, Any]) -> tuple[Any, Any]:

@@ -10,6 +10,7 @@ MODULES = {
     "ipynb-mcp": "ipynb_mcp",
     "notebook-lr": "notebook_lr",
     "jupyterlab-rtc": "jupyterlab_rtc",
+    "mcp-jupyter": "mcp_jupyter",
 }
 # The originals recorded once as transcripts.
 RECORDED = ("ipynb-mcp", "notebook-lr", "jupyterlab-rtc")

@@ -14,7 +14,7 @@ from nbrelay import jupyter_api
 from nbrelay.config import safe_url
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
 from nbrelay.notebook.edits import CellSpec
-from nbrelay.stores.base import EditOutcome
+from nbrelay.stores.base import Document, EditOutcome, Snapshot
 from nbrelay.tools.mcp_jupyter.context import Served
 from nbrelay.tools.mcp_jupyter.views import (
     OPERATIONS,
@@ -28,6 +28,7 @@ from nbrelay.tools.mcp_jupyter.views import (
     position,
     reply,
     server_of,
+    shown_cell,
 )
 from nbrelay.tools.results import iso
 from nbrelay.tools.runs import saved_then_run
@@ -189,20 +190,38 @@ async def setup_notebook(
     snap = await state.ws.view(path)
     if url is not None:
         state.servers[snap.path] = url
-    info: dict[str, Any] = {
-        "message": message,
+    return reply({**await _contents_model(state, snap), "message": message})
+
+
+async def _contents_model(state: Served, snap: Snapshot) -> dict[str, Any]:
+    """The notebook as the Jupyter contents API gives it (what the original returns): name,
+    path, times, ``content`` (its cells as view_source shows them, without ids), format,
+    mimetype, size, writable, hash and type."""
+    try:
+        doc: Document | None = await state.ws.document(snap.path)
+    except NbrelayError:
+        doc = None
+    data = snap.notebook.data
+    cells = state.budget().share(
+        lambda b: [shown_cell(c, i, b) for i, c in enumerate(snap.notebook.cells)]
+    )
+    modified = doc.modified if doc is not None else await state.ws.last_modified(snap)
+    return {
         "name": posixpath.basename(snap.path),
         "path": snap.path,
+        "last_modified": iso(modified) or None,
+        "created": (iso(doc.created) or None) if doc is not None else None,
+        "content": {
+            "cells": [{k: v for k, v in c.items() if k != "id"} for c in cells],
+            "metadata": data.get("metadata", {}),
+            "nbformat": data.get("nbformat", 4),
+            "nbformat_minor": data.get("nbformat_minor", 5),
+        },
+        "format": "json",
+        "mimetype": None,
+        "size": doc.size if doc is not None else None,
+        "writable": doc.writable if doc is not None else True,
+        "hash": None,
+        "hash_algorithm": None,
         "type": "notebook",
-        "last_modified": iso(await state.ws.last_modified(snap)) or None,
-        "cell_count": len(snap.notebook.cells),
-        "kernel": None,
     }
-    kernel = state.ws.kernel_info(snap.path)
-    if kernel is not None:
-        info["kernel"] = {
-            "id": kernel.kernel_id,
-            "name": kernel.name,
-            "execution_state": kernel.state,
-        }
-    return reply(info)

@@ -32,6 +32,12 @@ from nbrelay.tools.results import iso
 from nbrelay.tools.runs import progress_reporter
 
 
+def reply_union(value: object) -> CallToolResult:
+    """query_notebook's and execute_notebook_code's results: structured as ``{"result": ...}``
+    whatever their type, as the original's (typed as a union) are."""
+    return reply(value, wrapped=True)
+
+
 async def query_notebook(
     state: Served,
     notebook_path: NotebookPath,
@@ -85,14 +91,14 @@ async def query_notebook(
         )
         if url is not None and not state.served_here(url):
             reachable = await jupyter_api.probe(url)
-            return reply(
+            return reply_union(
                 "Jupyter server is running" if reachable else "Jupyter server is not accessible"
             )
         try:
             await state.ws.list_notebooks("", recursive=False)
         except NbrelayError:
-            return reply("Jupyter server is not accessible")
-        return reply("Jupyter server is running")
+            return reply_union("Jupyter server is not accessible")
+        return reply_union("Jupyter server is running")
     if query_type == "list_sessions":
         sessions = []
         for s in state.ws.sessions():
@@ -115,7 +121,7 @@ async def query_notebook(
                     "notebook": {"path": s.path, "name": name},
                 }
             )
-        return reply(sessions)
+        return reply_union(sessions)
     if query_type not in QUERY_TYPES:
         raise InvalidArgument(
             f"Invalid query_type: {query_type}. Must be one of: {', '.join(QUERY_TYPES)}"
@@ -127,13 +133,13 @@ async def query_notebook(
             raise InvalidArgument(f"Must provide either execution_count or cell_id (got {got}).")
         snap = await state.ws.view(path)
         count = None if execution_count is None else count_of(execution_count)
-        return reply(index_of(snap.notebook, execution_count=count, cell_id=cell_id))
+        return reply_union(index_of(snap.notebook, execution_count=count, cell_id=cell_id))
     if execution_count is not None and position_index is not None:
         raise InvalidArgument("Cannot provide both execution_count and position_index.")
     snap = await state.ws.view(path)
     nb = snap.notebook
     if execution_count is None and position_index is None:
-        return reply(
+        return reply_union(
             state.budget().share(lambda b: [shown_cell(c, i, b) for i, c in enumerate(nb.cells)])
         )
     index = position(position_index)
@@ -143,7 +149,7 @@ async def query_notebook(
         raise InvalidArgument(
             f"position_index={index} is out of range: {describe_bounds(len(nb.cells))}."
         )
-    return reply(state.budget().share(lambda b: shown_cell(nb.cells[index], index, b)))
+    return reply_union(state.budget().share(lambda b: shown_cell(nb.cells[index], index, b)))
 
 
 async def execute_notebook_code(
@@ -182,7 +188,7 @@ async def execute_notebook_code(
         index = need_position(position(position_index), execution_type)
         result = await state.run_cell(path, index, ctx)
         await state.ws.view(path)
-        return reply(result)
+        return reply_union(result)
     if not package_names or not package_names.strip():
         raise InvalidArgument("package_names is required for install_packages operation.")
     names = package_names.replace(",", " ").split()
@@ -192,8 +198,8 @@ async def execute_notebook_code(
     await state.ws.view(path)
     note = f"\nNote: {done.note}" if done.note else ""
     if not done.ok:
-        return reply(
+        return reply_union(
             f"Error: installing [{package_names}] failed (exit code {done.exit_code}): "
             f"{done.output}{note}"
         )
-    return reply(f"Installation of packages [{package_names}]: {done.output}{note}")
+    return reply_union(f"Installation of packages [{package_names}]: {done.output}{note}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from mcp_types import CallToolResult, TextContent
@@ -58,11 +58,13 @@ PositionIndex = Annotated[
 ]
 
 
-def reply(value: Any) -> CallToolResult:
-    """The original's plain return values: strings as text, other values as JSON text; the
-    structured content is a dict itself, anything else wrapped as ``{"result": ...}``."""
+def reply(value: Any, *, wrapped: bool = False) -> CallToolResult:
+    """The original's plain return values: strings as text, other values as JSON text. The
+    structured content is ``{"result": ...}`` when ``wrapped`` (query_notebook and
+    execute_notebook_code, whose results the original types as a union) or the value is not a
+    dict, else the dict itself."""
     text = value if isinstance(value, str) else compact_json(value)
-    structured = value if isinstance(value, dict) else {"result": value}
+    structured = value if isinstance(value, dict) and not wrapped else {"result": value}
     return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
 
 
@@ -171,47 +173,50 @@ def index_of(
     )
 
 
-def shown_output(output: dict[str, Any], budget: render.Budget, hint: str) -> dict[str, Any]:
-    """An output as the original returns it: images become a text indicator and HTML its text;
-    every other format's text is cut in the middle, within the call's shared ``budget``, so
-    that no format (a plotly page, a JSON figure) returns megabytes."""
-    out = dict(output)
+def _fitter(budget: render.Budget, hint: str) -> Callable[[str], str]:
+    """Cuts a text (head and tail) to what is left of the call's shared ``budget``."""
 
-    def fit(text: str, shown: render.OutputText | None = None) -> str:
-        if shown is None:
-            shown = render.OutputText("", text)
+    def fit(text: str) -> str:
+        shown = render.OutputText("", text)
         cut_text, _, any_shown = budget.take_output(shown, hint)
         if not any_shown and (shown.text or shown.unread):
             size = len(shown.text) + shown.unread
             return f"[{size:,} characters not shown: the output budget is 0; {hint}]"
         return cut_text
 
+    return fit
+
+
+def _fitted(value: Any, fit: Callable[[str], str]) -> Any:
+    """A MIME value cut to the budget: text as text, anything else (JSON) kept unless cut."""
+    text = joined_text(value) if isinstance(value, (str, list)) else render.json_text(value)
+    fitted = fit(text)
+    if isinstance(value, (str, list)):
+        return fitted
+    return value if fitted == text else fitted
+
+
+def shown_output(output: dict[str, Any], budget: render.Budget, hint: str) -> dict[str, Any]:
+    """A run's output as the original returns it (its ``filter_image_outputs``): images become a
+    text indicator, joined to the plain text by " - " when that names a Figure or Axes, else by
+    a new line; every other format (HTML too) is kept, its text cut in the middle within the
+    call's shared ``budget`` so that no format (a plotly page, a JSON figure) returns
+    megabytes."""
+    out = dict(output)
+    fit = _fitter(budget, hint)
     kind = out.get("output_type")
     if kind in ("display_data", "execute_result") and isinstance(out.get("data"), dict):
         data = dict(out["data"])
         images = [m.split("/")[1].upper() for m in IMAGE_TYPES if data.pop(m, None) is not None]
-        html = data.pop("text/html", None)
-        page = None
-        if html is not None and "text/plain" not in data:
-            page = render.html_text(joined_text(html), budget.window)
-            data["text/plain"] = page.text
         if images:
             indicator = f"Image generated ({', '.join(images)} format)"
-            plain = joined_text(data.get("text/plain", ""))
-            data["text/plain"] = f"{plain} - {indicator}" if plain else indicator
-        if "text/plain" in data:
-            plain = joined_text(data["text/plain"])
-            data["text/plain"] = fit(plain, page if page and page.text == plain else None)
-        for mime, value in list(data.items()):
-            if mime == "text/plain":
-                continue
-            if "html" in mime:  # as the original: other HTML is not shown, only said to be there
-                data[mime] = f"[HTML data present: {render.value_size(value):,} characters]"
-                continue
-            text = render.json_text(value)
-            fitted = fit(text)
-            data[mime] = value if fitted == text else fitted
-        out["data"] = data
+            if "text/plain" in data:
+                plain = joined_text(data["text/plain"])
+                joint = " - " if "Figure" in plain or "Axes" in plain else "\n"
+                data["text/plain"] = f"{plain}{joint}{indicator}"
+            else:
+                data["text/plain"] = indicator
+        out["data"] = {mime: _fitted(value, fit) for mime, value in data.items()}
     elif kind == "stream":
         out["text"] = fit(joined_text(out.get("text", "")))
     elif kind == "error":
@@ -221,12 +226,49 @@ def shown_output(output: dict[str, Any], budget: render.Budget, hint: str) -> di
     return out
 
 
+def _viewed_output(output: dict[str, Any], fit: Callable[[str], str]) -> dict[str, Any]:
+    """An output as the original's view_source shows it: its type, text and stream name, and
+    its data unless an image or HTML is among them (then only which formats are there); error
+    outputs also keep ename, evalue and the traceback (the original drops them)."""
+    view: dict[str, Any] = {"output_type": output.get("output_type")}
+    if "text" in output:
+        view["text"] = fit(joined_text(output["text"]))
+    if "name" in output:
+        view["name"] = output["name"]
+    data = output.get("data")
+    if isinstance(data, dict):
+        kinds = list(data)
+        listed = ", ".join(sorted(kinds))
+        if any("image" in k or "png" in k or "jpeg" in k for k in kinds):
+            view["data"] = {"[filtered]": f"Image data present ({listed})"}
+        elif any("html" in k for k in kinds):
+            view["data"] = {"[filtered]": f"HTML data present ({listed})"}
+        else:
+            view["data"] = {mime: _fitted(value, fit) for mime, value in data.items()}
+    if output.get("output_type") == "error":
+        view["ename"] = output.get("ename", "")
+        view["evalue"] = output.get("evalue", "")
+        view["traceback"] = [
+            fit(render.strip_ansi(str(line))) for line in output.get("traceback") or []
+        ]
+    return view
+
+
 def shown_cell(cell: Cell, index: int, budget: render.Budget) -> dict[str, Any]:
-    view = dict(cell)
-    if "outputs" in view:
-        hint = f"view this cell alone (position_index={index}) for more"
-        outs = [o for o in view["outputs"] if isinstance(o, dict)]
-        view["outputs"] = [shown_output(o, budget, hint) for o in outs]
+    """A cell as the original's view_source shows it: type, source and metadata (and a code
+    cell's execution count and outputs, filtered as ``_viewed_output`` says), with its ``id``
+    (nbrelay's addition, for get_position_index's cell_id)."""
+    view: dict[str, Any] = {
+        "id": cell.get("id"),
+        "cell_type": cell.get("cell_type"),
+        "source": cell.get("source"),
+        "metadata": cell.get("metadata", {}),
+    }
+    if cell.get("cell_type") == "code":
+        view["execution_count"] = cell.get("execution_count")
+        fit = _fitter(budget, f"view this cell alone (position_index={index}) for more")
+        outs = [o for o in cell.get("outputs") or [] if isinstance(o, dict)]
+        view["outputs"] = [_viewed_output(o, fit) for o in outs]
     return view
 
 
