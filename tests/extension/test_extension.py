@@ -22,7 +22,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from tests.extension.conftest import USER_FIRST, ext_client, make_server, mcp_url
-from tests.helpers import call, call_error, notebook, text_of, write_notebook
+from tests.helpers import PATIENCE, call, call_error, notebook, text_of, write_notebook
 from tests.live.person import person
 from tests.live.server import JupyterServer, wait_for
 
@@ -475,3 +475,34 @@ async def test_an_old_notebook_is_edited_run_and_stored_as_4_5(
         )
 
     await wait_for(stored, seconds=30)
+
+
+async def test_persisted_sessions_keep_their_variables_in_the_extension(
+    start_ext_server: Any,
+) -> None:
+    """c.NbrelayExtension.persist_sessions: a session nbrelay started and shut down for
+    idleness saved its variables beside the notebook (where only the kernel sees them); the
+    next run's new kernel restores them and removes the file."""
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--NbrelayExtension.persist_sessions=True",
+            "--NbrelayExtension.kernel_idle_timeout=1",
+        ]
+    )
+    (server.root / "d").mkdir()
+    write_notebook(server.root / "d" / "n.ipynb", notebook("1"))
+    saved = server.root / "d" / ".nbrelay-state" / "n.ipynb.session.dill"
+    async with ext_client(server) as client:
+        await call(client, "execute", path="d/n.ipynb", code="answer = 41")
+        with anyio.fail_after(PATIENCE):
+            while True:
+                listed = (await call(client, "list_kernels"))["kernels"]
+                if [k["state"] for k in listed] == ["suspended"]:
+                    break
+                await anyio.sleep(0.2)
+        assert saved.is_file()  # written by the kernel, next to the notebook
+        again = await call(client, "execute", path="d/n.ipynb", code="print(answer + 1)")
+        assert again["cells"][0]["outputs"][0]["text"] == "42\n", again
+        assert again["note"].startswith("the idle session was resumed: 1 saved variable(s)")
+        assert "state_lost" not in again
+        assert not saved.exists()  # removed by the kernel that restored it

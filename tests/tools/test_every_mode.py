@@ -214,6 +214,12 @@ async def test_create_list_metadata_export_and_import(anymode: Mode) -> None:
     assert [x.source for x in (await saved(m, "b.ipynb")).cells] == ["b = 2"]
     exported = await call(c, "export_notebook", path=m.path("b.ipynb"), format="ipynb")
     assert [nbformat.reads(exported["content"], as_version=4).cells[0].source] == ["b = 2"]
+    # An export as a notebook is written as one, in every mode.
+    done = await call(
+        c, "export_notebook", path=m.path("b.ipynb"), format="ipynb", to=m.path("c.ipynb")
+    )
+    assert done["saved"] == [m.path("c.ipynb")], done
+    assert [x.source for x in (await saved(m, "c.ipynb")).cells] == ["b = 2"]
 
 
 async def test_stale_edits_and_bad_input_change_nothing(anymode: Mode) -> None:

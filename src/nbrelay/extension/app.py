@@ -51,6 +51,7 @@ EXTENSION_OPTIONS: tuple[str, ...] = (
     "execution_wait",
     "interrupt_grace",
     "kernel_idle_timeout",
+    "persist_sessions",
     "max_sessions",
     "cell_output_limit",
     "notebook",

@@ -246,9 +246,12 @@ else:
     return _wrap(_FOLDER_AT + body)
 
 
-def restore_state(source: str) -> str:
-    """Load the variables saved in ``source`` (a real path: see ``_FOLDER_AT``)."""
+def restore_state(source: str, *, remove: bool = False) -> str:
+    """Load the variables saved in ``source`` (a real path: see ``_FOLDER_AT``); ``remove``:
+    then delete the file, in the kernel (a Jupyter Server's kernel, whose files nbrelay cannot
+    see)."""
     folder, name = posixpath.split(source)
+    unlink = f"\n        _nbrelay_os.unlink({name!r}, dir_fd=_nbrelay_dir)" if remove else ""
     body = (
         _FOLDER_AT
         + _IMPORT_DILL
@@ -257,10 +260,10 @@ def restore_state(source: str) -> str:
     _nbrelay_dir = _nbrelay_folder({folder!r}, False)
     try:
         _nbrelay_fd = _nbrelay_os.open({name!r}, _nbrelay_os.O_RDONLY | _nbrelay_os.O_NOFOLLOW, dir_fd=_nbrelay_dir)
+        with _nbrelay_os.fdopen(_nbrelay_fd, 'rb') as _nbrelay_f:
+            _nbrelay_state = _nbrelay_dill.load(_nbrelay_f){unlink}
     finally:
         _nbrelay_os.close(_nbrelay_dir)
-    with _nbrelay_os.fdopen(_nbrelay_fd, 'rb') as _nbrelay_f:
-        _nbrelay_state = _nbrelay_dill.load(_nbrelay_f)
     _nbrelay_ns = get_ipython().user_ns
     _nbrelay_failed = {{}}
     for _nbrelay_k, _nbrelay_m in _nbrelay_state.get('modules', {{}}).items():

@@ -228,6 +228,9 @@ class JupyterKernels(ABC, Generic[S]):
         self._session_type = session_type
         self._server_path = server_path
         self._sessions: dict[str, S] = {}
+        # Notebooks whose session is being shut down: until the server has deleted it, a new
+        # run would find it there and connect to the dying kernel (whose WebSocket never opens).
+        self._stopping: dict[str, anyio.Event] = {}
         self._lock = anyio.Lock()
 
     # -- hooks ------------------------------------------------------------------------------
@@ -266,6 +269,8 @@ class JupyterKernels(ABC, Generic[S]):
 
     async def session(self, key: str, *, kernel_name: str, cwd: str) -> S:
         await self._authorize("execute", "kernels")
+        while (stopping := self._stopping.get(key)) is not None:
+            await stopping.wait()  # bounded: a shutdown gives up after 10 s
         async with self._lock:
             found = self._sessions.get(key)
             if found is not None and not found._closed:
@@ -318,7 +323,13 @@ class JupyterKernels(ABC, Generic[S]):
         session = self._sessions.pop(key, None)
         if session is None:
             return False
-        await session.shutdown()
+        self._stopping[key] = stopped = anyio.Event()
+        try:
+            await session.shutdown()
+        finally:
+            if self._stopping.get(key) is stopped:
+                del self._stopping[key]
+            stopped.set()
         return True
 
     async def aclose(self) -> None:

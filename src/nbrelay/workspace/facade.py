@@ -186,6 +186,8 @@ class Workspace:
                 try:
                     yield self
                 finally:
+                    with anyio.CancelScope(shield=True):
+                        await self.kernels.save_sessions()
                     tg.cancel_scope.cancel()
         finally:
             self.kernels.attach(None)

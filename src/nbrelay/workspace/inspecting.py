@@ -261,14 +261,7 @@ class Inspect:
     async def restore_kernel_state(self, path: str) -> dict[str, Any]:
         runner = await self._python_runner(path, "restore_kernel_state")
         source = self._state.state_file(self._notebooks.relative(path))
-        if self._state.in_kernel:
-            seen = await self._kernels.ask(
-                runner, introspect.state_exists(source), "looking for the saved state"
-            )
-            exists = bool(seen.get("exists"))
-        else:
-            exists = await self._state.exists(source)
-        if not exists:
+        if not await self._kernels.state_exists(runner, source):
             raise InvalidArgument(
                 f"{self._notebooks.relative(path)!r} has no saved kernel state.",
                 hint=act("save_state"),

@@ -104,11 +104,18 @@ class Kernels:
                 self._provider.attach(self._tg)
         return self._provider
 
-    async def aclose(self) -> None:
-        """Save sessions (with --persist-sessions) and stop every kernel."""
+    async def save_sessions(self) -> None:
+        """With --persist-sessions, save every kernel's variables for its next session; called
+        while the background task group still runs (a Jupyter Server's kernel is reached
+        through a connection that runs there), and by ``aclose`` for what is left."""
         if self._settings.persist_sessions:
             for key, runner in list(self._runners.items()):
-                await self._persist(key, runner)
+                if self._runners.pop(key, None) is runner:
+                    await self._persist(key, runner)
+
+    async def aclose(self) -> None:
+        """Save sessions (with --persist-sessions) and stop every kernel."""
+        await self.save_sessions()
         if self._provider is not None:
             await self._provider.aclose()
         self._runners.clear()
@@ -201,6 +208,16 @@ class Kernels:
         if outcome.status in ("timeout", "died", "cancelled", "interrupted"):
             raise KernelError(f"{what} did not finish: {outcome.message}.")
         return introspect.parse(outputs, what)
+
+    async def state_exists(self, runner: Runner, source: str) -> bool:
+        """Whether the state file ``source`` exists: asked of the kernel where only it sees the
+        file (a Jupyter Server's kernel), else looked for on this machine."""
+        if self._state.in_kernel:
+            seen = await self.ask(
+                runner, introspect.state_exists(source), "looking for the saved state"
+            )
+            return bool(seen.get("exists"))
+        return await self._state.exists(source)
 
     # -- lifecycle requests ---------------------------------------------------------------
 
@@ -354,7 +371,14 @@ class Kernels:
             self._resumed[key] = Resumed("reconnected to the notebook's kernel, variables kept")
             return
         source = self._state.session_state_file(key)
-        if not self._settings.persist_sessions or not await self._state.exists(source):
+        try:
+            saved = self._settings.persist_sessions and await self.state_exists(runner, source)
+        except NbrelayError as exc:
+            self._resumed[key] = Resumed(
+                f"the saved session could not be looked for: {exc.message}", state_lost=True
+            )
+            return
+        if not saved:
             if was is not None:
                 self._resumed[key] = Resumed(
                     "the idle session was resumed with a new kernel: its variables are gone "
@@ -363,9 +387,9 @@ class Kernels:
                 )
             return
         try:
-            found = await self.ask(
-                runner, introspect.restore_state(source), "restoring the session"
-            )
+            # A Jupyter Server's kernel removes the file it restored (nbrelay cannot see it).
+            code = introspect.restore_state(source, remove=self._state.in_kernel)
+            found = await self.ask(runner, code, "restoring the session")
         except NbrelayError as exc:
             self._resumed[key] = Resumed(
                 f"the saved session could not be restored: {exc.message}", state_lost=True

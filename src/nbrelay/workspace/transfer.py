@@ -1,5 +1,6 @@
 """Notebooks in other formats: export (HTML, PDF, Markdown, a script, …) and import (Markdown,
-MyST, a script, notebook JSON), inline or as files next to the notebook (file mode).
+MyST, a script, notebook JSON), inline or as files next to the notebook (file mode; an export
+as a notebook, .ipynb, is written as a notebook in every mode).
 """
 
 from __future__ import annotations
@@ -57,12 +58,16 @@ class Transfer:
         """Convert a notebook; with ``save`` or ``to`` write it (default: next to the notebook,
         same name, the format's extension) instead of returning it inline, where a text export
         surely longer than ``max_chars`` is refused before any conversion."""
-        formats.export_info(fmt)
+        # A notebook is written through the store (every mode); other files in file mode only.
+        as_notebook = formats.export_info(fmt)[0] == ".ipynb"
         if to is not None:
-            self._files("saving an export").file_path(to)
+            if as_notebook:
+                self._notebooks.relative(to)
+            else:
+                self._files("saving an export").file_path(to)
         snap = await self._notebooks.read(path)
         target = to
-        if target is None and save:
+        if target is None and save and not as_notebook:
             self._files("saving an export")
         stem = posixpath.splitext(posixpath.basename(target or snap.path))[0]
         exported = await formats.export(
@@ -83,7 +88,7 @@ class Transfer:
                 f"{target!r} does not end in {exported.extension}, the {fmt} file extension.",
                 hint=f'Give a path like "{posixpath.splitext(target)[0]}{exported.extension}".',
             )
-        if target.endswith(".ipynb"):
+        if as_notebook:
             await self._notebooks.create_from(
                 target, parse(exported.data, name=target), overwrite=overwrite
             )
