@@ -427,6 +427,8 @@ class ScriptedSession(SessionCore):
 class ScriptedKernels:
     """A ``KernelProvider`` whose kernels answer from ``script`` (see the module docstring)."""
 
+    on_this_machine = True  # stands in for local kernels: nbrelay's --max-kernels applies
+
     def __init__(self, script: Script) -> None:
         self.script = script
         self.task_group: TaskGroup | None = None
