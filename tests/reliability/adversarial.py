@@ -117,6 +117,7 @@ class Figures:
     refused: int = 0
     keystrokes: int = 0
     faults: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[str] = field(default_factory=Counter)  # why calls failed, in brief
     lost_edits: int = 0
     duplicated_cells: int = 0
     wrong_cell: int = 0
@@ -145,7 +146,8 @@ class Figures:
             f"{self.operations} agent operations ({self.acknowledged} acknowledged, "
             f"{self.refused} refused or failed), {self.keystrokes} keystrokes; faults: {faults}; "
             f"{counts}; named lost by nbrelay {self.named_lost}, overwritten from outside "
-            f"{self.outside_overwrote}"
+            f"{self.outside_overwrote}; refused or failed: "
+            + ("; ".join(f"{k} ×{v}" for k, v in self.refusals.most_common()) or "none")
         )
 
 
@@ -156,6 +158,12 @@ class Ledger:
     rewrites: list[Rewrite] = field(default_factory=list)
     notes: list[tuple[float, str]] = field(default_factory=list)
     outside_cells: dict[str, float] = field(default_factory=dict)  # key -> written at
+
+
+def _reason(text: str) -> str:
+    """A refusal's gist: its first clause, without the names in it."""
+    first = re.split(r"[.:;(]", text, maxsplit=1)[0]
+    return re.sub(r"'[^']*'|\d+", "…", first)[:70]
 
 
 def tokens_in(text: str) -> list[str]:
@@ -314,14 +322,17 @@ class Run:
                 result = await client.call_tool(tool, args)
             except Exception as exc:  # noqa: BLE001 - a server gone is a failed call
                 self.log(f"agent {agent} {tool}: {type(exc).__name__}")
+                self.figures.refusals["connection lost"] += 1
                 self.clients.pop(agent, None)
                 return None
         if result is None:
+            self.figures.refusals["no answer in time"] += 1
             return None
         text = text_of(result)
         if "did not apply them again" in text or "too many to remember" in text:
             self.ledger.notes.append((time.monotonic(), text))
         if result.is_error:
+            self.figures.refusals[_reason(text)] += 1
             return None
         data = result.structured_content
         if data is None:
