@@ -43,7 +43,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,8 +162,9 @@ class Ledger:
 
 def _reason(text: str) -> str:
     """A refusal's gist: its first clause, without the names in it."""
-    first = re.split(r"[.:;(]", text, maxsplit=1)[0]
-    return re.sub(r"'[^']*'|\d+", "…", first)[:70]
+    text = re.sub(r"^Error executing tool \w+:\s*", "", text)
+    text = re.sub(r"'[^']*'|\d+", "…", text)
+    return re.split(r"[.:;(]", text, maxsplit=1)[0][:70]
 
 
 def tokens_in(text: str) -> list[str]:
@@ -198,6 +199,7 @@ class Run:
         people: int = 2,
         notebooks: int = 2,
         ops: int = 6,
+        browser: bool = False,
         log: Callable[[str], None] = lambda _: None,
     ) -> None:
         assert mode in MODES, mode
@@ -209,6 +211,7 @@ class Run:
         self.n_people = people
         self.n_nbs = notebooks
         self.ops = ops
+        self.browser = browser and mode != "file"
         self.log = log
         self.ledger = Ledger()
         self.figures = Figures(mode, seed)
@@ -239,7 +242,7 @@ class Run:
             cell = nbformat.v4.new_code_cell(f"Sb{nb}|")
             cell["id"] = f"shared{nb}"
             book.cells.append(cell)
-            nbformat.write(book, str(self.file(nb)))
+            self.file(nb).write_text(nbformat.writes(book), encoding="utf-8")
         if self.mode != "file":
             self.jupyter = JupyterServer(
                 root=self.root,
@@ -320,7 +323,7 @@ class Run:
         with anyio.move_on_after(CALL_LIMIT):
             try:
                 result = await client.call_tool(tool, args)
-            except Exception as exc:  # noqa: BLE001 - a server gone is a failed call
+            except Exception as exc:  # a server gone is a failed call
                 self.log(f"agent {agent} {tool}: {type(exc).__name__}")
                 self.figures.refusals["connection lost"] += 1
                 self.clients.pop(agent, None)
@@ -368,7 +371,7 @@ class Run:
                         client = await stack.enter_async_context(self._client(sessionless))
                         self.clients[agent] = client
                         self._stacks[agent] = stack
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         self.log(f"agent {agent} could not connect: {exc!r}")
                 if command == "read":
                     for nb in range(self.n_nbs):
@@ -399,9 +402,7 @@ class Run:
             edit.acked = time.monotonic()
             self.figures.acknowledged += 1
 
-    async def agent_op(
-        self, agent: int, own: dict[str, tuple[int, str]], kind: str = ""
-    ) -> None:
+    async def agent_op(self, agent: int, own: dict[str, tuple[int, str]], kind: str = "") -> None:
         rng = self.rng
         nb = rng.randrange(self.n_nbs)
         path = self.path(nb)
@@ -473,7 +474,9 @@ class Run:
         self._done(edit, data)
         if kind == "stale" and data is not None:
             self.figures.silent_overwrites += 1
-            self.figures.details.append(f"stale edit applied: {token} over a change it had not read")
+            self.figures.details.append(
+                f"stale edit applied: {token} over a change it had not read"
+            )
 
     async def interfere(self, agent: int, nb: int) -> bool:
         """Change the shared cell behind ``agent``'s back (another agent appends to it)."""
@@ -520,14 +523,22 @@ class Run:
                     ids = p.ids()
                     keys = [cell_key(s) for s in p.sources()]
                     mine = [k for k in mine if k in keys]
-                    action = rng.choices(["type", "shared", "new", "move", "delete"], [6, 1, 1, 1, 0.5])[0]
+                    action = rng.choices(
+                        ["type", "shared", "new", "move", "delete"], [6, 1, 1, 1, 0.5]
+                    )[0]
                     if action in ("type", "move", "delete") and not mine:
                         action = "new"
                     if action == "new":
                         key = f"P{who}b{nb}n{self.next()}"
                         cell = p.nb.create_ycell(
-                            {"cell_type": "code", "source": f"{key}|", "metadata": {}, "outputs": [],
-                             "execution_count": None, "id": secrets.token_hex(4)}
+                            {
+                                "cell_type": "code",
+                                "source": f"{key}|",
+                                "metadata": {},
+                                "outputs": [],
+                                "execution_count": None,
+                                "id": secrets.token_hex(4),
+                            }
                         )
                         p.nb.ycells.insert(rng.randint(0, len(ids)), cell)
                         mine.append(key)
@@ -545,7 +556,9 @@ class Run:
                         with p.doc.transaction():
                             content = p.nb.get_cell(i)
                             del p.nb.ycells[i]
-                            p.nb.ycells.insert(rng.randint(0, len(ids) - 1), p.nb.create_ycell(content))
+                            p.nb.ycells.insert(
+                                rng.randint(0, len(ids) - 1), p.nb.create_ycell(content)
+                            )
                     else:
                         key = rng.choice(mine)
                         del p.nb.ycells[keys.index(key)]
@@ -555,6 +568,55 @@ class Run:
                                 k.deleted = True
                 # Stay until the server holds what this person typed.
                 await self.until_saved(seconds=20)
+
+    async def browser_person(self, steps: int) -> None:
+        """A person in JupyterLab in headless Chromium: their own cell (added at the end), the
+        cursor at its end, a keystroke token typed key by key, again and again."""
+        from playwright.async_api import async_playwright
+
+        from nbrelay.formats import CHROMIUM_FLAGS
+        from tests.live.browser import CHROMIUM, PANEL
+        from tests.live.person import person
+
+        assert self.jupyter is not None
+        nb = self.rng.randrange(self.n_nbs)
+        who = 90
+        key = f"P{who}b{nb}n{self.next()}"
+        async with person(self.jupyter, self.path(nb)) as p:
+            p.nb.ycells.append(
+                p.nb.create_ycell(
+                    {
+                        "cell_type": "code",
+                        "source": f"{key}|",
+                        "metadata": {},
+                        "outputs": [],
+                        "execution_count": None,
+                        "id": secrets.token_hex(4),
+                    }
+                )
+            )
+            await anyio.sleep(0.5)
+        url = f"{self.jupyter.url}lab/tree/{self.path(nb)}?reset&token={self.jupyter.token}"
+        with anyio.fail_after(180):
+            async with async_playwright() as pw:
+                chromium = await pw.chromium.launch(
+                    executable_path=CHROMIUM, args=list(CHROMIUM_FLAGS), headless=True
+                )
+                try:
+                    page = await chromium.new_page(viewport={"width": 1280, "height": 900})
+                    await page.goto(url)
+                    editor = page.locator(f"{PANEL} .jp-Cell .cm-content", has_text=f"{key}|")
+                    await editor.first.wait_for(timeout=90_000)
+                    await editor.first.click()
+                    await page.keyboard.press("Control+End")
+                    for _ in range(steps):
+                        token = f"K{who}.{self.next()}@{key};"
+                        await page.keyboard.type(token, delay=15)
+                        self.ledger.keystrokes[token] = Keystroke(token, key, nb, time.monotonic())
+                        self.figures.keystrokes += 1
+                    await self.until_saved(seconds=20)
+                finally:
+                    await chromium.close()
 
     # ----- outside writers
     async def rewrite(self, nb: int, *, add: bool, who: int = 0) -> None:
@@ -681,14 +743,18 @@ class Run:
                 f.outside_overwrote += 1
             else:
                 f.lost_edits += 1
-                f.details.append(f"{key}: file has {there!r}, last acknowledged {last.kind} "
-                                 f"{last.token!r}")
+                f.details.append(
+                    f"{key}: file has {there!r}, last acknowledged {last.kind} {last.token!r}"
+                )
         # Agents' appends to the shared cells.
         for e in self.ledger.edits:
             if e.key.startswith("S") and e.acked is not None and e.token not in where:
                 later = [
-                    x for x in self.ledger.edits
-                    if x.key == e.key and x.acked is not None and x.acked > e.acked
+                    x
+                    for x in self.ledger.edits
+                    if x.key == e.key
+                    and x.acked is not None
+                    and x.acked > e.acked
                     and e.token not in x.source
                 ]
                 if later:
@@ -705,14 +771,20 @@ class Run:
             if k.deleted or k.token in where:
                 continue
             replaced = [
-                x for x in self.ledger.edits
-                if x.key == k.key and x.acked is not None and x.sent > k.at
-                and k.token not in x.source and x.kind == "stale"
+                x
+                for x in self.ledger.edits
+                if x.key == k.key
+                and x.acked is not None
+                and x.sent > k.at
+                and k.token not in x.source
+                and x.kind == "stale"
             ]
             if replaced:
                 continue  # the stale edit that removed it is counted
-            if any(r.nb == k.nb and r.read_at < k.at < r.written_at + 5 and k.token not in r.seen
-                   for r in self.ledger.rewrites):
+            if any(
+                r.nb == k.nb and r.read_at < k.at < r.written_at + 5 and k.token not in r.seen
+                for r in self.ledger.rewrites
+            ):
                 f.outside_overwrote += 1
                 continue
             f.lost_keystrokes += 1
@@ -771,6 +843,16 @@ class Run:
         owned: list[dict[str, tuple[int, str]]] = [{} for _ in range(self.n_agents)]
         pipes = [anyio.create_memory_object_stream[str](10) for _ in range(self.n_agents)]
         backs = [anyio.create_memory_object_stream[str](10) for _ in range(self.n_agents)]
+        try:
+            await self._drive(rounds, pipes, backs, owned)
+        finally:
+            for pair in (*pipes, *backs):
+                for end in pair:
+                    end.close()
+
+    async def _drive(
+        self, rounds: int, pipes: list[Any], backs: list[Any], owned: list[Any]
+    ) -> None:
 
         async def each(command: str) -> None:
             for send, _ in pipes:
@@ -792,6 +874,8 @@ class Run:
                     else:
                         for p in range(self.n_people):
                             activity.start_soon(self.person, p, self.ops * 4)
+                        if self.browser:
+                            activity.start_soon(self.browser_person, self.ops * 2)
                 kind = self.rng.choice(faults)
                 if kind == "outside rewrite":  # Jupyter reloads the room from the file
                     self.figures.faults["room reloaded (outside rewrite)"] += 1
@@ -813,4 +897,5 @@ class Run:
 
 
 def log_to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
