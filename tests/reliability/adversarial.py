@@ -85,6 +85,7 @@ class Edit:
     acked: float | None = None  # when the agent was told it succeeded
     source: str = ""  # the shared cell's source it wrote
     cell_id: str = ""
+    read_at: float = 0.0  # when the read it was based on began (shared-cell edits)
 
 
 @dataclass
@@ -452,6 +453,7 @@ class Run:
         # The shared cell: read it, append a token, passing the version read. "stale" makes
         # someone else change it first: the edit must then be refused.
         key = f"Sb{nb}"
+        read_at = time.monotonic()
         view = await self.call(agent, "read_notebook", path=path)
         if view is None:
             return
@@ -463,6 +465,7 @@ class Run:
         token = f"A{agent}.{self.next()}@{key};"
         edit = self._edit(agent, nb, kind, key, token)
         edit.source = shared[0]["source"] + token
+        edit.read_at = read_at
         data = await self.call(
             agent,
             "edit_cell",
@@ -484,6 +487,7 @@ class Run:
         if other == agent:
             return False
         path = self.path(nb)
+        read_at = time.monotonic()
         view = await self.call(other, "read_notebook", path=path)
         if view is None:
             return False
@@ -493,6 +497,7 @@ class Run:
         token = f"A{other}.{self.next()}@Sb{nb};"
         edit = self._edit(other, nb, "shared", f"Sb{nb}", token)
         edit.source = shared[0]["source"] + token
+        edit.read_at = read_at
         data = await self.call(
             other,
             "edit_cell",
@@ -568,6 +573,12 @@ class Run:
                                 k.deleted = True
                 # Stay until the server holds what this person typed.
                 await self.until_saved(seconds=20)
+
+    async def _in_browser(self, steps: int) -> None:
+        try:
+            await self.browser_person(steps)
+        except Exception as exc:  # the browser itself failing is reported, not counted as loss
+            self.figures.details.append(f"the person in Chromium could not work: {exc!r}"[:300])
 
     async def browser_person(self, steps: int) -> None:
         """A person in JupyterLab in headless Chromium: their own cell (added at the end), the
@@ -766,6 +777,22 @@ class Run:
                 else:
                     f.lost_edits += 1
                     f.details.append(f"shared append {e.token} lost")
+        # An edit of a shared cell applied without an append acknowledged before its read began:
+        # a stale edit applied without error (the probes are counted as they happen).
+        for x in self.ledger.edits:
+            if x.key.startswith("S") and x.acked is not None and x.kind != "stale":
+                missed = [
+                    e.token
+                    for e in self.ledger.edits
+                    if e.key == x.key
+                    and e.acked is not None
+                    and e.acked < x.read_at
+                    and e.token not in x.source
+                    and not self._outside(e, e.token)
+                ]
+                if missed:
+                    f.silent_overwrites += 1
+                    f.details.append(f"{x.token} written over {missed} without error")
         # Keystrokes and outside writers' tokens.
         for k in self.ledger.keystrokes.values():
             if k.deleted or k.token in where:
@@ -875,7 +902,7 @@ class Run:
                         for p in range(self.n_people):
                             activity.start_soon(self.person, p, self.ops * 4)
                         if self.browser:
-                            activity.start_soon(self.browser_person, self.ops * 2)
+                            activity.start_soon(self._in_browser, self.ops * 2)
                 kind = self.rng.choice(faults)
                 if kind == "outside rewrite":  # Jupyter reloads the room from the file
                     self.figures.faults["room reloaded (outside rewrite)"] += 1
