@@ -43,7 +43,7 @@ async def one(mode: str, args: argparse.Namespace) -> Figures:
             browser=args.browser,
             log=log_to_stderr if args.verbose else lambda _: None,
         )
-        return await run.run(args.rounds)
+        return await run.run(args.rounds, args.dump)
 
 
 def main() -> None:
@@ -57,6 +57,7 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=6, help="operations per agent per round")
     parser.add_argument("--browser", action="store_true", help="a person in headless Chromium")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--dump", type=Path, help="write the ledger and the files here (JSON)")
     args = parser.parse_args()
     failed = False
     for mode in MODES if args.mode == "all" else (args.mode,):

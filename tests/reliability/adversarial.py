@@ -792,7 +792,10 @@ class Run:
                 ]
                 if missed:
                     f.silent_overwrites += 1
-                    f.details.append(f"{x.token} written over {missed} without error")
+                    f.details.append(
+                        f"{x.token} (agent {x.agent}, read at {x.read_at:.2f}, acknowledged at "
+                        f"{x.acked:.2f}) written over {missed} without error"
+                    )
         # Keystrokes and outside writers' tokens.
         for k in self.ledger.keystrokes.values():
             if k.deleted or k.token in where:
@@ -857,11 +860,23 @@ class Run:
             for r in self.ledger.rewrites
         )
 
+    def dump(self, path: Path) -> None:
+        """The ledger and the files, for a look at what went wrong."""
+        edits = [vars(e) for e in self.ledger.edits]
+        rewrites = [{**vars(r), "seen": sorted(r.seen)} for r in self.ledger.rewrites]
+        files = {self.path(nb): read_cells(self.file(nb)) for nb in range(self.n_nbs)}
+        notes = self.ledger.notes
+        path.write_text(
+            json.dumps({"edits": edits, "rewrites": rewrites, "files": files, "notes": notes})
+        )
+
     # ----- the run
-    async def run(self, rounds: int) -> Figures:
+    async def run(self, rounds: int, dump: Path | None = None) -> Figures:
         self.start()
         try:
             await self._rounds(rounds)
+            if dump is not None:
+                self.dump(dump)
         finally:
             await anyio.to_thread.run_sync(self.stop)
         return self.figures
