@@ -164,7 +164,7 @@ class Ledger:
 def _reason(text: str) -> str:
     """A refusal's gist: its first clause, without the names in it."""
     text = re.sub(r"^Error executing tool \w+:\s*", "", text)
-    text = re.sub(r"'[^']*'|\d+", "…", text)
+    text = re.sub(r"'[^']*'|\b[0-9a-f]*\d[0-9a-f]*\b", "…", text)
     return re.split(r"[.:;(]", text, maxsplit=1)[0][:70]
 
 
@@ -240,6 +240,12 @@ class Run:
         self.root.mkdir(parents=True, exist_ok=True)
         for nb in range(self.n_nbs):
             book = nbformat.v4.new_notebook()
+            # A kernel named, so that JupyterLab opens it without asking for one.
+            book.metadata["kernelspec"] = {
+                "name": "python3",
+                "display_name": "Python 3",
+                "language": "python",
+            }
             cell = nbformat.v4.new_code_cell(f"Sb{nb}|")
             cell["id"] = f"shared{nb}"
             book.cells.append(cell)
