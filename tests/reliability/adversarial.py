@@ -580,6 +580,12 @@ class Run:
                 # Stay until the server holds what this person typed.
                 await self.until_saved(seconds=20)
 
+    async def _as_person(self, who: int, steps: int) -> None:
+        try:
+            await self.person(who, steps)
+        except (OSError, TimeoutError, httpx2.HTTPError) as exc:  # could not join the room
+            self.figures.details.append(f"person {who} could not join: {exc!r}"[:300])
+
     async def _in_browser(self, steps: int) -> None:
         try:
             await self.browser_person(steps)
@@ -921,7 +927,7 @@ class Run:
                         activity.start_soon(self.outside_writer, self.ops * 2)
                     else:
                         for p in range(self.n_people):
-                            activity.start_soon(self.person, p, self.ops * 4)
+                            activity.start_soon(self._as_person, p, self.ops * 4)
                         if self.browser:
                             activity.start_soon(self._in_browser, self.ops * 2)
                 kind = self.rng.choice(faults)
