@@ -206,6 +206,7 @@ class Run:
         assert mode in MODES, mode
         self.mode = mode
         self.rng = random.Random(seed)
+        self.fault_rng = random.Random(seed)
         self.base = base
         self.root = base / "root"
         self.n_agents = agents
@@ -930,7 +931,10 @@ class Run:
                             activity.start_soon(self._as_person, p, self.ops * 4)
                         if self.browser:
                             activity.start_soon(self._in_browser, self.ops * 2)
-                kind = self.rng.choice(faults)
+                # Each kind in turn (in an order of the seed's), whatever the tasks drew.
+                if r % len(faults) == 0:
+                    self.fault_rng.shuffle(faults)
+                kind = faults[r % len(faults)]
                 if kind == "outside rewrite":  # Jupyter reloads the room from the file
                     self.figures.faults["room reloaded (outside rewrite)"] += 1
                     await each("burst")
