@@ -197,7 +197,11 @@ async def edit_cell_source(
         if replace_all
         else old.replace(old_string, new_string, 1)
     )
-    await state.ws.edit_cell(path, _ref(i, cell_id), source=new)
+    # The replacement itself is made inside the workspace's locked edit, on the cell as it is
+    # then (a change since the read above is not overwritten).
+    await state.ws.edit_cell(
+        path, _ref(i, cell_id), find=old_string, replace=new_string, replace_all=replace_all
+    )
     changes = views.diff(old, new)
     text = (
         f"Cell {i} edited successfully - no changes detected"
