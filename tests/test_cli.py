@@ -1,4 +1,4 @@
-"""The command line: options, errors, the demo, and the README staying true."""
+"""The command line: options, errors, the demo, and the README and the docs staying true."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from nbrelay.config import OPTIONS, Settings, load
 from nbrelay.errors import InvalidArgument
 from nbrelay.server import build_server
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+DOCS = REPO / "docs"
 
 
 def test_flags_beat_environment_beat_toml(tmp_path: Path) -> None:
@@ -93,20 +95,31 @@ def test_demo_runs_the_real_server_and_leaves_a_valid_notebook(tmp_path: Path) -
     nbformat.validate(nbformat.read(tmp_path / "d" / "demo.ipynb", as_version=4))
 
 
-def _readme_table(heading: str) -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+def _page_table(page: str) -> list[str]:
+    """The first column of a docs page's tables, up to its first subsection."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    section = text.split("\n## ", 1)[0]
     return re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)
 
 
-def test_readme_lists_every_canonical_tool(tmp_path: Path) -> None:
+def test_the_tools_page_lists_every_canonical_tool(tmp_path: Path) -> None:
     server = build_server(Settings(root=tmp_path))
     names = [t.name for t in anyio.run(server.list_tools)]
-    assert _readme_table("## Tools") == names
+    assert _page_table("tools.md") == names
 
 
-def test_readme_lists_every_option() -> None:
-    listed = _readme_table("## Options")
+def test_the_readme_names_every_canonical_tool(tmp_path: Path) -> None:
+    """The README's tools in brief leave none out (each in backticks in its Tools table)."""
+    server = build_server(Settings(root=tmp_path))
+    names = [t.name for t in anyio.run(server.list_tools)]
+    section = README.read_text(encoding="utf-8").split("\n## Tools\n", 1)[1].split("\n## ", 1)[0]
+    table = "\n".join(line for line in section.splitlines() if line.startswith("| "))
+    named = re.findall(r"`([a-z_]+)`", table)
+    assert sorted(set(named)) == sorted(names)
+
+
+def test_the_options_page_lists_every_option() -> None:
+    listed = _page_table("options.md")
     assert listed == ["--config", "--log-level", *[o.flag for o in OPTIONS]]
 
 

@@ -1,8 +1,8 @@
 """The command line as users meet it: every subcommand's --help, and every option in the
-README's Options table reaching its setting from its flag, its environment variable and its TOML
+Options page's table (docs/options.md) reaching its setting from its flag, its environment variable and its TOML
 key, through ``main(argv)`` (``nbrelay settings --json`` prints what ``serve`` would run with).
 
-Nothing here lists options: each README row and each parser option is checked generically, so
+Nothing here lists options: each documented row and each parser option is checked generically, so
 an option added later is covered, and an option in one but not the other fails.
 """
 
@@ -24,7 +24,7 @@ from nbrelay.cli import build_parser, main, switch_flags
 from nbrelay.config import OPTIONS, Option, Settings, load
 from nbrelay.errors import InvalidArgument
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+OPTIONS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 FLAG_ONLY = {"--config", "--log-level"}  # options of the command, not settings
 
 
@@ -36,9 +36,8 @@ class Row:
     default: str
 
 
-def readme_rows() -> list[Row]:
-    section = README.read_text(encoding="utf-8").split("\n## Options\n", 1)[1]
-    section = section.split("\n## ", 1)[0]
+def documented_rows() -> list[Row]:
+    section = OPTIONS_PAGE.read_text(encoding="utf-8").split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
         if not line.startswith("| `--"):
@@ -66,7 +65,7 @@ def primary_flags(parser: argparse.ArgumentParser) -> set[str]:
 
 def option_for(flag: str) -> Option:
     found = [o for o in OPTIONS if o.flag == flag]
-    assert found, f"{flag} is in the README's Options table but is no option"
+    assert found, f"{flag} is in the Options page's table but is no option"
     return found[0]
 
 
@@ -99,16 +98,16 @@ def test_every_help_of_the_installed_command_exits_0() -> None:
         assert done.stdout.startswith(f"usage: nbrelay {name}"), done.stdout[:200]
 
 
-# -- the README's table and the parser ----------------------------------------------------------
+# -- the Options page's table and the parser ----------------------------------------------------------
 
 
-def test_readme_options_are_exactly_the_parsers() -> None:
-    listed = [r.flag for r in readme_rows()]
+def test_documented_options_are_exactly_the_parsers() -> None:
+    listed = [r.flag for r in documented_rows()]
     assert len(listed) == len(set(listed)), "an option is listed twice"
     commands = subcommands()
     serve = primary_flags(commands["serve"])
     assert set(listed) == serve, (
-        f"only in the README: {sorted(set(listed) - serve)}; "
+        f"only in docs/options.md: {sorted(set(listed) - serve)}; "
         f"only in `nbrelay serve`: {sorted(serve - set(listed))}"
     )
     for name in ("tools", "settings"):  # they take serve's options, plus --json
@@ -164,7 +163,7 @@ def shown(
     return data["settings"], data["from"]
 
 
-@pytest.mark.parametrize("row", readme_rows(), ids=lambda r: r.flag)
+@pytest.mark.parametrize("row", documented_rows(), ids=lambda r: r.flag)
 def test_each_option_reaches_its_setting_from_flag_environment_and_toml(
     row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -173,8 +172,8 @@ def test_each_option_reaches_its_setting_from_flag_environment_and_toml(
         assert not row.toml, f"{row.flag} is a flag alone"
         return
     opt = option_for(row.flag)
-    assert row.env, f"{row.flag}: the README names no environment variable"
-    assert row.toml, f"{row.flag}: the README names no TOML key"
+    assert row.env, f"{row.flag}: docs/options.md names no environment variable"
+    assert row.toml, f"{row.flag}: docs/options.md names no TOML key"
     defaults, origins = shown([], capsys)
     assert origins[opt.name] == "default"
     if opt.kind is bool:

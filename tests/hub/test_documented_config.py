@@ -1,4 +1,4 @@
-"""The README's local JupyterHub deployment, as written: ``examples/jupyterhub_config.py``.
+"""The local JupyterHub deployment of docs/deploy/jupyterhub.md, as written: ``examples/jupyterhub_config.py``.
 
 The documented file is loaded unchanged (``load_subconfig``) after the test's own settings (the
 ports, the Hub's database and the proxy under a temporary folder, start timeouts for a loaded

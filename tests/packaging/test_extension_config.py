@@ -32,11 +32,10 @@ def test_the_nbrelay_package_is_the_extensions_entry_point() -> None:
     assert {"profile", "tools", "read_only", "no_execute", "output_budget"} <= set(traits)
 
 
-def test_the_readme_lists_every_trait_of_the_extension() -> None:
+def test_the_extension_page_lists_every_trait_of_the_extension() -> None:
     from nbrelay.extension.app import EXTENSION_OPTIONS
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Inside Jupyter (server extension)\n", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "modes" / "extension.md").read_text(encoding="utf-8")
     listed = [
         line.split("`")[1].removeprefix("c.NbrelayExtension.")
         for line in section.splitlines()

@@ -1047,11 +1047,11 @@ async def test_persisted_typescript_sessions_get_their_variables_back(
 
 
 async def test_cell_visualize_with_the_documented_install(kernel_client: ProfileClient) -> None:
-    """`pip install "nbrelay[deno]"` (the README's install) brings matplotlib: cell_visualize
+    """`pip install "nbrelay[deno]"` (the srcbook page's install) brings matplotlib: cell_visualize
     with its default type (auto) and with "chart" returns a PNG for a TypeScript result."""
     extras = tomllib.loads(Path("pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(d.startswith("matplotlib") for d in extras["deno"])
-    assert 'pip install "nbrelay[deno]"' in Path("README.md").read_text()
+    assert 'pip install "nbrelay[deno]"' in Path("docs/profiles/srcbook.md").read_text()
     async with kernel_client("srcbook") as client:
         session_id = (await call(client, "notebook_create", name="Charts"))["session_id"]
         shown = await _one_cell(client, session_id, SALES_DATA + "\nsalesData")
