@@ -2,7 +2,7 @@
 
 Its command-line flag (``--output-budget``), environment variable (``NBRELAY_OUTPUT_BUDGET``)
 and TOML key (``output_budget``) all come from its name; ``Settings`` takes its defaults from
-here, ``nbrelay serve --help`` and the README's option table are built from the same list, and a
+here, ``nbrelay serve --help`` and the options page's table (docs/options.md) are built from the same list, and a
 test keeps them equal.
 """
 

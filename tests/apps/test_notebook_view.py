@@ -35,7 +35,7 @@ pytestmark = pytest.mark.anyio
 
 CHROMIUM = "/usr/bin/chromium"
 APP_MIME = "text/html;profile=mcp-app"
-# Where the README's picture comes from: NBRELAY_SCREENSHOT_DIR=docs python -m pytest this file.
+# Where the picture of docs/apps.md comes from: NBRELAY_SCREENSHOT_DIR=docs python -m pytest this file.
 SCREENSHOT_DIR = os.environ.get("NBRELAY_SCREENSHOT_DIR")
 
 PLOT = (

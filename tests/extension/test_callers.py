@@ -61,7 +61,7 @@ async def test_clients_without_a_session_are_their_token(
     ext_server: JupyterServer, ext_folder: tuple[str, Path]
 ) -> None:
     """Two 2026-07-28 clients with Jupyter's one token are one caller: either undoes the other's
-    last edit (as the README says), and a client's own history holds from call to call although
+    last edit (as docs/deploy/http.md says), and a client's own history holds from call to call although
     Jupyter gives each token-authenticated request without its cookie a new anonymous user."""
     folder, local = ext_folder
     path = f"{folder}/n.ipynb"

@@ -3,7 +3,7 @@ over stdio.
 
 Over HTTP "you" is the MCP session; a client without one (protocol 2026-07-28) is the bearer
 token it holds, so two agents with their own tokens undo only their own edits, and two agents
-sharing a token are one caller (the README says so). Over stdio the one client keeps its
+sharing a token are one caller (docs/deploy/http.md says so). Over stdio the one client keeps its
 history from call to call.
 """
 

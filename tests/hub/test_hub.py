@@ -200,7 +200,7 @@ async def test_footprint_of_a_users_server_with_nbrelay_and_one_kernel(
     hub: Hub, request: pytest.FixtureRequest
 ) -> None:
     """Measure what sizing needs: the resident memory of one idle single-user server with
-    nbrelay loaded and one kernel, of the Hub and of its proxy (README: JupyterHub)."""
+    nbrelay loaded and one kernel, of the Hub and of its proxy (docs/deploy/kubernetes.md: Sizing)."""
     token = hub.token("alice")
     require_mcp(hub, "alice", token)
     shut_down_kernels(hub, "alice", token)  # those of the tests before: one kernel is measured

@@ -152,7 +152,7 @@ print("system", os.path.exists("/usr/bin/env"))
 
 @pytest.fixture
 def private_etc_file() -> Iterator[Path]:
-    """A token file only its owner may read, in a folder of /etc (as the README's
+    """A token file only its owner may read, in a folder of /etc (as docs/security.md's
     /etc/nbrelay/tokens), removed afterwards."""
     folder = Path("/etc") / f"nbrelay-test-{secrets.token_hex(4)}"
     try:
@@ -260,7 +260,7 @@ async def test_unix_sockets_stay_reachable_without_the_file_sandbox(
     folders: dict[str, Path], tmp_path: Path
 ) -> None:
     """--no-kernel-network alone leaves a kernel every Unix socket of the machine (a local
-    proxy would give it the network back), as --help and the README say; --sandbox closes it."""
+    proxy would give it the network back), as --help and docs/options.md say; --sandbox closes it."""
     from nbrelay.config import OPTION_BY_NAME
 
     assert "Unix socket" in OPTION_BY_NAME["kernel_network"].help

@@ -238,7 +238,7 @@ def lines(count: int, width: int) -> Iterator[str]:
 
 def check_start_notice_and_end(outputs: list[dict[str, Any]], printed: str, limits: Limits) -> None:
     """The start of what was printed, a notice counting exactly what is not kept, and the last
-    ``kept_tail`` characters printed (the README's promise)."""
+    ``kept_tail`` characters printed (docs/running-code.md's promise)."""
     assert [o["output_type"] for o in outputs] == ["stream", "stream"]
     start, rest = outputs[0]["text"], outputs[1]["text"]
     notice = NOTICE.match(rest)

@@ -1,6 +1,6 @@
 """The change feed: listeners hear about edits by anyone, and learn what changed.
 
-How soon (the README's "within a second") is measured by bench/fault_timing.py; here every wait
+How soon (docs/export.md's "within a second") is measured by bench/fault_timing.py; here every wait
 is for the notification itself, bounded generously.
 """
 
