@@ -35,9 +35,9 @@ from mcp_types import CallToolResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.helpers import notebook, write_notebook  # noqa: E402
-from tests.http.harness import auth_headers, http_server  # noqa: E402
-from tests.tools.tasks_client import Tasks, start_task, tasks_request  # noqa: E402
+from tests.helpers import notebook, write_notebook
+from tests.http.harness import auth_headers, http_server
+from tests.tools.tasks_client import Tasks, start_task, tasks_request
 
 
 @contextlib.asynccontextmanager
