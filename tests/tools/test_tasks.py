@@ -24,10 +24,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
-from nbrelay.config import Settings
+from nbrelay.config import Secret, Settings
 from nbrelay.server import build_server
-from tests.helpers import call, data_of, notebook, write_notebook
+from nbrelay.stores.files import FileStore
+from nbrelay.workspace import Workspace
+from tests.helpers import call, counter_ids, data_of, notebook, write_notebook
 from tests.http.harness import auth_headers, canary_token, http_server
+from tests.modes import MODES as MODES_
+from tests.servers import Folders
 from tests.tools.tasks_client import (
     TASKS,
     Tasks,
@@ -38,6 +42,7 @@ from tests.tools.tasks_client import (
 
 pytestmark = pytest.mark.anyio
 
+_folders = Folders("t")
 SLOW = "import time\nfor i in range(600):\n    print('tick', i, flush=True)\n    time.sleep(0.1)"
 
 
@@ -291,3 +296,79 @@ async def test_a_client_that_reconnects_gets_the_result_by_task_id(
     done = result_data(state)
     assert done["status"] == "done"
     assert done["cells"][0]["outputs"][0]["text"] == "".join(f"line {i}\n" for i in range(20))
+
+
+MODES = [pytest.param(m, marks=[pytest.mark.jupyter] if m != "files" else []) for m in MODES_]
+
+
+@pytest.fixture(params=MODES)
+async def opted_in(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[Client, Path, str]]:
+    """A client that declares the extension, in each mode: (client, local folder, path prefix)."""
+    mode = str(request.param)
+    if mode == "extension":
+        from tests.extension.conftest import mcp_url
+
+        server = request.getfixturevalue("ext_session_server")
+        name, folder = _folders.fresh(server.root)
+        headers = {"Authorization": f"token {server.token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
+            Client(
+                streamable_http_client(mcp_url(server), http_client=http), extensions=[Tasks()]
+            ) as client,
+        ):
+            yield client, folder, f"{name}/"
+        return
+    settings = Settings(root=tmp_path / "root", lock_dir=tmp_path / "locks", kernel_pool=0)
+    if mode == "live":
+        from nbrelay.jupyter_api import JupyterAPI
+        from nbrelay.kernels.remote import RemoteKernels
+        from nbrelay.stores.rtc import RTCStore
+
+        server = request.getfixturevalue("jupyter")
+        name, folder = _folders.fresh(server.root)
+        api = JupyterAPI(server.url, Secret(server.token))
+        store = RTCStore(api, agent_name="nbrelay test agent", folder=name, save_each_edit=True)
+        kernels = RemoteKernels(api, server_path=store.paths.server)
+        ws = Workspace(settings, store, id_factory=counter_ids(), kernels=kernels)
+    else:
+        folder = tmp_path / "root"
+        folder.mkdir()
+        ws = Workspace(
+            settings, FileStore(folder, lock_dir=tmp_path / "locks"), id_factory=counter_ids()
+        )
+    async with Client(build_server(settings, ws), extensions=[Tasks()]) as client:
+        yield client, folder, ""
+
+
+async def test_in_every_mode_a_run_as_a_task_completes_and_one_is_cancelled(
+    opted_in: tuple[Client, Path, str],
+) -> None:
+    """File mode, live mode (a JupyterLab's rooms and kernels) and extension mode (nbrelay inside
+    the Jupyter Server): the task's result is the run's, its outputs reach the notebook, and a
+    cancelled task interrupts its run."""
+    client, folder, prefix = opted_in
+    fixture_notebook(folder)
+    path = f"{prefix}n.ipynb"
+    created = await start_task(client, "execute", path=path, cells=[":"])
+    done = result_data(await wait_task(client, created["taskId"], limit=240))
+    assert done["cells"][1]["outputs"][0]["text"] == "x is 42\n"
+    with anyio.fail_after(120):  # the file holds the outputs (live: once the server saved)
+        while True:
+            if "x is 42" in (folder / "n.ipynb").read_text():
+                break
+            await anyio.sleep(0.2)
+    slow = await start_task(client, "execute", path=path, code=SLOW)
+    with anyio.fail_after(120):
+        while True:
+            state = await tasks_request(client.session, "tasks/get", slow["taskId"])
+            if "tick" in state.get("statusMessage", ""):
+                break
+            await anyio.sleep(0.2)
+    await tasks_request(client.session, "tasks/cancel", slow["taskId"])
+    ended = await wait_task(client, slow["taskId"], limit=120)
+    assert ended["status"] == "cancelled", ended
+    after = await call(client, "execute", path=path, code="print(x)")
+    assert after["cells"][0]["outputs"][0]["text"] == "42\n"  # interrupted, not restarted
