@@ -372,3 +372,31 @@ async def test_in_every_mode_a_run_as_a_task_completes_and_one_is_cancelled(
     assert ended["status"] == "cancelled", ended
     after = await call(client, "execute", path=path, code="print(x)")
     assert after["cells"][0]["outputs"][0]["text"] == "42\n"  # interrupted, not restarted
+
+
+def test_finished_tasks_are_kept_newest_first_within_the_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Finished tasks hold their results (a PDF is megabytes): the newest are kept, within the
+    count and the characters allowed; a task still working is never dropped."""
+    from nbrelay.tools import tasks
+
+    monkeypatch.setattr(tasks, "KEEP_FINISHED", 3)
+    monkeypatch.setattr(tasks, "KEEP_BYTES", 2_500)
+    book = tasks.RunTasks()
+    working = tasks.RunTask("w", "execute", None)
+    book._tasks["w"] = working
+    for k in range(5):
+        task = tasks.RunTask(f"t{k}", "export_notebook", None)
+        task.result = {"content": [{"type": "text", "text": "x" * (1000 if k >= 3 else 10)}]}
+        task.finish("completed")
+        book._tasks[task.task_id] = task
+    book._prune()
+    # the count keeps the newest three; t2 is small, so the three fit the characters too
+    assert sorted(book._tasks) == ["t2", "t3", "t4", "w"]
+    big = tasks.RunTask("t5", "export_notebook", None)
+    big.result = {"content": [{"type": "text", "text": "x" * 1000}]}
+    big.finish("completed")
+    book._tasks["t5"] = big
+    book._prune()  # t5, t4 fit; with t3 the characters are over
+    assert sorted(book._tasks) == ["t4", "t5", "w"]

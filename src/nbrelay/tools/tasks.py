@@ -20,7 +20,7 @@ Tasks live in this process, shared by every session: a client that reconnects (a
 a new connection) gets the result by task id. Task ids are unguessable; where the request was
 authenticated (a bearer token, a Jupyter user), only the same identity may read or cancel the
 task. A finished task is kept for ``KEEP_SECONDS`` after it ended (at most ``KEEP_FINISHED``
-of them). The spec's ``notifications/tasks`` through ``subscriptions/listen`` are optional and
+of them, whose results hold at most ``KEEP_BYTES`` characters in all: the newest are kept). The spec's ``notifications/tasks`` through ``subscriptions/listen`` are optional and
 not sent: clients poll ``tasks/get`` at ``pollIntervalMs``.
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -62,6 +63,7 @@ TASKS = "io.modelcontextprotocol/tasks"
 RUN_META = "io.github.nbrelay/run"  # in tasks/get: the run's handle, notebook and state
 KEEP_SECONDS = 3600.0  # a finished task is kept this long after it ended
 KEEP_FINISHED = 200  # and at most this many finished tasks
+KEEP_BYTES = 64_000_000  # whose results (PDFs are big) take at most this many characters in all
 POLL_MS = 1000
 
 Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
@@ -117,6 +119,7 @@ class RunTask:
     scope: anyio.CancelScope | None = None
     cancel_asked: bool = False
     ended: float | None = None  # time.monotonic() when it reached a terminal status
+    size: int = 0  # characters of its result, once it ended
 
     # runs.RunWatch: what the tool call tells its task
     def job(self, job: Job) -> None:
@@ -130,6 +133,8 @@ class RunTask:
     def finish(self, status: Status, message: str | None = None) -> None:
         self.status, self.ended, self.updated = status, time.monotonic(), time.time()
         self.message = message
+        if self.result is not None:
+            self.size = len(json.dumps(self.result))
 
     def ttl_ms(self) -> int | None:
         """Unlimited while it works; then until ``KEEP_SECONDS`` after it ended."""
@@ -314,8 +319,10 @@ class RunTasks(Extension):
         finished = [t for t in self._tasks.values() if t.ended is not None]
         finished.sort(key=lambda t: t.ended or 0.0)
         excess = len(finished) - KEEP_FINISHED
-        for k, task in enumerate(finished):
-            if k < excess or now - (task.ended or now) > KEEP_SECONDS:
+        kept = 0
+        for k, task in reversed(list(enumerate(finished))):  # the newest first
+            kept += task.size
+            if k < excess or kept > KEEP_BYTES or now - (task.ended or now) > KEEP_SECONDS:
                 self._tasks.pop(task.task_id, None)
 
 
