@@ -19,7 +19,7 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.sandbox import launch_policy
 from nbrelay.notebook.text import scrub
 from nbrelay.stores.files import FileStore
-from nbrelay.tools import apps, canonical, resources, sdk
+from nbrelay.tools import apps, canonical, resources, sdk, tasks
 from nbrelay.tools._boundary import Registrar
 from nbrelay.workspace import Workspace
 
@@ -165,10 +165,11 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
     launch_policy(settings)  # refuse limits and sandboxes this machine cannot enforce
     ws = workspace or build_workspace(settings)
     feed = resources.ChangeFeed(ws)
+    long_runs = tasks.extension()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Workspace]:
-        async with ws.running(), feed.running():
+        async with ws.running(), feed.running(), long_runs.running():
             yield ws
 
     register = PROFILES.get(settings.profile)
@@ -202,8 +203,12 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
         tools=reg.tools,
         subscriptions=feed.bus,
         middleware=[sendable, feed.middleware, apps.views_for_apps_clients],
-        # MCP Apps: the notebook view (nbrelay.tools.apps)
-        extensions=[apps.extension(settings.profile, reg.tools, current=reg.current_notebook)],
+        # Long runs as MCP tasks (nbrelay.tools.tasks), outermost: a task's result is the whole
+        # call's; MCP Apps: the notebook view (nbrelay.tools.apps)
+        extensions=[
+            long_runs,
+            apps.extension(settings.profile, reg.tools, current=reg.current_notebook),
+        ],
     )
     resources.register(server, ws, feed)
     extra = PROFILE_RESOURCES.get(settings.profile)

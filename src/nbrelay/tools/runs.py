@@ -7,8 +7,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import math
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Protocol
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -33,6 +35,20 @@ from nbrelay.workspace import Workspace
 MAX_IMAGE_SIDE = 1568  # pixels; larger images are downscaled before they are sent
 MAX_IMAGE_BYTES = 1_000_000
 PROGRESS_EVERY = 10.0
+
+
+class RunWatch(Protocol):
+    """Who follows a tool call that runs as an MCP task (``nbrelay.tools.tasks``): told the job
+    the call runs and its progress messages, which the task's status carries instead of
+    progress notifications (a task's request has already been answered)."""
+
+    def job(self, job: Job) -> None: ...
+
+    def progress(self, message: str) -> None: ...
+
+
+# Set while a tool call runs as a task: its runs are followed to their end, not for ``wait`` s.
+watching: ContextVar[RunWatch | None] = ContextVar("nbrelay_run_watch", default=None)
 
 
 def joined_text(value: Any) -> str:
@@ -179,6 +195,13 @@ def execution_view(
 def progress_reporter(ctx: Context | None) -> Callable[[str], Awaitable[None]] | None:
     """Send each message as an MCP progress notification of the request (numbered 1, 2, …; the
     SDK sends nothing when the client asked for no progress); None without a request."""
+    watch = watching.get()
+    if watch is not None:  # a task: its status carries the progress
+
+        async def tell(message: str) -> None:
+            watch.progress(clean_text(message))
+
+        return tell
     if ctx is None:
         return None
     sent = 0
@@ -192,13 +215,18 @@ def progress_reporter(ctx: Context | None) -> Callable[[str], Awaitable[None]] |
 
 
 async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | None) -> None:
-    """Wait for a job with progress notifications; a cancelled request stops the job."""
+    """Wait for a job with progress notifications; a cancelled request stops the job. In a
+    task (``watching``) the job is followed to its end and its progress goes to the task."""
     seconds = ws.settings.execution_wait if wait is None else wait
+    watch = watching.get()
+    if watch is not None:
+        watch.job(job)
+        seconds = math.inf
     sent = 0
 
     async def progress(j: Job) -> None:
         nonlocal sent
-        if ctx is None:
+        if ctx is None or watch is not None:
             return
         sent += 1
         current = j.current()

@@ -1,0 +1,365 @@
+"""Long runs as MCP tasks: the ``io.modelcontextprotocol/tasks`` extension (SEP-2663, protocol
+2026-07-28).
+
+A client that declares the extension in a request's capabilities and calls ``execute``,
+``restart_kernel`` with ``run_all``, ``install_packages`` or ``export_notebook`` with
+``format="pdf"`` gets a task (``resultType: "task"``) at once instead of the tool's result. The
+call goes on in the server's background: runs are followed to their end (not for ``wait`` s),
+and what would have been progress notifications becomes the task's ``statusMessage``.
+``tasks/get`` answers the task's state: while a run goes on, the running cell, its time and the
+end of what it printed, and the run's handle (``_meta``); when it is over, the tool's result,
+exactly what the call would have returned. ``tasks/cancel`` stops the run as
+``cancel_execution`` does (the running cell is interrupted, the rest skipped; the outputs so far
+stay in the notebook); a call that is not a run is cancelled outright. ``tasks/update`` has
+nothing to answer (nbrelay's tasks never ask for input) and only acknowledges.
+
+Every other client, and every other call, gets today's behaviour exactly: the run handles
+(``get_execution``, ``cancel_execution``) are unchanged, and a task's run has a handle too.
+
+Tasks live in this process, shared by every session: a client that reconnects (a new session,
+a new connection) gets the result by task id. Task ids are unguessable; where the request was
+authenticated (a bearer token, a Jupyter user), only the same identity may read or cancel the
+task. A finished task is kept for ``KEEP_SECONDS`` after it ended (at most ``KEEP_FINISHED``
+of them, whose results hold at most ``KEEP_BYTES`` characters in all: the newest are kept). The spec's ``notifications/tasks`` through ``subscriptions/listen`` are optional and
+not sent: clients poll ``tasks/get`` at ``pollIntervalMs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    CallToolRequestParams,
+    RequestParams,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ConfigDict, Field
+
+from nbrelay.caller import IDENTITY_SCOPE_KEY
+from nbrelay.notebook.text import clean_text
+from nbrelay.timestamps import utc_iso
+from nbrelay.tools import runs
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from nbrelay.kernels.jobs import Job
+    from nbrelay.workspace import Workspace
+
+TASKS = "io.modelcontextprotocol/tasks"
+RUN_META = "io.github.nbrelay/run"  # in tasks/get: the run's handle, notebook and state
+KEEP_SECONDS = 3600.0  # a finished task is kept this long after it ended
+KEEP_FINISHED = 200  # and at most this many finished tasks
+KEEP_BYTES = 64_000_000  # whose results (PDFs are big) take at most this many characters in all
+POLL_MS = 1000
+
+Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
+
+
+def wants_task(params: CallToolRequestParams) -> bool:
+    """Whether a call is one nbrelay answers with a task (for a client that opted in)."""
+    args = params.arguments or {}
+    match params.name:
+        case "execute" | "install_packages":
+            return True
+        case "restart_kernel":
+            return bool(args.get("run_all")) and not args.get("shutdown")
+        case "export_notebook":
+            return args.get("format") == "pdf"
+    return False
+
+
+def opted_in(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request declared the tasks extension (only on the 2026-07-28 wire: the
+    extension is not defined on older ones)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    try:
+        caps = ctx.session.client_capabilities
+    except (AttributeError, LookupError, ValueError):
+        return False
+    extensions = caps.extensions if caps is not None else None
+    return bool(extensions) and TASKS in (extensions or {})
+
+
+def identity_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """Who authenticated the request (its bearer token, its Jupyter user), if anyone did."""
+    scope = getattr(ctx.request, "scope", None)
+    found = scope.get(IDENTITY_SCOPE_KEY) if isinstance(scope, dict) else None
+    return found if isinstance(found, str) and found else None
+
+
+@dataclasses.dataclass(eq=False)
+class RunTask:
+    """One tool call running as a task."""
+
+    task_id: str
+    tool: str
+    owner: str | None
+    created: float = dataclasses.field(default_factory=time.time)
+    updated: float = dataclasses.field(default_factory=time.time)
+    status: Status = "working"
+    message: str | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    run: Job | None = None
+    scope: anyio.CancelScope | None = None
+    cancel_asked: bool = False
+    ended: float | None = None  # time.monotonic() when it reached a terminal status
+    size: int = 0  # characters of its result, once it ended
+
+    # runs.RunWatch: what the tool call tells its task
+    def job(self, job: Job) -> None:
+        self.run = job
+        self.updated = time.time()
+
+    def progress(self, message: str) -> None:
+        self.message = message
+        self.updated = time.time()
+
+    def finish(self, status: Status, message: str | None = None) -> None:
+        self.status, self.ended, self.updated = status, time.monotonic(), time.time()
+        self.message = message
+        if self.result is not None:
+            self.size = len(json.dumps(self.result))
+
+    def ttl_ms(self) -> int | None:
+        """Unlimited while it works; then until ``KEEP_SECONDS`` after it ended."""
+        if self.ended is None:
+            return None
+        kept = self.ended - time.monotonic() + KEEP_SECONDS
+        return max(int((time.time() - self.created + kept) * 1000), 0)
+
+    def status_message(self) -> str | None:
+        job = self.run
+        if self.status != "working" or job is None or job.done.is_set():
+            return self.message
+        current = job.current()
+        if current is None:
+            return f"{job.state}, {job.elapsed:.0f} s"
+        where = f"cell {current.index} ({current.id})" if current.id else "scratch code"
+        done = sum(1 for c in job.cells if c.status not in ("queued", "running"))
+        count = f", {done} of {len(job.cells)} cells done" if len(job.cells) > 1 else ""
+        tail = job.tail_text(300)
+        return clean_text(
+            f"{where} running {job.elapsed:.0f} s{count}" + (f": …{tail}" if tail else "")
+        )
+
+    def wire(self) -> dict[str, Any]:
+        """The task as ``tasks/get`` answers it (a ``DetailedTask``)."""
+        out: dict[str, Any] = {
+            "taskId": self.task_id,
+            "status": self.status,
+            "createdAt": utc_iso(self.created),
+            "lastUpdatedAt": utc_iso(max(self.updated, self.created)),
+            "ttlMs": self.ttl_ms(),
+        }
+        if self.status == "working":
+            out["pollIntervalMs"] = POLL_MS
+        message = self.status_message()
+        if message:
+            out["statusMessage"] = message
+        if self.status == "completed":
+            out["result"] = self.result or {"content": []}
+        if self.status == "failed":
+            out["error"] = self.error or {"code": INTERNAL_ERROR, "message": "the task failed"}
+        if self.run is not None:
+            job = self.run
+            out["_meta"] = {RUN_META: {"handle": job.handle, "path": job.path, "state": job.state}}
+        return out
+
+
+class TaskIdParams(RequestParams):
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+
+    task_id: str = Field(alias="taskId")
+
+
+class UpdateTaskParams(TaskIdParams):
+    input_responses: dict[str, Any] | None = Field(default=None, alias="inputResponses")
+
+
+_MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
+
+
+class RunTasks(Extension):
+    """The tasks extension: answers long calls with tasks and serves ``tasks/*``."""
+
+    identifier = TASKS
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, RunTask] = {}
+        self._tg: TaskGroup | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """While the server runs: the task group the calls run in (cancelled when it stops)."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield
+            finally:
+                self._tg = None
+                tg.cancel_scope.cancel()
+
+    def methods(self) -> list[MethodBinding]:
+        return [
+            MethodBinding("tasks/get", TaskIdParams, self._get, protocol_versions=_MODERN),
+            MethodBinding(
+                "tasks/update", UpdateTaskParams, self._update, protocol_versions=_MODERN
+            ),
+            MethodBinding("tasks/cancel", TaskIdParams, self._cancel, protocol_versions=_MODERN),
+        ]
+
+    async def intercept_tool_call(
+        self,
+        params: CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> HandlerResult:
+        if self._tg is None or not wants_task(params) or not opted_in(ctx):
+            return await call_next(ctx)
+        self._prune()
+        task = RunTask(secrets.token_urlsafe(24), params.name, identity_of(ctx))
+        self._tasks[task.task_id] = task  # tasks/get finds it before the answer is sent
+        self._tg.start_soon(self._work, task, ctx, call_next)
+        created = task.wire()
+        created.pop("_meta", None)
+        created["statusMessage"] = f"{params.name} started; poll tasks/get"
+        return {"resultType": "task", **created}
+
+    async def _work(
+        self, task: RunTask, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> None:
+        token = runs.watching.set(task)
+        try:
+            with anyio.CancelScope() as scope:
+                task.scope = scope
+                if task.cancel_asked:
+                    scope.cancel()
+                try:
+                    result = await call_next(ctx)
+                except MCPError as exc:
+                    error = exc.error.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    task.error = error
+                    task.finish("failed", f"{task.tool} failed: {exc.error.message}")
+                    return
+                except Exception as exc:  # a fault of the server: the task says so
+                    task.error = {"code": INTERNAL_ERROR, "message": f"{type(exc).__name__}"}
+                    task.finish("failed", f"{task.tool} failed: {type(exc).__name__}: {exc}")
+                    return
+            if scope.cancelled_caught:
+                task.finish("cancelled", f"{task.tool} was cancelled before it finished")
+                return
+            task.result = _dumped(result)
+            if task.cancel_asked and task.run is not None and _stopped(task.run):
+                task.finish("cancelled", _cancelled_message(task.run))
+            else:
+                task.finish("completed", _summary(task))
+        finally:
+            runs.watching.reset(token)
+            if task.status == "working":  # the server stopped under it
+                task.finish("cancelled", "the server stopped before the call finished")
+
+    def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> RunTask:
+        if not opted_in(ctx):
+            raise MCPError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "Missing required client capability: declare the io.modelcontextprotocol/tasks "
+                "extension in the request's capabilities to use tasks/*.",
+                {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+            )
+        self._prune()
+        task = self._tasks.get(task_id)
+        if task is None or (task.owner is not None and task.owner != identity_of(ctx)):
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Failed to retrieve task: no task has id {task_id!r} (finished tasks are kept "
+                f"{KEEP_SECONDS / 60:.0f} minutes; the run's outputs stay in the notebook).",
+            )
+        return task
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
+        return {"resultType": "complete", **self._find(ctx, params.task_id).wire()}
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> Any:
+        self._find(ctx, params.task_id)  # nbrelay's tasks never ask for input: nothing to take
+        return {"resultType": "complete"}
+
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
+        task = self._find(ctx, params.task_id)
+        if task.status == "working" and not task.cancel_asked:
+            task.cancel_asked = True
+            task.updated = time.time()
+            job = task.run
+            if job is not None and self._tg is not None:
+                # As cancel_execution: interrupt the running cell, skip the rest; the call
+                # then ends with the run's result, and the task as cancelled.
+                ws: Workspace = ctx.lifespan_context
+                self._tg.start_soon(_cancel_job, ws, job)
+            elif task.scope is not None:
+                task.scope.cancel()
+        return {"resultType": "complete"}
+
+    def _prune(self) -> None:
+        now = time.monotonic()
+        finished = [t for t in self._tasks.values() if t.ended is not None]
+        finished.sort(key=lambda t: t.ended or 0.0)
+        excess = len(finished) - KEEP_FINISHED
+        kept = 0
+        for k, task in reversed(list(enumerate(finished))):  # the newest first
+            kept += task.size
+            if k < excess or kept > KEEP_BYTES or now - (task.ended or now) > KEEP_SECONDS:
+                self._tasks.pop(task.task_id, None)
+
+
+async def _cancel_job(ws: Workspace, job: Job) -> None:
+    await ws.cancel_job(job)
+
+
+def _stopped(job: Job) -> bool:
+    return any(c.status == "cancelled" for c in job.cells) or (
+        job.stop.is_set() and any(c.status not in ("ok", "queued") for c in job.cells)
+    )
+
+
+def _cancelled_message(job: Job) -> str:
+    return (
+        f"cancelled: the run was stopped (handle {job.handle}); the outputs so far are saved in "
+        f"{job.path}, and get_execution(handle={job.handle!r}) shows them"
+    )
+
+
+def _summary(task: RunTask) -> str:
+    job = task.run
+    if job is None:
+        return f"{task.tool} finished"
+    return f"{task.tool} finished in {job.elapsed:.0f} s"
+
+
+def _dumped(result: Any) -> dict[str, Any]:
+    if isinstance(result, BaseModel):
+        dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    elif isinstance(result, dict):
+        dumped = dict(result)
+    else:
+        dumped = {"content": [{"type": "text", "text": str(result)}]}
+    dumped.pop("resultType", None)
+    return dumped
+
+
+def extension() -> RunTasks:
+    return RunTasks()
