@@ -25,6 +25,7 @@ from nbrelay.tools.canonical import (
     search,
     variables,
 )
+from nbrelay.tools.run_text import canonical_text
 from nbrelay.workspace import Workspace
 
 TOOLS: ToolTable = [
@@ -68,6 +69,7 @@ TOOLS: ToolTable = [
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the canonical tools."""
     reg.brief = True
+    reg.text = canonical_text  # runs as a person would write them, not as JSON
     reg.add(TOOLS, ws, example=False)
     for tool in reg.tools:  # what tools/list sends (call arguments are checked separately)
         tool.parameters = compact_listing(tool.parameters)
