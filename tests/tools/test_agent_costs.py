@@ -14,10 +14,18 @@ from mcp_types import ImageContent, TextContent
 
 from nbrelay.notebook.model import new_notebook
 from nbrelay.tools.run_text import TRACEBACK_CHARS
-from tests.helpers import PATIENCE, call, code, data_of, text_of, write_notebook
+from tests.helpers import (
+    PATIENCE,
+    call,
+    call_error,
+    code,
+    data_of,
+    text_of,
+    write_notebook,
+)
 from tests.modes import Mode
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+pytestmark = pytest.mark.anyio
 
 # Forty frames deep, raised while handling another error: a chained traceback of several
 # thousand characters, as a library's failure makes one.
@@ -57,6 +65,7 @@ def notebook_of_runs(anymode: Mode) -> str:
     return anymode.path("runs.ipynb")
 
 
+@pytest.mark.kernel
 async def test_a_run_reads_as_text_and_keeps_its_structured_result(
     anymode: Mode, notebook_of_runs: str
 ) -> None:
@@ -88,6 +97,7 @@ async def test_a_run_reads_as_text_and_keeps_its_structured_result(
     assert len(text_of(stopped)) < len(json.dumps(data, separators=(",", ":"))) * 0.8
 
 
+@pytest.mark.kernel
 async def test_a_long_chained_traceback_keeps_its_last_frames_and_says_what_it_left_out(
     anymode: Mode, notebook_of_runs: str
 ) -> None:
@@ -113,6 +123,7 @@ async def test_a_long_chained_traceback_keeps_its_last_frames_and_says_what_it_l
     assert full["text"].count("in dig(n)") >= 40
 
 
+@pytest.mark.kernel
 async def test_images_come_with_the_run_when_asked_and_are_downscaled(
     anymode: Mode, notebook_of_runs: str
 ) -> None:
@@ -139,6 +150,7 @@ async def test_images_come_with_the_run_when_asked_and_are_downscaled(
     assert [b.data for b in read.content if isinstance(b, ImageContent)] == [images[0].data]
 
 
+@pytest.mark.kernel
 async def test_a_restarted_kernel_shows_no_process_times_or_server_folder(
     anymode: Mode, notebook_of_runs: str
 ) -> None:
@@ -157,3 +169,36 @@ async def test_a_restarted_kernel_shows_no_process_times_or_server_folder(
     mine = [k for k in data_of(listed)["kernels"] if k["path"] == p]
     assert len(mine) == 1
     assert "cwd" not in mine[0]
+
+
+async def test_cell_type_is_one_name_and_type_is_taken_for_it(anymode: Mode) -> None:
+    c, p = anymode.client, anymode.path("types.ipynb")
+    await call(c, "create_notebook", path=p, cells=[{"cell_type": "markdown", "source": "# A"}])
+    await call(
+        c,
+        "insert_cells",
+        path=p,
+        cells=[{"cell_type": "raw", "source": "r"}, {"type": "markdown", "source": "m"}, "x"],
+    )
+    read = await call(c, "read_notebook", path=p)
+    assert [x["type"] for x in read["cells"]] == ["markdown", "raw", "markdown", "code"]
+    # edit_cell takes the same name, and type for it.
+    await call(c, "edit_cell", path=p, cell=3, cell_type="markdown")
+    await call(c, "edit_cell", path=p, cell=1, type="code")
+    read = await call(c, "read_notebook", path=p)
+    assert [x["type"] for x in read["cells"]] == ["markdown", "code", "markdown", "markdown"]
+    raw = anymode.local("types.ipynb").read_bytes() if not anymode.collaborative else None
+    both = await call_error(c, "edit_cell", path=p, cell=1, type="raw", cell_type="markdown")
+    assert "give one of them (type is a synonym of cell_type)" in both
+    both = await call_error(
+        c, "insert_cells", path=p, cells=[{"type": "raw", "cell_type": "code", "source": "x"}]
+    )
+    assert "give one of them (type is a synonym of cell_type)" in both
+    assert len((await call(c, "read_notebook", path=p))["cells"]) == 4
+    if raw is not None:
+        assert anymode.local("types.ipynb").read_bytes() == raw
+    # The listing names it cell_type.
+    listed = await c.list_tools()
+    insert = next(t for t in listed.tools if t.name == "insert_cells")
+    assert "cell_type" in json.dumps(insert.input_schema)
+    assert '"type": {"default": "code"' not in json.dumps(insert.input_schema)
