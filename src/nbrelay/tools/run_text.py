@@ -1,7 +1,7 @@
 """A run's result as the text a model reads (canonical profile): what a person would write.
 
 The structured result (``ExecutionResult``, in ``structuredContent``) keeps every field; its text
-is one header line per cell (``cell 3 (a1b2c3d4) [7] ok 0.12 s``) followed by what the cell
+is one header line per cell (``cell 3 (a1b2c3d4) [7] ok``, with its time from a second on) followed by what the cell
 printed, cells that were skipped or queued in one line, and the run's note last. Compact JSON
 spent a third more characters than that on quotes, escapes and field names, on every run.
 
@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from nbrelay.tools._boundary import compact_json
 from nbrelay.tools.results import ExecutionResult
 
+SHOWN_SECONDS = 1.0  # a cell's time is said from this on (every run's is in the structured form)
 TRACEBACK_CHARS = 1500  # a run's traceback past this: its last frames and the exception
 _GROUPED = ("skipped", "queued", "cancelled")  # statuses said once for a run of cells
 
@@ -68,7 +69,7 @@ def _header(cell: dict[str, Any]) -> str:
     if cell.get("execution_count") is not None:
         parts.append(f"[{cell['execution_count']}]")
     parts.append(str(cell.get("status", "")))
-    if cell.get("seconds"):
+    if (cell.get("seconds") or 0) >= SHOWN_SECONDS:
         parts.append(f"{cell['seconds']:g} s")
     line = " ".join(parts)
     return f"{line}: {cell['note']}" if cell.get("note") else line
