@@ -203,3 +203,33 @@ async def test_cell_type_is_one_name_and_type_is_taken_for_it(anymode: Mode) -> 
     insert = next(t for t in listed.tools if t.name == "insert_cells")
     assert "cell_type" in json.dumps(insert.input_schema)
     assert '"type": {"default": "code"' not in json.dumps(insert.input_schema)
+
+
+NOISE = """import io, os
+from PIL import Image
+from IPython.display import Image as Show, display
+buf = io.BytesIO()
+Image.frombytes("RGB", (450, 450), os.urandom(450 * 450 * 3)).save(buf, "PNG")
+display(Show(buf.getvalue()))"""
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("anymode", ["files"], indirect=True)  # the bound is the tool's alone
+async def test_the_images_of_a_run_are_bounded_and_the_rest_named(anymode: Mode) -> None:
+    """Two photos of noise (about 810,000 base64 characters each, which downscaling does not
+    shrink): the first comes with the run, the second says which read_output call returns it."""
+    from nbrelay.tools.runs import RUN_IMAGE_CHARS
+
+    c, p = anymode.client, anymode.path("noise.ipynb")
+    write_notebook(
+        anymode.local("noise.ipynb"), new_notebook([code(NOISE, "n0"), code(NOISE, "n1")])
+    )
+    shown = await c.call_tool("execute", {"path": p, "cells": ":", "images": True, "wait": 300})
+    data = data_of(shown)
+    assert [o["image"] for x in data["cells"] for o in x["outputs"]] == ["image/png"] * 2
+    images = [b for b in shown.content if isinstance(b, ImageContent)]
+    assert len(images) == 1
+    assert 700_000 < len(images[0].data) <= RUN_IMAGE_CHARS
+    text = text_of(shown)
+    assert f'read_output(path="{p}", cell="n0", output=0)' not in text
+    assert f'read_output(path="{p}", cell="n1", output=0) returns the image' in text
