@@ -14,10 +14,9 @@ from nbrelay.tools.runs import finished, progress_reporter
 from nbrelay.workspace import Workspace
 
 
+# A kernel as results show it. Its working folder is the notebook's (never shown: on a server it
+# is an absolute path of that machine); ``pid`` and times only in list_kernels.
 class KernelView(BaseModel):
-    """A kernel as results show it. Its working folder is the notebook's (never shown: on a
-    server it is an absolute path of that machine); ``pid`` and times only in list_kernels."""
-
     path: str
     kernel: str
     state: str
