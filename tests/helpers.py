@@ -59,9 +59,26 @@ def text_of(result: CallToolResult) -> str:
 def data_of(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, text_of(result)
     assert isinstance(result.structured_content, dict)
-    # The text block carries the same JSON as the structured content.
-    assert json.loads(text_of(result)) == result.structured_content
-    return result.structured_content
+    data = result.structured_content
+    text = text_of(result)
+    if text.startswith("{") and "\n" not in text:  # the same JSON as the structured content
+        assert json.loads(text) == data
+    else:  # canonical runs: the run as text, after the rest of the result as JSON if any
+        assert text == _run_text(data), text
+    return data
+
+
+def _run_text(data: dict[str, Any]) -> str:
+    from nbrelay.tools.run_text import run_text
+
+    if "execution" not in data:
+        return run_text(data)
+    rest = {k: v for k, v in data.items() if k != "execution"}
+    return (
+        json.dumps(rest, ensure_ascii=False, separators=(",", ":"))
+        + "\n"
+        + run_text(data["execution"])
+    )
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:

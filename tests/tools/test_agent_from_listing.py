@@ -60,12 +60,14 @@ async def test_an_agent_that_knows_only_the_listing_does_the_task(tmp_path: Path
 
         # Paths are relative to the served folder; cells may be plain strings or typed objects.
         agent.knows("create_notebook", "relative to the served folder")
-        agent.knows("create_notebook", "A plain string is a code cell")
-        agent.knows("create_notebook", '"type": {"default": "code", "enum": ["code", "markdown"')
+        agent.knows("create_notebook", "A string is a code cell")
+        agent.knows(
+            "create_notebook", '"cell_type": {"default": "code", "enum": ["code", "markdown"'
+        )
         made = await do(
             "create_notebook",
             path="work/sales.ipynb",
-            cells=[{"type": "markdown", "source": "# Sales"}, "total = 0"],
+            cells=[{"cell_type": "markdown", "source": "# Sales"}, "total = 0"],
         )
         # Every read returns `version`, to pass as expected_version when editing.
         agent.knows("read_notebook", "expected_version")

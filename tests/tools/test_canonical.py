@@ -296,7 +296,7 @@ async def test_list_notebooks_reports_size_and_time(client: Client, root: Path) 
             "insert_cells",
             {"path": "n.ipynb", "cells": [{"type": "sql", "source": "x"}]},
             'Invalid `cells`: [{"type": "sql", "source": "x"}] (a list): '
-            "cells[0].type should be 'code', 'markdown' or 'raw'. It takes a list",
+            "cells[0].cell_type should be 'code', 'markdown' or 'raw'. It takes a list",
         ),
         (
             "insert_cells",

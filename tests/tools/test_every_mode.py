@@ -251,7 +251,7 @@ async def test_stale_edits_and_bad_input_change_nothing(anymode: Mode) -> None:
         (
             "create_notebook",
             {"path": m.path("bad.ipynb"), "cells": [{"type": "sql"}]},
-            "cells[0].type",
+            "cells[0].cell_type",
         ),
     ]
     for tool, args, message in errors:

@@ -7,8 +7,9 @@
   profile (``Registrar.words``: its tool names and index base; see ``nbrelay.errors``);
 * turns any other exception into a short "internal error" with an error id (the traceback goes
   to the log on stderr, never to the client);
-* returns pydantic results as compact JSON text plus ``structuredContent`` (no ``null`` fields),
-  and passes MCP content (images) through;
+* returns pydantic results as compact JSON text (or the profile's own text of them,
+  ``Registrar.text``) plus ``structuredContent`` (no ``null`` fields), and passes MCP content
+  (images) through;
 * validates the call's arguments itself (``nbrelay.tools.validation.Arguments``; the SDK hands
   them over untouched, see ``nbrelay.tools.sdk``).
 
@@ -74,20 +75,26 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def to_result(value: Any, *, keep_none: bool = False) -> Any:
-    """Shape a tool's return value: models become JSON text + structured content; a
-    ``CallToolResult`` the tool built itself passes through."""
+# A profile's text for a result model (given the model and its structured data); None: the
+# compact JSON of the data.
+TextOf = Callable[[BaseModel, dict[str, Any]], str | None]
+
+
+def to_result(value: Any, *, keep_none: bool = False, text: TextOf | None = None) -> Any:
+    """Shape a tool's return value: models become text (compact JSON, or what ``text`` makes
+    of them) + structured content; a ``CallToolResult`` the tool built itself passes through."""
     if isinstance(value, CallToolResult):
         return value
     if isinstance(value, BaseModel):
-        data = value.model_dump(mode="json", exclude_none=not keep_none, by_alias=True)
-        return CallToolResult(
-            content=[TextContent(text=compact_json(data))], structured_content=data
-        )
+        value = (value,)
     if isinstance(value, tuple) and value and isinstance(value[0], BaseModel):
         model, extra = value[0], list(value[1:])
         data = model.model_dump(mode="json", exclude_none=not keep_none, by_alias=True)
-        blocks: list[ContentBlock] = [TextContent(text=compact_json(data)), *extra]
+        shown = text(model, data) if text is not None else None
+        blocks: list[ContentBlock] = [
+            TextContent(text=compact_json(data) if shown is None else shown),
+            *extra,
+        ]
         return CallToolResult(content=blocks, structured_content=data)
     return value
 
@@ -105,6 +112,7 @@ class Registrar:
     # true, "type" next to an enum of strings), in fewer bytes of every agent's context.
     brief: bool = False
     words: Vocabulary = CANONICAL_WORDS  # how errors name actions and number cells
+    text: TextOf | None = None  # the text of results (default: their compact JSON)
     # The notebook a profile's path-less tools act on (notebook-lr's current one), for the view.
     current_notebook: Callable[[], str] | None = None
     tools: list[Tool] = field(default_factory=list)
@@ -160,7 +168,7 @@ class Registrar:
             listed = description if example else without_example(description)
             slot: dict[str, Arguments] = {}
             tool = Tool.from_function(
-                _guard(tool_name, fn, self, slot, keep_none=self.exact),
+                _guard(tool_name, fn, self, slot, keep_none=self.exact, text=self.text),
                 name=tool_name,
                 description=listed,
                 annotations=annotations,
@@ -216,6 +224,7 @@ def _guard(
     slot: Mapping[str, Arguments],
     *,
     keep_none: bool = False,
+    text: TextOf | None = None,
 ) -> Callable[P, Awaitable[Any]]:
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
@@ -230,7 +239,8 @@ def _guard(
                 if raw is None:
                     raise RuntimeError("the MCP SDK did not hand the call's arguments over")
                 values = slot["arguments"].validate(raw)
-                return to_result(await fn(*args, **values, **passed), keep_none=keep_none)
+                value = await fn(*args, **values, **passed)
+                return to_result(value, keep_none=keep_none, text=text)
             except NbrelayError as exc:
                 raise ToolError(reg.explain(exc)) from exc
             except (ToolError, anyio.get_cancelled_exc_class()):

@@ -33,29 +33,33 @@ class NewCell(BaseModel):
     model_config = ConfigDict(extra="forbid")  # {"content": ...} is a mistake, not an empty cell
 
     source: str = ""
-    type: Literal["code", "markdown", "raw"] = "code"
+    cell_type: Literal["code", "markdown", "raw"] = "code"  # as edit_cell and nbformat say it
     metadata: dict[str, Any] | None = None
 
     @model_validator(mode="before")
     @classmethod
-    def _cell_type(cls, value: Any) -> Any:
-        """nbformat's ``cell_type`` is taken as ``type`` (agents fluent in nbformat send it);
-        unlisted, so it costs the listing nothing. Both, disagreeing, are refused."""
-        if not isinstance(value, dict) or "cell_type" not in value:
+    def _type(cls, value: Any) -> Any:
+        """``type`` is taken as ``cell_type`` (as read results name it); unlisted, so it costs
+        the listing nothing. Both, disagreeing, are refused."""
+        if not isinstance(value, dict) or "type" not in value:
             return value
-        given = {k: v for k, v in value.items() if k != "cell_type"}
-        if "type" in given and given["type"] != value["cell_type"]:
+        given = {k: v for k, v in value.items() if k != "type"}
+        if "cell_type" in given and given["cell_type"] != value["type"]:
             raise ValueError(
-                f"the cell gives type {given['type']!r} and cell_type {value['cell_type']!r}; "
-                "give one of them (cell_type is a synonym of type)"
+                f"the cell gives cell_type {given['cell_type']!r} and type {value['type']!r}; "
+                "give one of them (type is a synonym of cell_type)"
             )
-        given["type"] = value["cell_type"]
+        given["cell_type"] = value["type"]
         return given
+
+
+# Argument names taken for another (unlisted): where a tool has the second and not the first.
+SYNONYMS = {"type": "cell_type"}
 
 
 NewCells = Annotated[
     list[NewCell | str],
-    Field(description="A plain string is a code cell."),
+    Field(description="A string is a code cell."),
 ]
 
 
@@ -120,6 +124,6 @@ def compact_listing(schema: dict[str, Any]) -> dict[str, Any]:
 
 def specs(cells: list[NewCell | str]) -> list[CellSpec]:
     return [
-        CellSpec("code", c) if isinstance(c, str) else CellSpec(c.type, c.source, c.metadata)
+        CellSpec("code", c) if isinstance(c, str) else CellSpec(c.cell_type, c.source, c.metadata)
         for c in cells
     ]

@@ -35,6 +35,9 @@ from nbrelay.workspace import Workspace
 MAX_IMAGE_SIDE = 1568  # pixels; larger images are downscaled before they are sent
 MAX_IMAGE_BYTES = 1_000_000
 PROGRESS_EVERY = 10.0
+# The images one run result carries at most (base64 characters: one image as large as
+# MAX_IMAGE_BYTES, or many plots); past it, an image's text says which read_output call returns it.
+RUN_IMAGE_CHARS = 1_400_000
 
 
 class RunWatch(Protocol):
@@ -91,6 +94,19 @@ def images_or_skip(mime: str, data: str, into: list[ImageContent]) -> None:
         into.append(image_content(mime, data))
 
 
+def _attach(mime: str, data: str, into: list[ImageContent]) -> bool:
+    """Add the image, downscaled, to a run's ``into`` unless it is damaged or the images
+    already there fill ``RUN_IMAGE_CHARS``; whether it was added."""
+    try:
+        image = image_content(mime, data)
+    except NotebookInvalid:
+        return False
+    if sum(len(i.data) for i in into) + len(image.data) > RUN_IMAGE_CHARS:
+        return False
+    into.append(image)
+    return True
+
+
 _Pending = list[tuple[int, dict[str, Any], render.OutputText, int]]
 
 
@@ -118,7 +134,10 @@ def _cell_view(
     views: list[RunOutput] = []
     for k, out, shown, start in pending:
         text, cut, any_shown = budget.take(shown.text[start:], "read_output pages through it")
-        if shown.image and cell.id is not None and images is None:
+        sent = False
+        if images is not None and shown.image and shown.image != "image/svg+xml":
+            sent = _attach(shown.image, joined_text(out["data"][shown.image]), images)
+        if shown.image and cell.id is not None and not sent:
             text = f"{text} ({image_pointer(job.path, cell.id, k)})"
         view = RunOutput(
             output=k,
@@ -135,8 +154,6 @@ def _cell_view(
         if not any_shown and shown.text:
             view.omitted = f"{len(shown.text) - start:,} characters not shown (output budget 0)"
         cell.delivered[k] = len(shown.text)
-        if images is not None and shown.image and shown.image != "image/svg+xml":
-            images_or_skip(shown.image, joined_text(out["data"][shown.image]), images)
         views.append(view)
     status = cell.status
     return RunCell(

@@ -42,6 +42,7 @@ class Arguments:
         self.properties: dict[str, Any] = dict(schema.get("properties") or {})
         # wire name (an alias where the SDK renamed a parameter) -> field name
         self.fields = {info.alias or name: name for name, info in model.model_fields.items()}
+        self.synonyms: dict[str, str] = {}  # another name a caller may use -> the wire name
         self.required = [
             wire for wire, name in self.fields.items() if model.model_fields[name].is_required()
         ]
@@ -61,7 +62,9 @@ class Arguments:
         Raises:
             InvalidArgument: an unknown, missing or invalid argument (all of them, each named).
         """
-        problems = [self._unknown(k) for k in raw if k not in self.fields]
+        problems: list[str] = []
+        raw = self._named(raw, problems)
+        problems += [self._unknown(k) for k in raw if k not in self.fields]
         problems += [self._missing(k) for k in self.required if k not in raw]
         values = self.model.model_construct()
         for wire, value in raw.items():
@@ -75,6 +78,21 @@ class Arguments:
                 hint=f"Example: {self.example}." if self.example else self._signature(),
             )
         return {wire: getattr(values, name) for wire, name in self.fields.items()}
+
+    def _named(self, raw: Mapping[str, Any], problems: list[str]) -> Mapping[str, Any]:
+        """``raw`` with synonyms given their wire name (both, disagreeing, are a problem)."""
+        if not any(k in self.synonyms for k in raw):
+            return raw
+        named: dict[str, Any] = {}
+        for key, value in raw.items():
+            wire = self.synonyms.get(key, key)
+            if wire != key and wire in raw and raw[wire] != value:
+                problems.append(
+                    f"{wire!r} is {raw[wire]!r} and {key!r} is {value!r}: give one of them "
+                    f"({key} is a synonym of {wire})."
+                )
+            named.setdefault(wire, value)
+        return named
 
     def value(self, wire: str, raw: Any) -> Any:
         """One argument as the tool receives it.

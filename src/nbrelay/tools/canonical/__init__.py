@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from nbrelay.tools import apps
 from nbrelay.tools._boundary import Registrar, ToolTable
-from nbrelay.tools.arguments import compact_listing
+from nbrelay.tools.arguments import SYNONYMS, compact_listing
 from nbrelay.tools.canonical import (
     cells,
     execution,
@@ -25,6 +25,7 @@ from nbrelay.tools.canonical import (
     search,
     variables,
 )
+from nbrelay.tools.run_text import canonical_text
 from nbrelay.workspace import Workspace
 
 TOOLS: ToolTable = [
@@ -68,7 +69,12 @@ TOOLS: ToolTable = [
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the canonical tools."""
     reg.brief = True
+    reg.text = canonical_text  # runs as a person would write them, not as JSON
     reg.add(TOOLS, ws, example=False)
+    for args in reg.arguments.values():  # edit_cell(type=...) as insert_cells' items take it
+        args.synonyms = {
+            k: v for k, v in SYNONYMS.items() if v in args.fields and k not in args.fields
+        }
     for tool in reg.tools:  # what tools/list sends (call arguments are checked separately)
         tool.parameters = compact_listing(tool.parameters)
         if tool.annotations is not None and tool.annotations.open_world_hint is False:

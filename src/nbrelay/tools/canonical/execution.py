@@ -15,7 +15,9 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.tools import apps
+from nbrelay.tools._boundary import to_result
 from nbrelay.tools.arguments import NbPath, Ref, Wait
+from nbrelay.tools.run_text import canonical_text
 from nbrelay.tools.runs import execution_view, follow, image_content, joined_text
 from nbrelay.workspace import Workspace
 
@@ -67,7 +69,8 @@ async def execute(
     if apps.wants_view(ctx):  # the notebook as the run left it, for the client's view
         ran = [c.id for c in job.cells if c.id is not None]
         going = {} if job.done.is_set() else apps.run_state([job])
-        return apps.with_view(ctx, result, await ws.read(job.path), ran=ran, **going)
+        shaped = to_result(result, text=canonical_text)
+        return apps.with_view(ctx, shaped, await ws.read(job.path), ran=ran, **going)
     return result
 
 

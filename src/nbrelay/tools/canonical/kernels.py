@@ -14,12 +14,13 @@ from nbrelay.tools.runs import finished, progress_reporter
 from nbrelay.workspace import Workspace
 
 
+# A kernel as results show it. Its working folder is the notebook's (never shown: on a server it
+# is an absolute path of that machine); ``pid`` and times only in list_kernels.
 class KernelView(BaseModel):
     path: str
     kernel: str
     state: str
     pid: int | None = None
-    cwd: str | None = None
     started: str | None = None
     last_activity: str | None = None
     restarts: int | None = None
@@ -53,17 +54,16 @@ class InstallResult(BaseModel):
     log: str | None = None
 
 
-def kernel_view(info: KernelInfo) -> KernelView:
-    return KernelView(
-        path=info.key,
-        kernel=info.name,
-        state=info.state,
-        pid=info.pid,
-        cwd=info.cwd,
-        started=iso(info.started),
-        last_activity=iso(info.last_activity),
-        restarts=info.restarts or None,
+def kernel_view(info: KernelInfo, *, listed: bool = False) -> KernelView:
+    """``listed``: as list_kernels shows it, with its process id and times."""
+    view = KernelView(
+        path=info.key, kernel=info.name, state=info.state, restarts=info.restarts or None
     )
+    if listed:
+        view.pid = info.pid
+        view.started = iso(info.started)
+        view.last_activity = iso(info.last_activity)
+    return view
 
 
 async def interrupt_kernel(ws: Workspace, path: NbPath) -> KernelResult:
@@ -101,7 +101,7 @@ async def list_kernels(ws: Workspace) -> KernelList:
     """List running kernels (one per notebook) and kernelspecs. Example: list_kernels()."""
     running, specs = await ws.list_kernels()
     return KernelList(
-        kernels=[kernel_view(k) for k in running],
+        kernels=[kernel_view(k, listed=True) for k in running],
         kernelspecs=[
             SpecView(name=s.name, display_name=s.display_name, language=s.language) for s in specs
         ],

@@ -46,7 +46,7 @@ async def create_notebook(
 ) -> EditResult:
     """Create a notebook, optionally with cells; overwrite=true replaces a file.
 
-    Example: create_notebook(path="eda.ipynb", cells=["import pandas as pd", {"type": "markdown", "source": "# EDA"}]).
+    Example: create_notebook(path="eda.ipynb", cells=["import pandas as pd", {"cell_type": "markdown", "source": "# EDA"}]).
     """
     snap = await ws.create_notebook(
         path, specs(cells or []), kernel_name=kernel, overwrite=overwrite

@@ -1,0 +1,87 @@
+"""Count the work, not the time: an edit through the tools, on a notebook of 1,000 cells,
+encodes and hashes only the cell it changed, and a read of an unchanged notebook encodes and
+hashes nothing. The encoder and the hash are counted wherever they are called from (every
+module of nbrelay that holds them), so no layer can redo the whole notebook unnoticed."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from nbrelay.config import Settings
+from nbrelay.notebook import model
+from nbrelay.notebook.model import new_cell, new_notebook, serialize
+from nbrelay.notebook.serialize import cell_bytes
+from nbrelay.server import build_server
+from nbrelay.stores.files import FileStore
+from nbrelay.workspace import Workspace
+from tests.helpers import call, counter_ids
+
+pytestmark = pytest.mark.anyio
+
+CELLS = 1000
+
+
+@pytest.fixture
+def work(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Cells encoded (``model.serialize``: a cell's bytes are a one-cell notebook's) and bytes
+    hashed (``piece_digest``, ``version_of``), counted in every nbrelay module holding them."""
+    counted = {"cells encoded": 0, "bytes hashed": 0}
+
+    def spy(fn: Callable[..., Any], key: str, size: Callable[[Any], int]) -> Callable[..., Any]:
+        def counting(arg: Any, *args: Any, **kwargs: Any) -> Any:
+            counted[key] += size(arg)
+            return fn(arg, *args, **kwargs)
+
+        return counting
+
+    spies = {
+        model.serialize: spy(model.serialize, "cells encoded", lambda nb: len(nb.cells)),
+        model.piece_digest: spy(model.piece_digest, "bytes hashed", len),
+        model.version_of: spy(model.version_of, "bytes hashed", len),
+    }
+    patched = 0
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("nbrelay") or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if callable(value) and value in spies:
+                monkeypatch.setattr(module, attr, spies[value])
+                patched += 1
+    assert patched >= len(spies)
+    return counted
+
+
+async def test_an_edit_of_one_cell_in_1000_encodes_and_hashes_that_cell_only(
+    tmp_path: Path, work: dict[str, int]
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    cells = [new_cell("code", f"x_{i} = {i}\nprint(x_{i})", f"c{i}") for i in range(CELLS)]
+    (root / "big.ipynb").write_bytes(serialize(new_notebook(cells)))
+    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
+    ws = Workspace(settings, FileStore(root, lock_dir=tmp_path / "locks"), id_factory=counter_ids())
+    async with Client(build_server(settings, ws)) as client:
+        await call(client, "read_notebook", path="big.ipynb")
+        # The first save after a read encodes every cell once; from then on, only what changed.
+        await call(client, "edit_cell", path="big.ipynb", cell=0, source="first = 1")
+        for k, at in enumerate((500, 17, 500, CELLS - 2)):
+            before = dict(work)
+            source = f"y = {k}  # edited"
+            done = await call(client, "edit_cell", path="big.ipynb", cell=at, source=source)
+            assert done["changed"] == [{"index": at, "id": f"c{at}"}]
+            body = len(cell_bytes(new_cell("code", source, f"c{at}")))
+            encoded = work["cells encoded"] - before["cells encoded"]
+            hashed = work["bytes hashed"] - before["bytes hashed"]
+            assert encoded <= 2, f"edit {k}: {encoded} cells encoded"
+            assert hashed <= body, f"edit {k}: {hashed} bytes hashed (the cell is {body})"
+        # A read of the unchanged notebook encodes and hashes nothing.
+        before = dict(work)
+        read = await call(client, "read_notebook", path="big.ipynb", start=500, limit=3)
+        assert read["cells"][0]["source"] == "y = 2  # edited"
+        assert work == before
