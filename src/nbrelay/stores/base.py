@@ -9,7 +9,7 @@ another.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -255,6 +255,21 @@ class Flushing(Protocol):
         ...
 
 
+@runtime_checkable
+class RunState(Protocol):
+    """A store that shows people which cells are running, as JupyterLab does (``[*]`` in the
+    prompt): the rooms of live and extension mode, where the run state lives in the shared
+    document only (it is not a notebook field, and never reaches a file)."""
+
+    async def show_running(
+        self, path: str, running: Collection[str], idle: Collection[str]
+    ) -> None:
+        """Show the code cells ``running`` (ids) as running and ``idle`` as not; cells that
+        already show so, and ids the notebook does not have, are left alone. It is a display,
+        not the notebook: a room that ended is left as it is."""
+        ...
+
+
 class LocalFiles(Protocol):
     """A store whose notebooks are files on this machine (file mode): kernels run in their
     folders, exports are saved and imports read next to them, kernel state files are kept in a
@@ -306,8 +321,9 @@ class Capabilities:
     """Set when files other than notebooks are served (the document tools)."""
     sessions: LiveSessions | None = None
     """Set when notebooks can be held open as live collaboration sessions."""
-    live_outputs: bool = False
-    """Whether running cells' outputs stream into shared cells (with JupyterLab's run state)."""
+    run_state: RunState | None = None
+    """Set when running cells' outputs stream into shared cells, which show JupyterLab's run
+    state (live rooms)."""
     output_interval: float = 2.0
     """Seconds between saves of a running cell's outputs."""
     background: Callable[[TaskGroup], None] | None = None
