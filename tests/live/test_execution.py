@@ -135,7 +135,7 @@ async def test_a_person_sees_the_agents_cell_running_then_its_count(
 
         def counted() -> bool:
             cell = p.cell("c0")
-            return cell.get("execution_state") == "idle" and cell["execution_count"] == count
+            return bool(cell.get("execution_state") == "idle" and cell["execution_count"] == count)
 
         await wait_for(counted, seconds=PATIENCE)
     assert all("execution_state" not in c for c in stored(local / "n.ipynb"))
