@@ -134,7 +134,7 @@ class NotebookStore(Protocol):
     ) -> builtins.list[Entry]:
         """The first ``limit`` notebooks under ``folder`` (all if None) that ``glob`` matches,
         in ``list``'s order. A store that can walks only the folders the glob can match in and
-        stops at ``limit``; this default filters ``list``. Called by ``Workspace.list_notebooks``
+        stops at ``limit``; this default filters ``list``. Called by ``Notebooks.list_notebooks``
         and the search over many notebooks."""
         found = [
             e
@@ -174,7 +174,7 @@ class NotebookStore(Protocol):
 
         Refuses with ``ConflictError`` when ``expected_version`` is given and differs, or when
         ``guard_positions`` is set (the plan addresses cells by position) and the notebook was
-        changed by someone else since this store last saw it. Called by ``Workspace.edit``.
+        changed by someone else since this store last saw it. Called by ``Notebooks.edit``.
         """
         ...
 
