@@ -27,6 +27,7 @@ from nbrelay.workspace import Workspace
 from tests.helpers import PATIENCE, call, counter_ids, notebook, write_notebook
 from tests.live.conftest import agent
 from tests.live.person import person
+from tests.live.rooms import room_agent
 from tests.live.server import JupyterServer, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -106,6 +107,38 @@ async def test_a_timed_out_run_is_interrupted_and_shows_idle(
         await wait_for(lambda: p.cell("c0").get("execution_state") == "idle", seconds=10)
         after = await call(client, "execute", path="n.ipynb", code="21 * 2")
         assert after["cells"][0]["outputs"][0]["text"] == "42"
+
+
+async def test_a_person_sees_the_agents_cell_running_then_its_count(
+    jupyter: JupyterServer, live_folder: tuple[str, Path], way: str
+) -> None:
+    # Live mode and the server extension alike: the room store shows JupyterLab's [*].
+    folder, local = live_folder
+    path = f"{folder}/n.ipynb"
+    write_notebook(
+        local / "n.ipynb",
+        notebook("import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.02)"),
+    )
+    async with room_agent(way, jupyter) as client, person(jupyter, path) as p:
+        await call(client, "execute", path=path, code="1")  # the kernel is up
+
+        async def release() -> None:  # the cell ends once the person saw it running
+            running = lambda: p.cell("c0").get("execution_state") == "running"  # noqa: E731
+            await wait_for(running, seconds=PATIENCE)
+            (local / "go").touch()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release)
+            result = await call(client, "execute", path=path, cells=["c0"], wait=PATIENCE)
+        count = result["cells"][0]["execution_count"]
+        assert isinstance(count, int)
+
+        def counted() -> bool:
+            cell = p.cell("c0")
+            return bool(cell.get("execution_state") == "idle" and cell["execution_count"] == count)
+
+        await wait_for(counted, seconds=PATIENCE)
+    assert all("execution_state" not in c for c in stored(local / "n.ipynb"))
 
 
 async def _sessions(server: JupyterServer) -> list[dict[str, Any]]:

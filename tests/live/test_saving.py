@@ -163,16 +163,15 @@ async def test_a_cell_made_invalid_by_someone_else_is_repaired_by_the_agents_nex
 async def test_an_edit_that_restates_the_room_sends_nothing_and_leaves_nothing_to_save(
     quiet_server: JupyterServer,
 ) -> None:
-    # A finished run marks its cells idle again; cells already idle make no change to send,
-    # confirm or save.
+    # A cell given the source it has makes no change to send, confirm or save.
     from nbrelay.notebook.edits import Plan, UpdateCell
     from nbrelay.notebook.model import Notebook
     from tests.live.conftest import live_store
 
     store = live_store(quiet_server, save_delay=3600)
 
-    def idle(nb: Notebook) -> Plan:
-        return Plan(edits=(UpdateCell("c0", {"execution_state": "idle"}),), touched=())
+    def restate(nb: Notebook) -> Plan:
+        return Plan(edits=(UpdateCell("c0", {"source": "a"}),), touched=())
 
     def retype(nb: Notebook) -> Plan:
         return Plan(edits=(UpdateCell("c0", {"source": "a3"}),), touched=())
@@ -181,7 +180,7 @@ async def test_an_edit_that_restates_the_room_sends_nothing_and_leaves_nothing_t
         before = await store.load("n.ipynb")
         room = store._rooms["n.ipynb"]
         sent = room.sent
-        outcome = await store.edit("n.ipynb", idle, expected_version=None, guard_positions=False)
+        outcome = await store.edit("n.ipynb", restate, expected_version=None, guard_positions=False)
         assert outcome.after.version == before.version
         assert (room.sent, room.edits) == (sent, 0)
         assert await store.flush("n.ipynb") is None
@@ -191,3 +190,43 @@ async def test_an_edit_that_restates_the_room_sends_nothing_and_leaves_nothing_t
         assert await fresh_sources(quiet_server, "n.ipynb") == (["c0", "c1"], ["a3", "b"])
         assert await store.flush("n.ipynb") is None
         assert disk(quiet_server.root / "n.ipynb")[1] == ["a3", "b"]
+
+
+async def test_run_state_is_shown_in_the_room_only_and_is_no_notebook_field(
+    quiet_server: JupyterServer,
+) -> None:
+    # JupyterLab's [*] is a capability of the room store, not an edit: it is neither
+    # confirmed, journaled nor saved, and the edit path refuses it as nbformat does.
+    from nbrelay.errors import NotebookInvalid
+    from nbrelay.notebook.edits import Plan, UpdateCell
+    from nbrelay.notebook.model import Notebook
+    from tests.live.conftest import live_store
+    from tests.live.person import person
+
+    store = live_store(quiet_server, save_delay=3600)
+
+    def running(nb: Notebook) -> Plan:
+        return Plan(edits=(UpdateCell("c0", {"execution_state": "running"}),), touched=())
+
+    async with contextlib.aclosing(store), store.running():
+        before = await store.load("n.ipynb")
+        shown = store.capabilities.run_state
+        assert shown is not None
+        room = store._rooms["n.ipynb"]
+        sent = room.sent
+        await shown.show_running("n.ipynb", (), ["c0", "c1", "gone"])  # idle already
+        assert room.sent == sent
+        await shown.show_running("n.ipynb", ["c0"], ())
+        assert room.sent == sent + 1
+        async with person(quiet_server, "n.ipynb") as p:
+            assert p.cell("c0")["execution_state"] == "running"
+            assert p.cell("c1")["execution_state"] == "idle"
+        assert room.edits == 0
+        assert await store.flush("n.ipynb") is None
+        assert (await store.load("n.ipynb")).version == before.version
+        with pytest.raises(NotebookInvalid, match="execution_state"):
+            await store.edit("n.ipynb", running, expected_version=None, guard_positions=False)
+        await shown.show_running("n.ipynb", (), ["c0"])
+        async with person(quiet_server, "n.ipynb") as p:
+            assert p.cell("c0")["execution_state"] == "idle"
+    assert "execution_state" not in (quiet_server.root / "n.ipynb").read_text()

@@ -1,7 +1,7 @@
 """Durability (plan A): kill -9 mid-write, failed writes, acknowledged means on disk, metadata.
 
 The kill test forks writers from a pre-imported "zygote" process, so each of the 200 rounds costs
-a fork instead of an interpreter start. Each writer runs the real save path (Workspace.edit_cell on
+a fork instead of an interpreter start. Each writer runs the real save path (Editing.edit_cell on
 the file store) in a loop on a 3 MB notebook and appends "ack K" to a file after each edit
 returns; the test SIGKILLs it at a uniformly random moment. The file must then be byte for byte
 the image of the last acknowledged edit or of the one in flight, never anything else.
@@ -62,7 +62,7 @@ def writer(ack_path, start):
             k = start
             while True:
                 k += 1
-                await ws.edit_cell("big.ipynb", "c0", source=f"iteration {k}\n{PAD}")
+                await ws.editing.edit_cell("big.ipynb", "c0", source=f"iteration {k}\n{PAD}")
                 ack.write(f"ack {k}\n")
 
     anyio.run(loop)

@@ -87,9 +87,9 @@ def test_a_name_of_255_bytes_is_created_edited_and_listed(tmp_path: Path) -> Non
         )
         assert [e.path for e in await store.list("", recursive=True)] == [name]
         ws = Workspace(Settings(root=tmp_path, kernel_pool=0), store)
-        for target in (ws.state_file(name), ws.session_state_file(name)):
+        for target in (ws.state_files.state_file(name), ws.state_files.session_state_file(name)):
             assert len(Path(target).name.encode()) + len(".partial") <= MAX_NAME_BYTES, target
-        assert ws.state_file(name) != ws.session_state_file(name)
+        assert ws.state_files.state_file(name) != ws.state_files.session_state_file(name)
 
     anyio.run(run)
     assert (tmp_path / name).read_bytes().count(b"x = 2") == 1

@@ -1,6 +1,6 @@
 """Executions that can outlast a tool call: a job runs cells one after another on a ``Runner``.
 
-A ``Job`` is created by ``Workspace.execute`` and runs in the workspace's task group, so a tool
+A ``Job`` is created by ``Runs.execute`` and runs in the workspace's task group, so a tool
 call can return a handle after ``wait`` seconds while the cells keep running. While it runs, the
 job folds each cell's messages into outputs (``notebook/outputs.py``), wakes whoever waits for new
 output, and saves outputs through the ``save`` callback at most every ``save_interval`` seconds

@@ -408,3 +408,27 @@ def replace_all(
             set_ymap(ymeta, "metadata", nb.data.get("metadata") or {})
         else:
             ymeta["metadata"] = pycrdt.Map(copy.deepcopy(nb.data.get("metadata") or {}))
+
+
+def set_run_states(
+    doc: pycrdt.Doc[Any],
+    ycells: pycrdt.Array[Any],
+    order: Sequence[str],
+    states: Mapping[str, str],
+) -> None:
+    """Set JupyterLab's run state (``execution_state``: "running" shows ``[*]``, "idle" the
+    count) of code cells by id, in one transaction, as JupyterLab does while it runs a cell. A
+    cell that already shows its state, a cell that is not code, and an id not in ``order`` (the
+    document's ids, as the snapshot gave them) are left alone: nothing changes, nothing is sent.
+    The state lives in the document only; ``cell_from_y`` leaves it out of the notebook."""
+    where = {cid: i for i, cid in enumerate(order) if cid in states}
+    changes = []
+    for cid, i in where.items():
+        target: pycrdt.Map[Any] = ycells[i]
+        if target.get("cell_type") == "code" and target.get("execution_state") != states[cid]:
+            changes.append((target, states[cid]))
+    if not changes:
+        return
+    with doc.transaction(origin="nbrelay"):
+        for target, state in changes:
+            target["execution_state"] = state

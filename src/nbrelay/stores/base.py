@@ -9,7 +9,7 @@ another.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -134,7 +134,7 @@ class NotebookStore(Protocol):
     ) -> builtins.list[Entry]:
         """The first ``limit`` notebooks under ``folder`` (all if None) that ``glob`` matches,
         in ``list``'s order. A store that can walks only the folders the glob can match in and
-        stops at ``limit``; this default filters ``list``. Called by ``Workspace.list_notebooks``
+        stops at ``limit``; this default filters ``list``. Called by ``Notebooks.list_notebooks``
         and the search over many notebooks."""
         found = [
             e
@@ -174,7 +174,7 @@ class NotebookStore(Protocol):
 
         Refuses with ``ConflictError`` when ``expected_version`` is given and differs, or when
         ``guard_positions`` is set (the plan addresses cells by position) and the notebook was
-        changed by someone else since this store last saw it. Called by ``Workspace.edit``.
+        changed by someone else since this store last saw it. Called by ``Notebooks.edit``.
         """
         ...
 
@@ -255,6 +255,21 @@ class Flushing(Protocol):
         ...
 
 
+@runtime_checkable
+class RunState(Protocol):
+    """A store that shows people which cells are running, as JupyterLab does (``[*]`` in the
+    prompt): the rooms of live and extension mode, where the run state lives in the shared
+    document only (it is not a notebook field, and never reaches a file)."""
+
+    async def show_running(
+        self, path: str, running: Collection[str], idle: Collection[str]
+    ) -> None:
+        """Show the code cells ``running`` (ids) as running and ``idle`` as not; cells that
+        already show so, and ids the notebook does not have, are left alone. It is a display,
+        not the notebook: a room that ended is left as it is."""
+        ...
+
+
 class LocalFiles(Protocol):
     """A store whose notebooks are files on this machine (file mode): kernels run in their
     folders, exports are saved and imports read next to them, kernel state files are kept in a
@@ -306,8 +321,9 @@ class Capabilities:
     """Set when files other than notebooks are served (the document tools)."""
     sessions: LiveSessions | None = None
     """Set when notebooks can be held open as live collaboration sessions."""
-    live_outputs: bool = False
-    """Whether running cells' outputs stream into shared cells (with JupyterLab's run state)."""
+    run_state: RunState | None = None
+    """Set when running cells' outputs stream into shared cells, which show JupyterLab's run
+    state (live rooms)."""
     output_interval: float = 2.0
     """Seconds between saves of a running cell's outputs."""
     background: Callable[[TaskGroup], None] | None = None

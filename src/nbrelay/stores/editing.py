@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import anyio
@@ -21,7 +21,7 @@ from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Edit, Plan, SetMetadata, apply_notebook, changed_cells
 from nbrelay.notebook.merge_read import merge_with_read
-from nbrelay.notebook.model import Cell, Notebook
+from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.repair import repairs
 from nbrelay.stores.base import EditOutcome, LastSeen, Planner, Snapshot
 
@@ -109,7 +109,6 @@ class Readers:
         *,
         order: Sequence[str] | None = None,
         told: str = "",
-        clean: Callable[[Cell], Cell] | None = None,
     ) -> tuple[Plan, Notebook | None, bool]:
         """Check an edit of ``before`` against what this reader last saw, then plan it (see
         ``plan_edit``). Returns the plan, the new notebook (None when the plan changes nothing)
@@ -137,7 +136,7 @@ class Readers:
                     told,
                 )
         read = self.sources.get(key)
-        plan, after = plan_edit(before, planner, fix_hint=fix_hint, clean=clean, read=read)
+        plan, after = plan_edit(before, planner, fix_hint=fix_hint, read=read)
         return plan, after, outside
 
     def plan_in_room(
@@ -149,8 +148,8 @@ class Readers:
         guard_positions: bool,
         told: str = "",
     ) -> tuple[Snapshot, Plan, Notebook | None, bool]:
-        """``plan`` for a live room's notebook (cells in ``order``), whose run state
-        nbformat does not know; ``before`` is returned flagged if it changed since."""
+        """``plan`` for a live room's notebook (cells in ``order``); ``before`` is returned
+        flagged if it changed since."""
         plan, after, outside = self.plan(
             before.path,
             before,
@@ -160,14 +159,8 @@ class Readers:
             "Fix it in JupyterLab, then retry.",
             order=order,
             told=told,
-            clean=_run_state_dropped,
         )
         return replace(before, changed_outside=outside), plan, after, outside
-
-
-def _run_state_dropped(cell: Cell) -> Cell:
-    """A live room's cell as nbformat sees it: JupyterLab's run state lives in rooms only."""
-    return {k: v for k, v in cell.items() if k != "execution_state"}
 
 
 def _refuse_stale(rel: str, expected: str | None, current: str, told: str = "") -> None:
@@ -196,12 +189,11 @@ def plan_edit(
     planner: Planner,
     *,
     fix_hint: str,
-    clean: Callable[[Cell], Cell] | None = None,
     read: Mapping[str, str] | None = None,
 ) -> tuple[Plan, Notebook | None]:
     """Run ``planner`` on ``before`` and apply its edits in memory, validating the cells they
-    change (through ``clean`` first, if given). Returns the plan and the new notebook (stored as
-    nbformat 4.5, which keeps cell ids), or None when the plan changes nothing.
+    change. Returns the plan and the new notebook (stored as nbformat 4.5, which keeps cell
+    ids), or None when the plan changes nothing.
 
     ``read`` is what the caller last read of each cell (``Notebook.sources``): a whole new
     source it wrote for a cell that changed since is merged three-way with that change
@@ -248,7 +240,7 @@ def plan_edit(
     after = apply_notebook(before.notebook, edits)
     changed = changed_cells(after, edits)
     future = validate.from_future(after)
-    validate.check_cells([clean(c) for c in changed] if clean else changed, future=future)
+    validate.check_cells(changed, future=future)
     if any(isinstance(e, SetMetadata) for e in edits):
         validate.check_top_level(after)
     if fixes:

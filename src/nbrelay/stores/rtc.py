@@ -35,13 +35,14 @@ contents API instead (``stores.contents``).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 
 from nbrelay.errors import ConflictError, NotebookExists, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
-from nbrelay.notebook.edits import Edit, Plan, UpdateCell
+from nbrelay.notebook.edits import Edit, UpdateCell
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores import rtc_saving
 from nbrelay.stores.base import Capabilities, EditOutcome, Entry, Planner, Snapshot
@@ -63,40 +64,19 @@ RECONNECT_NOTE = (
     "and reconnected; the notebook was read afresh from the server."
 )
 
-_RUN_FIELDS = frozenset({"outputs", "execution_count", "execution_state"})
+_OUTPUT_FIELDS = frozenset({"outputs", "execution_count"})
 
 
-def _streaming(edits: Iterable[Edit]) -> bool:
-    """Whether edits only update the outputs of cells that are still running."""
+def _streaming(edits: Iterable[Edit], running: Collection[str]) -> bool:
+    """Whether edits only update the outputs of cells nbrelay shows running (a run's outputs
+    streaming in: neither journaled nor saved one by one)."""
     return all(
         isinstance(e, UpdateCell)
         and not e.remove
-        and set(e.changes) <= _RUN_FIELDS
-        and e.changes.get("execution_state") == "running"
+        and set(e.changes) <= _OUTPUT_FIELDS
+        and e.id in running
         for e in edits
     )
-
-
-def _without_run_state(planner: Planner) -> Planner:
-    """A planner whose edits carry no ``execution_state`` (JupyterLab's run state lives in a
-    room, never in a file: nbformat refuses it)."""
-
-    def plan(nb: Notebook) -> Plan:
-        made = planner(nb)
-        kept: list[Edit] = []
-        for edit in made.edits:
-            if isinstance(edit, UpdateCell) and (
-                "execution_state" in edit.changes or "execution_state" in edit.remove
-            ):
-                changes = {k: v for k, v in edit.changes.items() if k != "execution_state"}
-                remove = tuple(k for k in edit.remove if k != "execution_state")
-                if not changes and not remove:
-                    continue
-                edit = replace(edit, changes=changes, remove=remove)
-            kept.append(edit)
-        return replace(made, edits=tuple(kept))
-
-    return plan
 
 
 class _Unconfirmed(Exception):
@@ -144,15 +124,27 @@ class RTCStore(RoomHost):
         return Capabilities(
             documents=ContentsDocuments(self.api, self.paths),
             sessions=self,
-            live_outputs=self.live_outputs,
+            run_state=self if self.way.rtc is True else None,
             output_interval=self.output_interval,
             background=self.attach if self.way.rtc is not False else None,
         )
 
-    @property
-    def live_outputs(self) -> bool:
-        """Whether outputs stream into shared cells with JupyterLab's run state (needs RTC)."""
-        return self.way.rtc is True
+    async def show_running(
+        self, path: str, running: Collection[str], idle: Collection[str]
+    ) -> None:
+        """Show cells running or not in the notebook's room, as JupyterLab does (``[*]``): a
+        display for the people in the room, so it is neither confirmed, journaled nor saved
+        (the file never holds it). Without a room (no collaboration) there is nothing to show."""
+        rel = self.relative(path)
+        await self.allow("write")
+        async with self.lock(rel):
+            room = await self._room(rel)
+            if room is None:
+                return
+            with contextlib.suppress(RoomLost):
+                async with room.lock:
+                    room.check()
+                    room.show_running(running, idle)
 
     def _notes(self, rel: str, room: SharedRoom, *, commit: bool = True) -> tuple[str, ...]:
         """What changed behind the agent's back since its last call on this notebook; with
@@ -264,7 +256,7 @@ class RTCStore(RoomHost):
         """An edit through the contents API (no room: no real-time collaboration)."""
         outcome = await self.contents.edit(
             rel,
-            _without_run_state(planner),
+            planner,
             expected_version=expected_version,
             guard_positions=guard_positions,
         )
@@ -305,7 +297,8 @@ class RTCStore(RoomHost):
             await room.barrier()
         except RoomLost:
             raise _Unconfirmed(outcome) from None
-        await keep(room, outcome, journal=not _streaming(plan.edits))
+        streaming = _streaming(plan.edits, room.running)
+        await keep(room, outcome, journal=not streaming)
         if room.reloads != reloads:
             self._seen_reloads[rel] = (room, room.reloads)
             raise ConflictError(
@@ -315,7 +308,7 @@ class RTCStore(RoomHost):
                 current=room.snapshot()[1],
                 hint=f"{act('read_again')} Redo the edit if it is missing.",
             )
-        if self.save_each_edit and not _streaming(plan.edits):
+        if self.save_each_edit and not streaming:
             saved = await save_room(room)
             if saved is not None:
                 outcome = replace(outcome, notes=(*notes, SAVE_NOTE.format(why=saved)))

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from nbrelay.notebook.edits import Edit
 from nbrelay.notebook.model import Notebook
-from nbrelay.notebook.ydoc import apply_edits, replace_all
+from nbrelay.notebook.ydoc import apply_edits, replace_all, set_run_states
 from nbrelay.notebook.ymirror import Mirror
 
 if TYPE_CHECKING:
@@ -77,6 +77,9 @@ class SharedRoom(ABC):
         self.lost = False  # ended by the other side (not by nbrelay)
         # Where the unsaved edits are also kept, for a process that dies with the server.
         self.journal: Journal | None = None
+        # The cells nbrelay shows running (JupyterLab's ``[*]``): edits of only their outputs
+        # are a run's outputs streaming in (``show_running``).
+        self.running: set[str] = set()
         self.key = room_id.rsplit(":", 1)[-1]  # the notebook's file id
         self._own = False  # nbrelay is applying a transaction of its own
         self._subscriptions: list[tuple[Any, Any]] = []
@@ -144,6 +147,17 @@ class SharedRoom(ABC):
             apply_edits(self.doc, self.ycells, order, edits, self.ymeta)
         finally:
             self._own = False
+
+    def show_running(self, running: Collection[str], idle: Collection[str]) -> None:
+        """Show cells ``running`` as running and ``idle`` as not (``ydoc.set_run_states``)."""
+        states = dict.fromkeys(idle, "idle") | dict.fromkeys(running, "running")
+        self._own = True
+        try:
+            set_run_states(self.doc, self.ycells, self.snapshot()[0].ids, states)
+        finally:
+            self._own = False
+        self.running.difference_update(idle)
+        self.running.update(running)
 
     def replace_all(self, nb: Notebook) -> None:
         """Make the document hold ``nb`` (see ``notebook.ydoc.replace_all``)."""

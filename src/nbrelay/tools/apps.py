@@ -19,7 +19,7 @@ While a run goes on, the view updates itself: the host hands it the call's argum
 (``ui/notifications/tool-input``) long before the result, and the view polls ``notebook_view``
 (``POLL_TOOL``) through the host (``tools/call``, a host with ``serverTools``) until the run is
 over. That tool is listed with ``visibility: ["app"]``, so hosts keep it from the model; it reads
-with ``Workspace.peek`` (the view's reads never count as the agent's) and reports which cells are
+with ``Notebooks.peek`` (the view's reads never count as the agent's) and reports which cells are
 queued or running. Outputs reach the notebook while a cell runs (at most every 2 s), so the view
 shows them as they come.
 
@@ -171,12 +171,12 @@ class NotebookApps(Apps):
         ws = _workspace(ctx)
         path = (given.lstrip("/") if self.slash_is_root else given) + suffix
         try:
-            snap = await ws.peek(path)
+            snap = await ws.notebooks.peek(path)
         except NbrelayError:  # mcp-jupyter adds ".ipynb" to a path without it
             if path.endswith(".ipynb"):
                 return result
             try:
-                snap = await ws.peek(path + ".ipynb")
+                snap = await ws.notebooks.peek(path + ".ipynb")
             except NbrelayError:  # the tool said what it had to; the view stays as it was
                 return result
         result.meta = {**(result.meta or {}), VIEW_KEY: notebook_view(snap)}
@@ -291,8 +291,8 @@ async def poll(ctx: Context[Any] | None, ws: Workspace, path: str) -> CallToolRe
             f"{POLL_TOOL} serves the notebook view of MCP Apps hosts.",
             hint="To read the notebook, use read_notebook.",
         )
-    snap = await ws.peek(path)
-    state = run_state(ws.jobs_of(snap.path))
+    snap = await ws.notebooks.peek(path)
+    state = run_state(ws.runs.jobs_of(snap.path))
     status = state["status"]
     summary = {"path": snap.path, "version": snap.version, "busy": bool(status)}
     data = notebook_view(snap, **state)

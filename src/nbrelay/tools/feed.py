@@ -92,7 +92,7 @@ class ChangeFeed:
             if path is None:
                 continue
             with contextlib.suppress(NbrelayError):
-                found.add(self.ws.relative(path))
+                found.add(self.ws.notebooks.relative(path))
         return found
 
     async def _start_watching(self, uris: frozenset[str]) -> None:
@@ -102,7 +102,7 @@ class ChangeFeed:
             if path is None:
                 continue
             with contextlib.suppress(NbrelayError):
-                rel = self.ws.relative(path)
+                rel = self.ws.notebooks.relative(path)
                 if rel not in self._watched:
                     self._watched[rel] = _Watched()
                     await self._check(rel)
@@ -181,7 +181,7 @@ class ChangeFeed:
         notebook: Notebook | None = None
         version: str | None = None
         try:
-            snap = await self.ws.peek(rel)
+            snap = await self.ws.notebooks.peek(rel)
         except NotebookNotFound:
             pass  # deleted: reported as such
         except NbrelayError:

@@ -198,7 +198,7 @@ def full_output(out: dict[str, Any], type_hint: str | None) -> tuple[str | None,
 async def get_formatted_content(ws: Workspace, filepath: FilePath) -> FormattedContent:
     """Retrieves a formatted, summarized view of the entire Jupyter notebook's content, including cell types, source code/markdown, and truncated outputs. This tool is useful for getting a quick overview of the notebook without loading all large outputs. Cells and outputs are numbered from 1."""
     try:
-        snap = await ws.read(filepath)
+        snap = await ws.notebooks.read(filepath)
     except NbrelayError as exc:
         return FormattedContent(formatted_content="", filepath=filepath, error=exc.render(WORDS))
     return FormattedContent(formatted_content=format_notebook(snap.notebook), filepath=filepath)
@@ -223,7 +223,7 @@ async def get_full_output(
 ) -> FullOutput:
     """Fetches the complete, untruncated content of a specific output from a Jupyter notebook cell. This is particularly useful for retrieving full text, image data (base64), or large table outputs (HTML) that are truncated in `get_formatted_content`. Without type_hint, text/plain comes first; an error output is {ename, evalue, traceback}."""
     try:
-        snap = await ws.read(filepath)
+        snap = await ws.notebooks.read(filepath)
         cell = snap.notebook.cells[_cell_index(snap.notebook, cell_index)]
         outputs = [o for o in cell.get("outputs") or [] if isinstance(o, dict)]
         if cell.get("cell_type") != "code" or not outputs:
@@ -255,7 +255,7 @@ async def edit_cell(
     """Modifies the source content of an existing cell in a Jupyter notebook. When a code cell is edited, its existing outputs are automatically cleared as they become stale. cell_index is 1-based."""
     return await _succeeded(
         filepath,
-        lambda: ws.edit_cell(
+        lambda: ws.editing.edit_cell(
             filepath,
             _zero_based(cell_index, "cell_index"),
             source=new_source_content,
@@ -285,7 +285,7 @@ async def add_cell(
     """Adds a new cell (either `code` or `markdown`) to the Jupyter notebook at a specified 1-based index. To append, pass the number of cells + 1; an index past that is refused (new_cell_actual_index -1)."""
     try:
         at = _zero_based(cell_index, "cell_index")
-        snap = await ws.read(filepath)
+        snap = await ws.notebooks.read(filepath)
         count = len(snap.notebook.cells)
         if at > count:
             raise InvalidArgument(
@@ -293,7 +293,7 @@ async def add_cell(
                 f"cells, so 1-{count + 1} (the last appends).",
                 hint=f"Pass cell_index={count + 1} to append.",
             )
-        outcome = await ws.insert_cells(
+        outcome = await ws.editing.insert_cells(
             filepath,
             [CellSpec(cell_type, source_content)],
             index=at,
@@ -315,7 +315,7 @@ async def delete_cell(
 ) -> Success:
     """Deletes a cell from the Jupyter notebook at the specified 1-based index."""
     return await _succeeded(
-        filepath, lambda: ws.delete_cells(filepath, [_zero_based(cell_index, "cell_index")])
+        filepath, lambda: ws.editing.delete_cells(filepath, [_zero_based(cell_index, "cell_index")])
     )
 
 
@@ -334,7 +334,7 @@ async def merge_cells(
     """Merges two consecutive cells in a Jupyter notebook. The content of the second cell (`cell_index2`) is appended to the first cell (`cell_index1`), and the second cell is then deleted. The merged cell's type will be 'code' if both original cells were 'code', otherwise it will be 'markdown'."""
 
     async def merge() -> None:
-        snap = await ws.read(filepath)
+        snap = await ws.notebooks.read(filepath)
         nb = snap.notebook
         first = _cell_index(nb, cell_index1)
         second = _cell_index(nb, cell_index2)
@@ -345,7 +345,7 @@ async def merge_cells(
             )
         both_code = all(nb.cells[i].get("cell_type") == "code" for i in (first, second))
         merged: Literal["code", "markdown"] = "code" if both_code else "markdown"
-        await ws.merge_cells(
+        await ws.editing.merge_cells(
             filepath, [first, second], cell_type=merged, expected_version=snap.version
         )
 

@@ -109,7 +109,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         )
         @guarded
         async def read_image(path: str, cell: str, output: int) -> bytes:
-            snap = await ws.read(path)
+            snap = await ws.notebooks.read(path)
             _, cid, out = _output(snap, cell, output)
             data = (out.get("data") or {}).get(mime)
             if not isinstance(data, str | list):
@@ -140,7 +140,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
     )
     @guarded
     async def read_output(path: str, cell: str, output: int) -> str:
-        snap = await ws.read(path)
+        snap = await ws.notebooks.read(path)
         i, cid, out = _output(snap, cell, output)
         ot = render.output_text(out)
         data: dict[str, Any] = {
@@ -169,7 +169,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
     )
     @guarded
     async def read_cell(path: str, cell: str) -> str:
-        snap = await ws.read(path)
+        snap = await ws.notebooks.read(path)
         i = resolve_one(snap.notebook.ids, cell)
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
         # As read_cell returns it; an image says how to get it only where read_output exists.
@@ -187,8 +187,8 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
     )
     @guarded
     async def read_changes(path: str, since: str | None = None) -> str:
-        rel = ws.relative(path)
-        snap = await ws.read(rel)
+        rel = ws.notebooks.relative(path)
+        snap = await ws.notebooks.read(rel)
         data: dict[str, Any] = {
             "path": rel,
             "version": snap.version,
@@ -206,7 +206,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
     )
     @guarded
     async def read_pdf(path: str) -> bytes:
-        done = await ws.export_notebook(path, "pdf")
+        done = await ws.transfer.export_notebook(path, "pdf")
         return done.exported.data
 
     @server.resource(
@@ -218,9 +218,9 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
     )
     @guarded
     async def read_history(path: str) -> str:
-        rel = ws.relative(path)
-        await ws.read(rel)  # the notebook must exist
-        return _json({"path": rel, "executions": ws.execution_history(rel)})
+        rel = ws.notebooks.relative(path)
+        await ws.notebooks.read(rel)  # the notebook must exist
+        return _json({"path": rel, "executions": ws.runs.execution_history(rel)})
 
     @server.resource(
         SCHEME + "{+path}",
@@ -230,4 +230,4 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
     )
     @guarded
     async def read_state(path: str) -> str:
-        return _json(notebook_state(ws, await ws.read(path)))
+        return _json(notebook_state(ws, await ws.notebooks.read(path)))

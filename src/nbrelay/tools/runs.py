@@ -253,7 +253,7 @@ async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | Non
         await ctx.report_progress(sent, None, clean_text(message))
 
     try:
-        await ws.wait_job(job, seconds, progress, interval=PROGRESS_EVERY)
+        await ws.runs.wait_job(job, seconds, progress, interval=PROGRESS_EVERY)
     except anyio.get_cancelled_exc_class():
         job.stop.set()
         raise
@@ -263,12 +263,12 @@ async def run_after_edit(
     ws: Workspace, path: str, ids: list[str], ctx: Context | None
 ) -> ExecutionResult | None:
     """Run the given cells after an edit (insert-and-run, edit-and-run); None if none is code."""
-    snap = await ws.read(path)
+    snap = await ws.notebooks.read(path)
     code = [c["id"] for c in snap.notebook.cells if c["id"] in ids and c["cell_type"] == "code"]
     if not code:
         return None
     with saved_then_run():
-        job = await ws.execute(path, code)
+        job = await ws.runs.execute(path, code)
     return await finished(ws, job, ctx)
 
 

@@ -143,7 +143,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         if tsconfig is not None:
             meta["tsconfig"] = tsconfig
         nb.data["metadata"]["srcbook"] = meta
-        snap = await ws.create_from(sessions.path(session_id), nb, overwrite=False)
+        snap = await ws.notebooks.create_from(sessions.path(session_id), nb, overwrite=False)
         sessions.used[session_id] = time.time()
         await changed(ctx, session_id)
         note = tsconfig_note(tsconfig) if tsconfig is not None else None
@@ -180,8 +180,8 @@ def register(reg: Registrar, ws: Workspace) -> None:
         files its cells wrote there).
         """
         snap = await sessions.open(session_id, touch=False)
-        await ws.delete_document(snap.path)
-        await ws.forget_saved_state(snap.path)
+        await ws.documents.delete_document(snap.path)
+        await ws.inspect.forget_saved_state(snap.path)
         await sessions.remove_folder(snap.path)
         sessions.used.pop(session_id, None)
         await changed(ctx, session_id)
@@ -202,7 +202,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
         Returns: Cell ID and position (0-based; position -1 or none appends).
         """
         snap = await sessions.open(session_id)
-        outcome = await ws.insert_cells(snap.path, [CellSpec(type, content)], index=position)
+        outcome = await ws.editing.insert_cells(
+            snap.path, [CellSpec(type, content)], index=position
+        )
         new_id = outcome.plan.touched[0]
         await changed(ctx, session_id)
         return CellPlace(cell_id=new_id, position=outcome.after.notebook.ids.index(new_id))
@@ -251,17 +253,17 @@ def register(reg: Registrar, ws: Workspace) -> None:
             refused = await javascript_refusal(sessions, events, snap, cell_id)
             if refused is not None:
                 return refused
-        job = await ws.execute(
+        job = await ws.runs.execute(
             snap.path, None if run_all else [cell_id], time_limit=seconds, stop_on_error=True
         )
         wait = seconds * len(job.cells) + settings.interrupt_grace + 60
         try:
-            await ws.wait_job(job, wait, events.follow, interval=1.0)
+            await ws.runs.wait_job(job, wait, events.follow, interval=1.0)
         except anyio.get_cancelled_exc_class():
             job.stop.set()
             raise
         if not job.done.is_set():
-            await ws.cancel_job(job)
+            await ws.runs.cancel_job(job)
         await events.follow(job)
         await events.emit("notebook.state.changed")
         budget = render.Budget(settings.output_budget, settings.output_budget)
@@ -299,7 +301,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     ) -> CellPlace:
         """Updates an existing cell's content."""
         snap = await sessions.open(session_id)
-        outcome = await ws.edit_cell(snap.path, cell_id, source=content)
+        outcome = await ws.editing.edit_cell(snap.path, cell_id, source=content)
         changed_id = outcome.plan.touched[0]
         await changed(ctx, session_id)
         return CellPlace(cell_id=changed_id, position=outcome.after.notebook.ids.index(changed_id))
@@ -308,7 +310,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     async def cell_delete(ctx: Context, session_id: str, cell_id: str) -> CellDeleted:
         """Removes a cell from the notebook."""
         snap = await sessions.open(session_id)
-        outcome = await ws.delete_cells(snap.path, [cell_id])
+        outcome = await ws.editing.delete_cells(snap.path, [cell_id])
         await changed(ctx, session_id)
         return CellDeleted(cell_id=outcome.plan.touched[0], deleted=True)
 
@@ -326,7 +328,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         comes as an embedded resource).
         """
         snap = await sessions.open(session_id)
-        done = await ws.export_notebook(
+        done = await ws.transfer.export_notebook(
             snap.path,
             format,
             outputs=include_outputs,
@@ -349,7 +351,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
         name = import_name(content, format)
         session_id = sessions.new_id(name)
         sessions.check_room(session_id)
-        snap = await ws.import_notebook(
+        snap = await ws.transfer.import_notebook(
             sessions.path(session_id), content=content, fmt=format, prepare=prepare_import(name)
         )
         sessions.used[session_id] = time.time()
@@ -375,10 +377,12 @@ def register(reg: Registrar, ws: Workspace) -> None:
         nb = snap.notebook
         cell = nb.cells[address.resolve_one(nb.ids, cell_id)]
         if (nb.language or "").lower() == "python":
-            done = await ws.visualize_cell(snap.path, cell["id"], kind=type, options=options)
+            done = await ws.inspect.visualize_cell(
+                snap.path, cell["id"], kind=type, options=options
+            )
         else:
             value = await script_value(ws, snap.path, cell, options)
-            done = await ws.visualize_value(value, kind=type, options=options)
+            done = await ws.inspect.visualize_value(value, kind=type, options=options)
         for key in ("path", "cell"):
             done.pop(key, None)
         png = done.pop("png", None)

@@ -82,7 +82,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
     @resources.guarded
     async def session_history(session_id: str) -> str:
         snap = await sessions.open(session_id, touch=False)
-        data = {"session_id": session_id, "executions": ws.execution_history(snap.path)}
+        data = {"session_id": session_id, "executions": ws.runs.execution_history(snap.path)}
         return compact_json(data)
 
     @server.resource(

@@ -234,7 +234,7 @@ def view(
 ) -> SessionView:
     """The session as the tools return it."""
     meta = session_meta(snap.notebook) or {}
-    kernel = sessions.ws.kernel_info(snap.path)
+    kernel = sessions.ws.kernels.kernel_info(snap.path)
     last = max(sessions.used.get(session_id, 0.0), kernel.last_activity if kernel else 0.0)
     tsconfig = meta.get("tsconfig")
     return SessionView(
@@ -302,7 +302,7 @@ async def script_value(
     session's kernel, or the cell's result as Deno displayed it (read as data, never run)."""
     expression = (options or {}).get("expression")
     if isinstance(expression, str) and expression.strip():
-        return await ws.evaluate_json(path, expression)
+        return await ws.inspect.evaluate_json(path, expression)
     for out in cell.get("outputs") or []:
         if isinstance(out, dict) and out.get("output_type") == "execute_result":
             text = render.output_text(out).text

@@ -327,7 +327,7 @@ class RunTasks(Extension):
 
 
 async def _cancel_job(ws: Workspace, job: Job) -> None:
-    await ws.cancel_job(job)
+    await ws.runs.cancel_job(job)
 
 
 def _stopped(job: Job) -> bool:

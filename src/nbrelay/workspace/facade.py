@@ -1,5 +1,6 @@
-"""``Workspace``: the one service API every tool of every profile calls, as a thin facade over
-the parts that do the work, each with its dependencies given explicitly:
+"""``Workspace``: the one service every tool of every profile is given. It builds the parts that
+do the work, each with its dependencies given explicitly, runs their background work, and closes
+them; tools call the parts themselves (``ws.editing.insert_cells``, ``ws.runs.execute``):
 
 * ``notebooks`` (``Notebooks``): reads, creation, the edit primitive, undo history, views;
 * ``editing`` (``Editing``): cell edits and undo, as planners run by ``notebooks.edit``;
@@ -7,7 +8,8 @@ the parts that do the work, each with its dependencies given explicitly:
 * ``runs`` (``Runs``): executions as jobs, their outputs saved through ``notebooks.edit``;
 * ``inspect`` (``Inspect``): variables, visualisation, packages, saved kernel state;
 * ``transfer`` (``Transfer``): export and import;
-* ``notebook_sessions`` (``Sessions``) and ``documents`` (``Documents``).
+* ``notebook_sessions`` (``Sessions``) and ``documents`` (``Documents``);
+* ``state_files`` (``StateFiles``): where saved kernel state is kept.
 
 All state is per workspace, held by these parts.
 """
@@ -39,7 +41,7 @@ from nbrelay.workspace.transfer import Transfer
 
 
 class Workspace:
-    """The one service API every tool of every profile calls (see the module docstring)."""
+    """The parts every tool of every profile calls (see the module docstring)."""
 
     def __init__(
         self,
@@ -72,82 +74,6 @@ class Workspace:
         self.transfer = Transfer(settings, self.notebooks)
         self.notebook_sessions = Sessions(self.notebooks, self.kernels)
         self.documents = Documents(self.notebooks, self.transfer, self.notebook_sessions)
-
-        notebooks = self.notebooks  # reading, creating, the edit primitive, views
-        self.relative = notebooks.relative
-        self.peek = notebooks.peek
-        self.list_notebooks = notebooks.list_notebooks
-        self.read = notebooks.read
-        self.search = notebooks.search
-        self.view = notebooks.view
-        self.unchanged_since_viewed = notebooks.unchanged_since_viewed
-        self.create_notebook = notebooks.create_notebook
-        self.create_from = notebooks.create_from
-        self.save = notebooks.save
-        self.edit = notebooks.edit
-
-        editing = self.editing  # cell edits and undo
-        self.set_sources = editing.set_sources
-        self.insert_cells = editing.insert_cells
-        self.edit_cell = editing.edit_cell
-        self.delete_cells = editing.delete_cells
-        self.move_cells = editing.move_cells
-        self.merge_cells = editing.merge_cells
-        self.split_cell = editing.split_cell
-        self.clear_outputs = editing.clear_outputs
-        self.replace_in_cells = editing.replace_in_cells
-        self.undo = editing.undo
-        self.set_notebook_metadata = editing.set_notebook_metadata
-
-        runs = self.runs  # executions
-        self.timeout_for = runs.timeout_for
-        self.execute = runs.execute
-        self.execution_history = runs.execution_history
-        self.job = runs.job
-        self.jobs_of = runs.jobs_of
-        self.wait_job = runs.wait_job
-        self.cancel_job = runs.cancel_job
-
-        kernels_ = self.kernels  # kernels and their limits
-        self.require_execution = kernels_.require_execution
-        self.check_session_room = kernels_.check_session_room
-        self.kernel_info = kernels_.kernel_info
-        self.interrupt_kernel = kernels_.interrupt_kernel
-        self.restart_kernel = kernels_.restart_kernel
-        self.shutdown_kernel = kernels_.shutdown_kernel
-        self.list_kernels = kernels_.list_kernels
-        self.switch_kernel = kernels_.switch_kernel
-
-        inspect = self.inspect  # looking inside the kernel
-        self.visualize_cell = inspect.visualize_cell
-        self.visualize_value = inspect.visualize_value
-        self.evaluate_json = inspect.evaluate_json
-        self.forget_saved_state = inspect.forget_saved_state
-        self.list_variables = inspect.list_variables
-        self.inspect_variable = inspect.inspect_variable
-        self.install_packages = inspect.install_packages
-        self.save_kernel_state = inspect.save_kernel_state
-        self.restore_kernel_state = inspect.restore_kernel_state
-        self.state_file = self.state_files.state_file
-        self.session_state_file = self.state_files.session_state_file
-
-        self.export_notebook = self.transfer.export_notebook
-        self.import_notebook = self.transfer.import_notebook
-
-        sessions = self.notebook_sessions  # notebooks held open
-        self.begin_session = sessions.begin_session
-        self.end_session = sessions.end_session
-        self.sessions = sessions.listing
-
-        documents = self.documents  # any file or folder under the root
-        self.list_documents = documents.list_documents
-        self.document = documents.document
-        self.last_modified = documents.last_modified
-        self.document_exists = documents.document_exists
-        self.read_document = documents.read_document
-        self.create_document = documents.create_document
-        self.delete_document = documents.delete_document
-        self.move_document = documents.move_document
 
     @property
     def capabilities(self) -> Capabilities:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -19,7 +19,7 @@ from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.outputs import Limits, Output
-from nbrelay.stores.base import EditOutcome
+from nbrelay.stores.base import EditOutcome, RunState
 from nbrelay.workspace.jobbook import JobBook
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
@@ -112,15 +112,22 @@ class Runs:
             job.state_lost |= resumed.state_lost
         self.jobs.remember(job)
 
-        # Live mode: outputs stream into the shared cell as they arrive, with JupyterLab's
-        # running state ([*]), which is reset when the run ends however it ends.
+        # Live mode: outputs stream into the shared cell as they arrive, and the cell shows
+        # JupyterLab's run state ([*]) while it runs, reset when the run ends however it ends.
         caps = self._notebooks.capabilities
-        live, interval = caps.live_outputs, caps.output_interval
+        shown, interval = caps.run_state, caps.output_interval
+
+        showing: set[str] = set()  # the cells this job shows running
 
         async def save(done: Mapping[str, tuple[list[Output], int | None]]) -> str | None:
-            current = job.current() if live else None
-            running = current.id if current is not None else None
-            outcome = await self._store_outputs(snap.path, done, running=running, live=live)
+            current = job.current()
+            running = {current.id} if current is not None and current.id else set()
+            if shown is not None and running != showing:
+                # Before the outputs: a cell's last outputs are saved once it shows idle.
+                await _show(shown, snap.path, running, showing - running)
+                showing.clear()
+                showing.update(running)
+            outcome = await self._store_outputs(snap.path, done)
             for told in outcome.notes:  # the notebook was upgraded or repaired on this save
                 if told not in job.notes:
                     job.notes.append(told)
@@ -130,44 +137,21 @@ class Runs:
             try:
                 await run_job(job, runner, save, save_interval=interval)
             finally:
-                if live:
+                if shown is not None:  # no cell of a finished job still shows [*]
+                    ids = {c.id for c in job.cells if c.id is not None}
                     with anyio.CancelScope(shield=True):
-                        await self._end_running(snap.path, job)
+                        await _show(shown, snap.path, (), ids)
 
         tg.start_soon(run)
         return job
 
-    async def _end_running(self, path: str, job: Job) -> None:
-        """Live mode: make sure no cell of a finished job still shows [*]."""
-        ids = {c.id for c in job.cells if c.id is not None}
-
-        def planner(nb: Notebook) -> Plan:
-            changes = tuple(
-                edits.UpdateCell(cid, {"execution_state": "idle"}) for cid in nb.ids if cid in ids
-            )
-            return Plan(edits=changes, touched=())
-
-        with contextlib.suppress(NbrelayError):
-            await self._notebooks.edit(path, "run", planner, positional=False, record=False)
-
     async def _store_outputs(
-        self,
-        path: str,
-        done: Mapping[str, tuple[list[Output], int | None]],
-        *,
-        running: str | None = None,
-        live: bool = False,
+        self, path: str, done: Mapping[str, tuple[list[Output], int | None]]
     ) -> EditOutcome:
-        def fields(cid: str, outs: list[Output], count: int | None) -> dict[str, Any]:
-            changes: dict[str, Any] = {"outputs": outs, "execution_count": count}
-            if live:  # JupyterLab's transient run state: [*] while running
-                changes["execution_state"] = "running" if cid == running else "idle"
-            return changes
-
         def planner(nb: Notebook) -> Plan:
             present = set(nb.ids)
             changes = tuple(
-                edits.UpdateCell(cid, fields(cid, outs, count))
+                edits.UpdateCell(cid, {"outputs": outs, "execution_count": count})
                 for cid, (outs, count) in done.items()
                 if cid in present
             )
@@ -213,3 +197,11 @@ class Runs:
         grace = self._settings.interrupt_grace + 5 if wait is None else wait
         with anyio.move_on_after(grace):
             await job.done.wait()
+
+
+async def _show(
+    shown: RunState, path: str, running: Collection[str], idle: Collection[str]
+) -> None:
+    """Show the run state; a failure costs the person the display only, never the run."""
+    with contextlib.suppress(NbrelayError):
+        await shown.show_running(path, running, idle)

@@ -93,8 +93,8 @@ class Sessions:
         mode, ``<id>.ipynb`` in live mode."""
         check_id(session_id)
         if self.own_folders:
-            return self.ws.relative(f"{session_id}/{session_id}.ipynb")
-        return self.ws.relative(session_id + ".ipynb")
+            return self.ws.notebooks.relative(f"{session_id}/{session_id}.ipynb")
+        return self.ws.notebooks.relative(session_id + ".ipynb")
 
     async def open(self, session_id: str, *, touch: bool = True) -> Snapshot:
         """The session's notebook (``touch`` marks it used, resuming a suspended session); a
@@ -104,7 +104,7 @@ class Sessions:
         places = [f"{session_id}/{session_id}.ipynb"] if self.own_folders else []
         for place in [*places, session_id + ".ipynb"]:
             try:
-                snap = await self.ws.read(self.ws.relative(place))
+                snap = await self.ws.notebooks.read(self.ws.notebooks.relative(place))
             except (NotebookNotFound, PathError):  # a link that leads elsewhere is no session
                 continue
             if isinstance(session_meta(snap.notebook), dict):
@@ -120,11 +120,11 @@ class Sessions:
 
     def running(self, path: str) -> bool:
         """Whether the session's kernel runs now (not stopped, suspended or dead)."""
-        info = self.ws.kernel_info(path)
+        info = self.ws.kernels.kernel_info(path)
         return info is not None and info.state not in ("suspended", "dead")
 
     def active(self, session_id: str, path: str) -> bool:
-        if self.ws.kernel_info(path) is not None:
+        if self.ws.kernels.kernel_info(path) is not None:
             return True
         last = self.used.get(session_id)
         idle = self.ws.settings.kernel_idle_timeout
@@ -135,9 +135,9 @@ class Sessions:
         return str(meta.get("language") or snap.notebook.language or "typescript").lower()
 
     async def all(self) -> list[tuple[str, Snapshot]]:
-        entries = await self.ws.list_notebooks("", recursive=False)
+        entries = await self.ws.notebooks.list_notebooks("", recursive=False)
         if self.own_folders:
-            entries += await self.ws.list_notebooks("", pattern="*/*.ipynb")
+            entries += await self.ws.notebooks.list_notebooks("", pattern="*/*.ipynb")
         found: dict[str, Snapshot] = {}
         for entry in entries:
             session_id = entry.path.rsplit("/", 1)[-1][: -len(".ipynb")]
@@ -145,7 +145,7 @@ class Sessions:
             if folder not in ("", session_id) or not SESSION_ID.match(session_id):
                 continue
             try:
-                snap = await self.ws.read(entry.path)
+                snap = await self.ws.notebooks.read(entry.path)
             except NbrelayError:
                 continue
             is_session = isinstance(session_meta(snap.notebook), dict)
@@ -164,7 +164,7 @@ class Sessions:
     def check_room(self, session_id: str) -> None:
         """Refuse a new session when ``--max-sessions`` (``maxSessions``) kernels run: the
         workspace's one count of kernel slots, which also refuses a kernel past it."""
-        self.ws.check_session_room(self.path(session_id))
+        self.ws.kernels.check_session_room(self.path(session_id))
 
     def new_id(self, name: str) -> str:
         plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
@@ -184,7 +184,7 @@ class Sessions:
             f"import({json.dumps(url)}).then(() => null, (e) => "
             "/SyntaxError/.test(String(e)) ? String(e.message ?? e) : null)"
         )
-        found = await self.ws.evaluate_json(path, expression)
+        found = await self.ws.inspect.evaluate_json(path, expression)
         if not isinstance(found, str):
             return None
         lines = [line for line in found.replace(url, "cell").splitlines() if line.strip()]
@@ -200,8 +200,10 @@ class Sessions:
             return []
         pragmas = jsx_pragmas(session_meta(snap.notebook) or {})
         if pragmas and self.language(snap) == "typescript":
-            job = await self.ws.execute(path, code=pragmas + "\nundefined", time_limit=time_limit)
-            await self.ws.wait_job(job, time_limit + 60, None)
+            job = await self.ws.runs.execute(
+                path, code=pragmas + "\nundefined", time_limit=time_limit
+            )
+            await self.ws.runs.wait_job(job, time_limit + 60, None)
         said = await self.replay(path, snap, time_limit) if replay else None
         return [said] if said else []
 
@@ -222,10 +224,10 @@ class Sessions:
         if not ran:
             return None
         ids = [cell_id for _, cell_id in sorted(ran)]
-        job = await self.ws.execute(path, ids, time_limit=time_limit, stop_on_error=False)
-        await self.ws.wait_job(job, time_limit * len(ids) + 60, None)
+        job = await self.ws.runs.execute(path, ids, time_limit=time_limit, stop_on_error=False)
+        await self.ws.runs.wait_job(job, time_limit * len(ids) + 60, None)
         if not job.done.is_set():
-            await self.ws.cancel_job(job)
+            await self.ws.runs.cancel_job(job)
         failed = [c.id for c in job.cells if c.status != "ok"]
         said = (
             f"the session's kernel had stopped, so its {len(ids)} executed cell(s) were run "

@@ -33,8 +33,8 @@ async def insert_cells(
     Example: insert_cells(path="eda.ipynb", after="a1b2c3d4", cells=["df.describe()"]).
     """
     if execute:
-        ws.require_execution()
-    outcome = await ws.insert_cells(
+        ws.kernels.require_execution()
+    outcome = await ws.editing.insert_cells(
         path, specs(cells), index=index, after=after, expected_version=expected_version
     )
     return await edited(ws, path, outcome, ctx, execute=execute)
@@ -64,8 +64,8 @@ async def edit_cell(
     Example: edit_cell(path="eda.ipynb", cell=3, find="head()", replace="head(10)").
     """
     if execute:
-        ws.require_execution()
-    outcome = await ws.edit_cell(
+        ws.kernels.require_execution()
+    outcome = await ws.editing.edit_cell(
         path,
         cell,
         source=source,
@@ -88,7 +88,7 @@ async def delete_cells(
     Example: delete_cells(path="eda.ipynb", cells=[0, "a1b2c3d4", "5:8"]).
     """
     return results.edit_result(
-        await ws.delete_cells(path, cells, expected_version=expected_version)
+        await ws.editing.delete_cells(path, cells, expected_version=expected_version)
     )
 
 
@@ -104,7 +104,7 @@ async def move_cells(
     Example (cells 5 and 6 to the top): move_cells(path="eda.ipynb", cells=["5:7"], to=0).
     """
     return results.edit_result(
-        await ws.move_cells(path, cells, to, expected_version=expected_version)
+        await ws.editing.move_cells(path, cells, to, expected_version=expected_version)
     )
 
 
@@ -119,7 +119,7 @@ async def merge_cells(
 
     Example: merge_cells(path="eda.ipynb", cells=["2:4"]).
     """
-    outcome = await ws.merge_cells(
+    outcome = await ws.editing.merge_cells(
         path, cells, separator=separator, expected_version=expected_version
     )
     return results.edit_result(outcome)
@@ -137,7 +137,7 @@ async def split_cell(
     Example (lines 0-3 and 4-9): split_cell(path="eda.ipynb", cell=2, lines=[4]).
     """
     return results.edit_result(
-        await ws.split_cell(path, cell, lines, expected_version=expected_version)
+        await ws.editing.split_cell(path, cell, lines, expected_version=expected_version)
     )
 
 
@@ -152,5 +152,5 @@ async def clear_outputs(
     Example: clear_outputs(path="eda.ipynb", cells=["3:6"]).
     """
     return results.edit_result(
-        await ws.clear_outputs(path, cells, expected_version=expected_version)
+        await ws.editing.clear_outputs(path, cells, expected_version=expected_version)
     )

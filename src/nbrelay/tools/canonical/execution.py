@@ -63,29 +63,31 @@ async def execute(
             hint='To run every cell pass cells=[":"] (or cells="all"); some cells: '
             'cells=[0, "a1b2c3d4", "2:5"]; scratch code: code="print(1)".',
         )
-    job = await ws.execute(path, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error)
+    job = await ws.runs.execute(
+        path, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error
+    )
     await follow(ws, job, wait, ctx)
     result = execution_view(ws, job, images=images)
     if apps.wants_view(ctx):  # the notebook as the run left it, for the client's view
         ran = [c.id for c in job.cells if c.id is not None]
         going = {} if job.done.is_set() else apps.run_state([job])
         shaped = to_result(result, text=canonical_text)
-        return apps.with_view(ctx, shaped, await ws.read(job.path), ran=ran, **going)
+        return apps.with_view(ctx, shaped, await ws.notebooks.read(job.path), ran=ran, **going)
     return result
 
 
 # Polling a run belongs with running code: --no-execute and --read-only drop it.
 async def get_execution(ws: Workspace, handle: str, ctx: Context, wait: Wait = None) -> Any:
     """Poll a run by handle: waits up to `wait` s; returns only new output. Example: get_execution(handle="x1", wait=30)."""
-    job = ws.job(handle)
+    job = ws.runs.job(handle)
     await follow(ws, job, wait, ctx)
     return execution_view(ws, job)
 
 
 async def cancel_execution(ws: Workspace, handle: str) -> Any:
     """Stop a run: interrupt its cell, skip the rest. Example: cancel_execution(handle="x1")."""
-    job = ws.job(handle)
-    await ws.cancel_job(job)
+    job = ws.runs.job(handle)
+    await ws.runs.cancel_job(job)
     return execution_view(ws, job)
 
 
@@ -106,7 +108,7 @@ async def read_output(
 
     Offsets count stored characters. Example: read_output(path="a.ipynb", cell=3, offset=6000).
     """
-    snap = await ws.read(path)
+    snap = await ws.notebooks.read(path)
     i = resolve_one(snap.notebook.ids, cell)
     outs = snap.notebook.cells[i].get("outputs") or []
     if output >= len(outs):

@@ -41,14 +41,14 @@ async def export_notebook(
 
     Example: export_notebook(path="eda.ipynb", format="pdf", save=true).
     """
-    done = await ws.export_notebook(
+    done = await ws.transfer.export_notebook(
         path,
         format,
         outputs=outputs,
         save=save,
         to=to,
         overwrite=overwrite,
-        image_link=lambda cell, k, mime: output_uri(ws.relative(path), cell, k, mime),
+        image_link=lambda cell, k, mime: output_uri(ws.notebooks.relative(path), cell, k, mime),
         max_chars=max_chars,
     )
     return export_result(done, max_chars)
@@ -69,7 +69,7 @@ async def import_notebook(
     Example: import_notebook(path="a.ipynb", source="a.py").
     """
     text = json.dumps(content) if isinstance(content, dict) else content
-    snap = await ws.import_notebook(
+    snap = await ws.transfer.import_notebook(
         path, content=text, source=source, fmt=format, overwrite=overwrite
     )
     return results.created_result(snap)
@@ -81,5 +81,5 @@ async def save_notebook(
 ) -> SaveResult:
     """Wait until the file holds every edit so far (live mode saves ~0.5 s after an edit);
     use before git or any other program reads it."""
-    snap = await ws.save(path)
+    snap = await ws.notebooks.save(path)
     return SaveResult(path=snap.path, version=snap.version)

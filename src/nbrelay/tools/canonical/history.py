@@ -22,7 +22,7 @@ async def undo(
 
     Example: undo(path="eda.ipynb", steps=2).
     """
-    done = await ws.undo(path, steps, expected_version=expected_version)
+    done = await ws.editing.undo(path, steps, expected_version=expected_version)
     result = results.edit_result(done.outcome)
     result.undone = list(done.labels)
     return result

@@ -68,7 +68,7 @@ def kernel_view(info: KernelInfo, *, listed: bool = False) -> KernelView:
 
 async def interrupt_kernel(ws: Workspace, path: NbPath) -> KernelResult:
     """Interrupt the running cell (Ctrl-C); variables are kept. Example: interrupt_kernel(path="a.ipynb")."""
-    info = await ws.interrupt_kernel(path)
+    info = await ws.kernels.interrupt_kernel(path)
     return KernelResult(path=info.key, kernel=kernel_view(info), note="interrupted")
 
 
@@ -85,21 +85,21 @@ async def restart_kernel(
     Example: restart_kernel(path="a.ipynb", run_all=true).
     """
     if shutdown:
-        stopped = await ws.shutdown_kernel(path)
+        stopped = await ws.kernels.shutdown_kernel(path)
         note = "kernel shut down" if stopped else "the notebook had no running kernel"
-        return KernelResult(path=ws.relative(path), note=note)
-    info = await ws.restart_kernel(path)
+        return KernelResult(path=ws.notebooks.relative(path), note=note)
+    info = await ws.kernels.restart_kernel(path)
     result = KernelResult(path=info.key, kernel=kernel_view(info), note="kernel restarted")
     if clear_outputs:
-        await ws.clear_outputs(path)
+        await ws.editing.clear_outputs(path)
     if run_all:
-        result.execution = await finished(ws, await ws.execute(path, [":"]), ctx)
+        result.execution = await finished(ws, await ws.runs.execute(path, [":"]), ctx)
     return result
 
 
 async def list_kernels(ws: Workspace) -> KernelList:
     """List running kernels (one per notebook) and kernelspecs. Example: list_kernels()."""
-    running, specs = await ws.list_kernels()
+    running, specs = await ws.kernels.list_kernels()
     return KernelList(
         kernels=[kernel_view(k, listed=True) for k in running],
         kernelspecs=[
@@ -119,9 +119,9 @@ async def install_packages(
     Sends progress; returns what was installed, with versions (pip's log on failure).
     Example: install_packages(path="a.ipynb", packages=["polars>=1"]).
     """
-    done = await ws.install_packages(path, packages, progress=progress_reporter(ctx))
+    done = await ws.inspect.install_packages(path, packages, progress=progress_reporter(ctx))
     return InstallResult(
-        path=ws.relative(path),
+        path=ws.notebooks.relative(path),
         python=done.python,
         ok=done.ok,
         installed=list(done.installed) or None,

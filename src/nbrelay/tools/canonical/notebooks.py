@@ -48,7 +48,7 @@ async def create_notebook(
 
     Example: create_notebook(path="eda.ipynb", cells=["import pandas as pd", {"cell_type": "markdown", "source": "# EDA"}]).
     """
-    snap = await ws.create_notebook(
+    snap = await ws.notebooks.create_notebook(
         path, specs(cells or []), kernel_name=kernel, overwrite=overwrite
     )
     return results.created_result(snap)
@@ -70,7 +70,7 @@ async def read_notebook(
     Edits given this `version` as expected_version refuse if the notebook changed.
     Example: read_notebook(path="eda.ipynb", start=50, full=true).
     """
-    snap = await ws.read(path)
+    snap = await ws.notebooks.read(path)
     cells = snap.notebook.cells
     end = min(start + limit, len(cells))
     views = (
@@ -112,13 +112,15 @@ async def notebook_metadata(
     """
     note = None
     if kernel is not None:
-        outcome, note = await ws.switch_kernel(
+        outcome, note = await ws.kernels.switch_kernel(
             path, kernel, metadata, expected_version=expected_version
         )
     elif metadata is not None:
-        outcome = await ws.set_notebook_metadata(path, metadata, expected_version=expected_version)
+        outcome = await ws.editing.set_notebook_metadata(
+            path, metadata, expected_version=expected_version
+        )
     else:
-        snap = await ws.read(path)
+        snap = await ws.notebooks.read(path)
         return _metadata_view(snap, results.snapshot_note(snap))
     said = results.edit_result(outcome).note
     told = note and note[0].upper() + note[1:] + "."
@@ -161,7 +163,7 @@ async def read_cell(
 
     Example: read_cell(path="eda.ipynb", cell="a1b2c3d4") or read_cell(path="eda.ipynb", cell=-1).
     """
-    snap = await ws.read(path)
+    snap = await ws.notebooks.read(path)
     i = resolve_one(snap.notebook.ids, cell)
     view = results.cell_view(
         snap.notebook.cells[i], i, full=True, budget=_budget(ws, output_budget), path=snap.path

@@ -40,7 +40,7 @@ async def search_notebook(
             chars=ws.settings.output_budget,
         )
         return results.many_result(found)
-    snap, matches = await ws.search(
+    snap, matches = await ws.notebooks.search(
         path, pattern, regex=regex, case_sensitive=case_sensitive, outputs=outputs
     )
     return results.search_result(snap, matches, limit)
@@ -60,7 +60,7 @@ async def replace_in_notebook(
 
     Example: rename a variable: replace_in_notebook(path="eda.ipynb", find="\\bdf\\b", replace="sales", regex=true).
     """
-    outcome = await ws.replace_in_cells(
+    outcome = await ws.editing.replace_in_cells(
         path,
         find,
         replace,

@@ -38,23 +38,23 @@ class VisualResult(VisualData):
 
 async def list_variables(ws: Workspace, path: NbPath) -> Variables:
     """List the kernel's variables: name, type, short value, size (Python). Example: list_variables(path="a.ipynb")."""
-    found = await ws.list_variables(path, limit=200)
+    found = await ws.inspect.list_variables(path, limit=200)
     rows = [{k: v for k, v in r.items() if v is not None} for r in found["rows"]]
-    return Variables(path=ws.relative(path), total=found["total"], variables=rows)
+    return Variables(path=ws.notebooks.relative(path), total=found["total"], variables=rows)
 
 
 async def inspect_variable(ws: Workspace, path: NbPath, name: str) -> VariableView:
     """Inspect a variable: type, shape, dtype, columns, len, repr. Example: inspect_variable(path="a.ipynb", name="df")."""
-    info = await ws.inspect_variable(path, name, limit=4000)
-    return VariableView(path=ws.relative(path), name=name, info=info)
+    info = await ws.inspect.inspect_variable(path, name, limit=4000)
+    return VariableView(path=ws.notebooks.relative(path), name=name, info=info)
 
 
 async def save_kernel_state(ws: Workspace, path: NbPath) -> StateResult:
     """Save the kernel's variables (dill) next to the notebook. Example: save_kernel_state(path="a.ipynb")."""
-    found = await ws.save_kernel_state(path)
+    found = await ws.inspect.save_kernel_state(path)
     names = [*found.get("saved", []), *found.get("modules", [])]
     return StateResult(
-        path=ws.relative(path),
+        path=ws.notebooks.relative(path),
         names=sorted(names),
         skipped=found.get("skipped") or None,
         note=f"saved {len(names)} names ({found.get('bytes', 0):,} bytes)",
@@ -63,10 +63,10 @@ async def save_kernel_state(ws: Workspace, path: NbPath) -> StateResult:
 
 async def restore_kernel_state(ws: Workspace, path: NbPath) -> StateResult:
     """Load the variables save_kernel_state saved. Example: restore_kernel_state(path="a.ipynb")."""
-    found = await ws.restore_kernel_state(path)
+    found = await ws.inspect.restore_kernel_state(path)
     names = list(found.get("restored", []))
     return StateResult(
-        path=ws.relative(path),
+        path=ws.notebooks.relative(path),
         names=names,
         skipped=found.get("failed") or None,
         note=f"restored {len(names)} names",
@@ -88,7 +88,7 @@ async def visualize_cell(
     Example:
     visualize_cell(path="eda.ipynb", cell="a1b2c3d4", options={"x": "month", "chart": "bar"}).
     """
-    done = await ws.visualize_cell(path, cell, kind=type, options=options)
+    done = await ws.inspect.visualize_cell(path, cell, kind=type, options=options)
     png = done.pop("png", None)
     result = VisualResult(**done)
     if png is None:

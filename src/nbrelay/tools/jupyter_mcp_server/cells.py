@@ -123,7 +123,7 @@ async def insert_cell(
             f"Index {cell_index} is outside valid range [-1, {total}]. Use -1 to append at end."
         )
     at = total if cell_index == -1 else cell_index
-    done = await state.ws.insert_cells(path, [CellSpec(cell_type, cell_source)], index=at)
+    done = await state.ws.editing.insert_cells(path, [CellSpec(cell_type, cell_source)], index=at)
     cells = list(done.after.notebook.cells)
     n = len(cells)
     start = max(0, n - 10) if n - at < 5 else max(0, at - 5)
@@ -150,7 +150,7 @@ async def overwrite_cell_source(
         raise ToolError(f"Cell index {i} out of range")
     cell = snap.notebook.cells[i]
     old = views.joined(cell.get("source"))
-    await state.ws.edit_cell(path, _ref(i, cell_id), source=cell_source)
+    await state.ws.editing.edit_cell(path, _ref(i, cell_id), source=cell_source)
     changes = views.diff(old, cell_source)
     text = (
         f"Cell {i} overwritten successfully - no changes detected"
@@ -199,7 +199,7 @@ async def edit_cell_source(
     )
     # The replacement itself is made inside the workspace's locked edit, on the cell as it is
     # then (a change since the read above is not overwritten).
-    await state.ws.edit_cell(
+    await state.ws.editing.edit_cell(
         path, _ref(i, cell_id), find=old_string, replace=new_string, replace_all=replace_all
     )
     changes = views.diff(old, new)
@@ -241,7 +241,7 @@ async def delete_cell(
             raise ToolError(f"Cell index {i} is out of range. Notebook has {total} cells.")
     cells = [snap.notebook.cells[i] for i in indices]
     refs = [c["id"] for c in cells] if cell_ids_to_delete else indices
-    await state.ws.delete_cells(path, refs)
+    await state.ws.editing.delete_cells(path, refs)
     lines: list[str] = []
     for i, cell in zip(indices, cells, strict=True):
         lines.append(f"Cell {i} ({cell.get('cell_type')}) deleted successfully.")
@@ -284,7 +284,7 @@ async def move_cell(
                 f"(valid: 0-{total - 1})."
             )
     cell = snap.notebook.cells[src]
-    done = await state.ws.move_cells(path, [_ref(src, source_cell_id)], dst)
+    done = await state.ws.editing.move_cells(path, [_ref(src, source_cell_id)], dst)
     cells = list(done.after.notebook.cells)
     text = (
         f"Cell moved successfully from index {src} to {dst} ({cell.get('cell_type')}).\n"
@@ -315,7 +315,7 @@ async def clear_cell_output(
         return views.answer(
             "cell.clear_output", f"Cell {i} had no output to clear.", cell_id=cell["id"]
         )
-    await state.ws.clear_outputs(path, [_ref(i, cell_id)])
+    await state.ws.editing.clear_outputs(path, [_ref(i, cell_id)])
     return views.answer(
         "cell.clear_output",
         f"Cell {i} output cleared successfully ({count} output(s) removed).",
@@ -327,7 +327,7 @@ async def clear_cell_output(
 
 
 async def _run(state: InUse, job: Job, ctx: Context | None) -> None:
-    patience = state.ws.timeout_for(job.timeout) + state.ws.settings.interrupt_grace + 10
+    patience = state.ws.runs.timeout_for(job.timeout) + state.ws.settings.interrupt_grace + 10
     await follow(state.ws, job, patience, ctx)
 
 
@@ -339,12 +339,12 @@ async def _run_cell(
     state: InUse, path: str, cell_id: str, seconds: int, ctx: Context | None
 ) -> list[str | ImageContent]:
     """Run one cell to its end: its outputs, then how the run ended."""
-    job = await state.ws.execute(path, [cell_id], time_limit=_limit(seconds))
+    job = await state.ws.runs.execute(path, [cell_id], time_limit=_limit(seconds))
     await _run(state, job, ctx)
     run = job.cells[0]
     shown = _shown(state, job.cell_outputs(run))
     if run.status == "timeout":
-        limit = seconds or int(state.ws.timeout_for(None))
+        limit = seconds or int(state.ws.runs.timeout_for(None))
         shown.append(
             f"[TIMEOUT ERROR: Cell execution exceeded {limit} seconds and was interrupted]"
         )
@@ -369,7 +369,7 @@ async def execute_cell(
     as images), then how long it took. Outputs are saved in the notebook."""
     path, snap = await state.read(None)
     # As in the original, an execution attaches the notebook's kernel before anything is checked.
-    await state.ws.begin_session(path)
+    await state.ws.notebook_sessions.begin_session(path)
     i = _resolve(snap, cell_index, cell_id)
     n = len(snap.notebook.cells)
     if i >= n:
@@ -401,7 +401,7 @@ async def insert_execute_code_cell(
             f"Index {cell_index} is outside valid range [-1, {total}]. Use -1 to append at end."
         )
     at = total if cell_index == -1 else cell_index
-    done = await state.ws.insert_cells(path, [CellSpec("code", cell_source)], index=at)
+    done = await state.ws.editing.insert_cells(path, [CellSpec("code", cell_source)], index=at)
     cid = done.plan.touched[0]
     shown = await _run_cell(state, path, cid, timeout, ctx)
     if not stream:
@@ -428,7 +428,7 @@ async def execute_code(
     """Run scratch code in the current notebook's kernel without adding a cell; returns its
     outputs. Use it to inspect variables or try code; use insert_execute_code_cell to keep it."""
     if kernel_id is not None:
-        running, _ = await state.ws.list_kernels()
+        running, _ = await state.ws.kernels.list_kernels()
         found = next((k for k in running if k.kernel_id == kernel_id), None)
         if found is None:
             return views.outputs(
@@ -442,12 +442,14 @@ async def execute_code(
     else:
         path = state.path_of(None)
     # As in the original, scratch code counts in the kernel's history ([n]).
-    job = await state.ws.execute(path, None, code=code, time_limit=_limit(timeout), history=True)
+    job = await state.ws.runs.execute(
+        path, None, code=code, time_limit=_limit(timeout), history=True
+    )
     await _run(state, job, ctx)
     run = job.cells[0]
     shown = _shown(state, job.cell_outputs(run))
     if run.status == "timeout":
-        limit = timeout or int(state.ws.timeout_for(None))
+        limit = timeout or int(state.ws.runs.timeout_for(None))
         shown.append(
             f"[TIMEOUT ERROR: IPython execution exceeded {limit} seconds and was interrupted]"
         )

@@ -33,13 +33,13 @@ NO_KERNEL_YET = (
 def _kernel_line(state: InUse, path: str) -> str:
     """A notebook's kernel starts when its code first runs (as datalayer's server does with
     --start-new-code-sandbox false); one already running is named."""
-    kernel = state.ws.kernel_info(path)
+    kernel = state.ws.kernels.kernel_info(path)
     return f"[INFO] Connected to kernel '{kernel.kernel_id}'.\n" if kernel else NO_KERNEL_YET
 
 
 async def _exists(state: InUse, path: str) -> bool:
     try:
-        await state.ws.read(path)
+        await state.ws.notebooks.read(path)
         return True
     except NotebookNotFound:
         return False
@@ -86,7 +86,7 @@ async def use_notebook(
                 f"'{notebook_name}'. Do you mean connect to '{known}'?",
             )
         if state.current == notebook_name:
-            kernel = state.ws.kernel_info(known)
+            kernel = state.ws.kernels.kernel_info(known)
             backend = (
                 f"It runs on execution backend '{kernel.kernel_id}'."
                 if kernel
@@ -104,7 +104,7 @@ async def use_notebook(
     else:
         if mode == "connect" and not exists:
             folder = posixpath.dirname(notebook_path)
-            if folder and not await state.ws.document_exists(folder):
+            if folder and not await state.ws.documents.document_exists(folder):
                 text = f"'{folder}' not found in jupyter server, please check the directory path already exists."
             else:
                 text = f"'{notebook_path}' not found in jupyter server, please check the notebook already exists."
@@ -116,12 +116,14 @@ async def use_notebook(
                     f"'{notebook_path}' already exists in jupyter server, please use a different "
                     "path or use_mode='connect' to open it.",
                 )
-            await state.ws.create_notebook(notebook_path, [CellSpec("markdown", NEW_NOTEBOOK_TEXT)])
+            await state.ws.notebooks.create_notebook(
+                notebook_path, [CellSpec("markdown", NEW_NOTEBOOK_TEXT)]
+            )
         lines.append(_kernel_line(state, notebook_path))
         state.paths[notebook_name] = notebook_path
         state.current = notebook_name
         lines.append(f"[INFO] Successfully activate notebook '{notebook_name}'.\n")
-    snap = await state.ws.read(state.paths[notebook_name])
+    snap = await state.ws.notebooks.read(state.paths[notebook_name])
     cells = list(snap.notebook.cells)
     text = "".join(lines)
     text += f"\nNotebook has {len(cells)} cells.\nShowing first {min(20, len(cells))} cells:\n\n"
@@ -159,7 +161,7 @@ async def list_notebooks(state: InUse) -> CallToolResult:
     rows = []
     for name in sorted(state.paths):
         path = state.paths[name]
-        kernel = state.ws.kernel_info(path)
+        kernel = state.ws.kernels.kernel_info(path)
         status = (
             "not_initialized" if kernel is None else "dead" if kernel.state == "dead" else "alive"
         )
@@ -205,7 +207,7 @@ async def restart_notebook(state: InUse, notebook_name: NotebookName) -> CallToo
     """Restart a notebook's kernel: its variables and imports are lost; cells are kept."""
     if notebook_name not in state.paths:
         return views.answer("notebook.restart", not_connected(notebook_name, state.names))
-    await state.ws.restart_kernel(state.paths[notebook_name])
+    await state.ws.kernels.restart_kernel(state.paths[notebook_name])
     return views.answer(
         "notebook.restart",
         f"Notebook '{notebook_name}' kernel restarted successfully. Memory state and imported "
@@ -232,9 +234,13 @@ async def _walk(
     state: InUse, folder: str, depth: int, max_depth: int, into: list[list[str]]
 ) -> None:
     try:
-        if depth == 0 and folder and (await state.ws.document(folder)).type != "directory":
+        if (
+            depth == 0
+            and folder
+            and (await state.ws.documents.document(folder)).type != "directory"
+        ):
             raise InvalidArgument(f"'{folder}' is a file, not a folder: list_files lists folders.")
-        found = await state.ws.list_documents(folder)
+        found = await state.ws.documents.list_documents(folder)
     except NotebookNotFound:
         # A missing folder is a row, as the Jupyter Server says it (a path leaving the root,
         # absolute or through a link, is refused).
@@ -293,7 +299,7 @@ async def list_kernels(state: InUse) -> CallToolResult:
     """List the running kernels: id, kernelspec, language, state, last activity."""
     if state.ws.settings.no_execute:
         return views.table("kernels.list", "No kernels found on the Jupyter server.")
-    running, specs = await state.ws.list_kernels()
+    running, specs = await state.ws.kernels.list_kernels()
     if not running:
         return views.table("kernels.list", "No kernels found on the Jupyter server.")
     display = {s.name: s.display_name for s in specs}

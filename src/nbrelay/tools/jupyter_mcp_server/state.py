@@ -56,14 +56,14 @@ class InUse:
         """The notebook, read as the agent's view (what its next edits by index are checked
         against)."""
         path = self.path_of(name)
-        return path, await self.ws.read(path)
+        return path, await self.ws.notebooks.read(path)
 
     async def peek(self, name: str | None) -> tuple[str, Snapshot]:
         """The notebook as it is now, without counting as the agent's view: an edit looks its
         cell up here and names it by the index the agent gave, so nbrelay refuses it when
         cells moved since the agent last looked."""
         path = self.path_of(name)
-        return path, await self.ws.peek(path)
+        return path, await self.ws.notebooks.peek(path)
 
 
 def cell_index(snap: Snapshot, index: int | None, cell_id: str | None) -> int:

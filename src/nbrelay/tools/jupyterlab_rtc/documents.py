@@ -35,7 +35,9 @@ async def list_documents(
 
     Returns an array of files, notebooks and folders directly in that folder.
     """
-    return json_reply([doc_view(d, path) for d in await ws.list_documents(lab_path(path))])
+    return json_reply(
+        [doc_view(d, path) for d in await ws.documents.list_documents(lab_path(path))]
+    )
 
 
 async def create_document(
@@ -57,7 +59,7 @@ async def create_document(
         rel += ".ipynb"
     elif type == "markdown" and not ext:
         rel += ".md"
-    doc = await ws.create_document(rel, content)
+    doc = await ws.documents.create_document(rel, content)
     shown = as_given(path, doc.path)
     return Done(message=f"Document {shown} created successfully", path=shown)
 
@@ -68,13 +70,13 @@ async def get_document_info(ws: Workspace, path: DocPath) -> CallToolResult:
     `content` is text (format "text"), base64 (format "base64"), the notebook JSON (format
     "json") or a folder's entries; files over 64 KB are cut (`truncated`: true).
     """
-    doc = await ws.document(lab_path(path))
+    doc = await ws.documents.document(lab_path(path))
     info = doc_view(doc, path) | {"format": None, "mimetype": doc.mimetype, "content": None}
     if doc.type == "directory":
         info["format"] = "json"
-        info["content"] = [doc_view(d, path) for d in await ws.list_documents(doc.path)]
+        info["content"] = [doc_view(d, path) for d in await ws.documents.list_documents(doc.path)]
         return json_reply(info)
-    raw, size = await ws.read_document(doc.path, limit=MAX_CONTENT)
+    raw, size = await ws.documents.read_document(doc.path, limit=MAX_CONTENT)
     cut = size > len(raw)
     if doc.type == "notebook":
         info["format"] = "json"
@@ -105,7 +107,7 @@ async def delete_document(
 
     Deletes a file, a notebook (its kernel is shut down) or an empty folder.
     """
-    doc = await ws.delete_document(lab_path(path))
+    doc = await ws.documents.delete_document(lab_path(path))
     shown = as_given(path, doc.path)
     return Done(message=f"Document {shown} deleted successfully", path=shown)
 
@@ -119,7 +121,7 @@ async def rename_document(
 
     Also moves it between folders; never replaces an existing file.
     """
-    doc = await ws.move_document(lab_path(path), lab_path(newPath))
+    doc = await ws.documents.move_document(lab_path(path), lab_path(newPath))
     shown = as_given(newPath, doc.path)
     return Done(message=f"Document renamed from {path} to {shown}", path=shown)
 
@@ -133,7 +135,7 @@ async def copy_document(
 
     Never replaces an existing file.
     """
-    doc = await ws.move_document(lab_path(path), lab_path(copyPath), keep_source=True)
+    doc = await ws.documents.move_document(lab_path(path), lab_path(copyPath), keep_source=True)
     shown = as_given(copyPath, doc.path)
     return Done(message=f"Document {path} copied to {shown}", path=shown)
 
@@ -143,4 +145,4 @@ async def document_exists(
     path: Annotated[str, Field(description="Path to the document to check")],
 ) -> Exists:
     """Check if a document exists in JupyterLab."""
-    return Exists(exists=await ws.document_exists(lab_path(path)))
+    return Exists(exists=await ws.documents.document_exists(lab_path(path)))

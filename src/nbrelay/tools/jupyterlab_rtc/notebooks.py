@@ -48,14 +48,14 @@ async def begin_nb_session(ws: Workspace, path: NbPath) -> SessionResult:
     agent's edits as they happen); file mode opens the notebook and starts its kernel.
     """
     if ws.settings.no_execute:
-        snap = await ws.read(lab_path(path))
+        snap = await ws.notebooks.read(lab_path(path))
         return SessionResult(
             path=as_given(path, snap.path),
             status="connected",
             message="Notebook opened (this server runs no code, so no kernel was started)",
         )
-    session = await ws.begin_session(lab_path(path))
-    snap = await ws.read(session.path)
+    session = await ws.notebook_sessions.begin_session(lab_path(path))
+    snap = await ws.notebooks.read(session.path)
     message = (
         "RTC session started successfully"
         if session.live
@@ -77,8 +77,8 @@ async def end_nb_session(ws: Workspace, path: NbPath) -> SessionResult:
 
     Live mode leaves the room (the kernel keeps running); file mode shuts the kernel down.
     """
-    session = await ws.end_session(lab_path(path))
-    rel = as_given(path, ws.relative(lab_path(path)))
+    session = await ws.notebook_sessions.end_session(lab_path(path))
+    rel = as_given(path, ws.notebooks.relative(lab_path(path)))
     if session is None:
         return SessionResult(
             path=rel, status="not_found", message="No active session for this notebook"
@@ -99,8 +99,8 @@ async def query_nb_sessions(
     """Query the status of real-time collaboration sessions for notebooks in a directory."""
     folder = lab_path(root_path)
     if folder:
-        await ws.list_notebooks(folder, recursive=False)  # the folder must exist
-    views = [await session_view(ws, s, root_path) for s in ws.sessions(folder)]
+        await ws.notebooks.list_notebooks(folder, recursive=False)  # the folder must exist
+    views = [await session_view(ws, s, root_path) for s in ws.notebook_sessions.listing(folder)]
     return SessionsResult(
         root_path=root_path if root_path is not None else "",
         sessions=views,
@@ -117,7 +117,7 @@ async def list_nbs(
     ] = None,
 ) -> NotebookItems:
     """List all notebook files under a specified directory, recursively."""
-    found = await ws.list_notebooks(lab_path(path), recursive=True)
+    found = await ws.notebooks.list_notebooks(lab_path(path), recursive=True)
     return NotebookItems(
         notebooks=[
             NotebookItem(
@@ -132,11 +132,11 @@ async def list_nbs(
 
 async def get_nb_stat(ws: Workspace, path: NbPath) -> NotebookStat:
     """Get status information about a notebook, including cell count and kernel information."""
-    snap = await ws.read(lab_path(path))
+    snap = await ws.notebooks.read(lab_path(path))
     return NotebookStat(
         path=as_given(path, snap.path),
         cell_count=len(snap.notebook.cells),
-        last_modified=iso(await ws.last_modified(snap)),
+        last_modified=iso(await ws.documents.last_modified(snap)),
         kernel=kernel_view(ws, snap),
     )
 
@@ -155,7 +155,7 @@ async def read_nb_cells(
     `start`; cells past the end are left out. Code cells also give their outputs as text.
     Example: ranges=[{"start": 0, "end": 3}].
     """
-    snap = await ws.read(lab_path(path))
+    snap = await ws.notebooks.read(lab_path(path))
     nb = snap.notebook
     indexes: list[int] = []
     for r in ranges if ranges is not None else [CellRange(start=0, end=len(nb.cells))]:
@@ -196,7 +196,9 @@ async def modify_nb_cells(
     nothing changes. Example: modifications=[{"range": {"start": 2, "end": 3}, "content": "x = 1"}].
     """
     rel = lab_path(path)
-    outcome = await ws.set_sources(rel, [(range_ref(m.range), m.content) for m in modifications])
+    outcome = await ws.editing.set_sources(
+        rel, [(range_ref(m.range), m.content) for m in modifications]
+    )
     execution = await run_cells(ws, rel, list(outcome.plan.touched), ctx) if exec else None
     n = len(modifications)
     message = f"Successfully modified {n} cell ranges"  # the original's words, for any n
@@ -217,7 +219,7 @@ async def insert_nb_cells(
     Example: position=0, cells=[{"type": "markdown", "content": "# Title"}].
     """
     rel = lab_path(path)
-    outcome = await ws.insert_cells(
+    outcome = await ws.editing.insert_cells(
         rel, [CellSpec(c.type, c.content) for c in cells], index=position
     )
     ids = list(outcome.plan.touched)
@@ -237,7 +239,7 @@ async def delete_nb_cells(
     """
     if not ranges:
         raise InvalidArgument("ranges is empty.", hint='Give ranges like [{"start": 3}].')
-    outcome = await ws.delete_cells(lab_path(path), [range_ref(r) for r in ranges])
+    outcome = await ws.editing.delete_cells(lab_path(path), [range_ref(r) for r in ranges])
     n = len(outcome.plan.touched)
     return said(Done(message=f"Successfully deleted {n} cells", deleted=n))
 
@@ -257,9 +259,9 @@ async def restart_nb_kernel(
     code cell from the top.
     """
     rel = lab_path(path)
-    await ws.restart_kernel(rel)
+    await ws.kernels.restart_kernel(rel)
     if clear_contents:
-        await ws.clear_outputs(rel)
+        await ws.editing.clear_outputs(rel)
     execution = await run_cells(ws, rel, None, ctx) if exec else None
     message = "Kernel restarted successfully"
     if clear_contents:

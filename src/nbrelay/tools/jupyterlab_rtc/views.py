@@ -162,7 +162,7 @@ def json_reply(value: Any) -> CallToolResult:
 
 
 def kernel_view(ws: Workspace, snap: Snapshot) -> dict[str, Any]:
-    info = ws.kernel_info(snap.path)
+    info = ws.kernels.kernel_info(snap.path)
     if info is None:  # as the original says it before a kernel runs
         return {"name": "none", "id": "", "state": "not running"}
     return {"name": info.name, "id": info.kernel_id, "state": info.state}
@@ -172,7 +172,7 @@ async def run_cells(
     ws: Workspace, path: str, ids: list[str] | None, ctx: Context | None
 ) -> ExecutionResult | None:
     """Run the code cells among ``ids`` (None: all) to the end; None if there is none to run."""
-    snap = await ws.read(path)
+    snap = await ws.notebooks.read(path)
     code = [
         c["id"]
         for c in snap.notebook.cells
@@ -181,8 +181,8 @@ async def run_cells(
     if not code or ws.settings.no_execute:
         return None
     with saved_then_run():
-        job: Job = await ws.execute(path, code)
-    patience = (ws.timeout_for(None) + ws.settings.interrupt_grace + 10) * len(code)
+        job: Job = await ws.runs.execute(path, code)
+    patience = (ws.runs.timeout_for(None) + ws.settings.interrupt_grace + 10) * len(code)
     await follow(ws, job, patience, ctx)
     view = execution_view(ws, job)
     return view if isinstance(view, ExecutionResult) else view[0]
@@ -272,9 +272,9 @@ WORDS = Vocabulary(
 async def session_view(ws: Workspace, s: NotebookSession, given: str | None) -> SessionView:
     count, activity = None, s.last_activity
     try:
-        snap = await ws.read(s.path)
+        snap = await ws.notebooks.read(s.path)
         count = len(snap.notebook.cells)
-        activity = max(activity, await ws.last_modified(snap) or 0.0)
+        activity = max(activity, await ws.documents.last_modified(snap) or 0.0)
     except NbrelayError:
         pass
     prefix = "RTC session" if s.live else "Session"

@@ -79,7 +79,7 @@ async def modify_notebook_cells(
         need_content(cell_content, operation)
     if operation in ("edit_code", "edit_markdown", "delete"):
         need_position(index, operation)
-    snap = await state.ws.unchanged_since_viewed(path, hint=VIEW_HINT)
+    snap = await state.ws.notebooks.unchanged_since_viewed(path, hint=VIEW_HINT)
     run = execute and not state.ws.settings.no_execute
     content = cell_content or ""
     at = None if index is None else min(index, len(snap.notebook.cells))
@@ -100,7 +100,7 @@ async def modify_notebook_cells(
     result = {"message": "", "error": ""}
     try:
         if operation == "delete":
-            await state.ws.delete_cells(
+            await state.ws.editing.delete_cells(
                 path, [need_position(index, operation)], expected_version=snap.version
             )
             result["message"] = "Cell deleted"
@@ -131,10 +131,10 @@ async def _write(
     edit_code/edit_markdown set the cell at ``index`` (a code cell's outputs are cleared)."""
     kind = "code" if operation.endswith("_code") else "markdown"
     if operation.startswith("add_"):
-        return await state.ws.insert_cells(
+        return await state.ws.editing.insert_cells(
             path, [CellSpec(kind, content)], index=at, expected_version=version
         )
-    return await state.ws.edit_cell(
+    return await state.ws.editing.edit_cell(
         path,
         need_position(index, operation),
         source=content,
@@ -180,14 +180,14 @@ async def setup_notebook(
             hint="Leave server_url out, or start nbrelay with --jupyter-url set to that server.",
         )
     try:
-        await state.ws.read(path)
+        await state.ws.notebooks.read(path)
         message = f"Notebook {path} already exists"
     except NotebookNotFound:
-        await state.ws.create_notebook(path, initial_cells(cells or []))
+        await state.ws.notebooks.create_notebook(path, initial_cells(cells or []))
         message = f"Notebook {path} created"
     if not state.ws.settings.no_execute:
-        await state.ws.begin_session(path)
-    snap = await state.ws.view(path)
+        await state.ws.notebook_sessions.begin_session(path)
+    snap = await state.ws.notebooks.view(path)
     if url is not None:
         state.servers[snap.path] = url
     return reply({**await _contents_model(state, snap), "message": message})
@@ -198,14 +198,14 @@ async def _contents_model(state: Served, snap: Snapshot) -> dict[str, Any]:
     path, times, ``content`` (its cells as view_source shows them, without ids), format,
     mimetype, size, writable, hash and type."""
     try:
-        doc: Document | None = await state.ws.document(snap.path)
+        doc: Document | None = await state.ws.documents.document(snap.path)
     except NbrelayError:
         doc = None
     data = snap.notebook.data
     cells = state.budget().share(
         lambda b: [shown_cell(c, i, b) for i, c in enumerate(snap.notebook.cells)]
     )
-    modified = doc.modified if doc is not None else await state.ws.last_modified(snap)
+    modified = doc.modified if doc is not None else await state.ws.documents.last_modified(snap)
     return {
         "name": posixpath.basename(snap.path),
         "path": snap.path,

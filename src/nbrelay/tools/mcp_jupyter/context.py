@@ -40,7 +40,7 @@ class Served:
 
     async def run_cell(self, path: str, index: int, ctx: Context | None) -> dict[str, Any]:
         """Run the code cell at ``index`` to its end: {execution_count, outputs, status}."""
-        snap = await self.ws.read(path)
+        snap = await self.ws.notebooks.read(path)
         if index >= len(snap.notebook.cells):
             raise InvalidArgument(
                 f"position_index={index} is out of range: {describe_bounds(len(snap.notebook.cells))}.",
@@ -49,8 +49,8 @@ class Served:
         cell = snap.notebook.cells[index]
         if cell.get("cell_type") != "code":
             raise InvalidArgument(f"Cell at position {index} is not a code cell.")
-        job: Job = await self.ws.execute(path, [cell["id"]])
-        patience = self.ws.timeout_for(None) + self.ws.settings.interrupt_grace + 10
+        job: Job = await self.ws.runs.execute(path, [cell["id"]])
+        patience = self.ws.runs.timeout_for(None) + self.ws.settings.interrupt_grace + 10
         await follow(self.ws, job, patience, ctx)
         run = job.cells[0]
         outputs = job.cell_outputs(run)

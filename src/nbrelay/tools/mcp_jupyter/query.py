@@ -95,14 +95,14 @@ async def query_notebook(
                 "Jupyter server is running" if reachable else "Jupyter server is not accessible"
             )
         try:
-            await state.ws.list_notebooks("", recursive=False)
+            await state.ws.notebooks.list_notebooks("", recursive=False)
         except NbrelayError:
             return reply_union("Jupyter server is not accessible")
         return reply_union("Jupyter server is running")
     if query_type == "list_sessions":
         sessions = []
-        for s in state.ws.sessions():
-            info = state.ws.kernel_info(s.path) if s.active else None
+        for s in state.ws.notebook_sessions.listing():
+            info = state.ws.kernels.kernel_info(s.path) if s.active else None
             if info is None:
                 continue
             name = posixpath.basename(s.path)
@@ -131,12 +131,12 @@ async def query_notebook(
         if (execution_count is None) == (cell_id is None):
             got = "neither" if execution_count is None else "both"
             raise InvalidArgument(f"Must provide either execution_count or cell_id (got {got}).")
-        snap = await state.ws.view(path)
+        snap = await state.ws.notebooks.view(path)
         count = None if execution_count is None else count_of(execution_count)
         return reply_union(index_of(snap.notebook, execution_count=count, cell_id=cell_id))
     if execution_count is not None and position_index is not None:
         raise InvalidArgument("Cannot provide both execution_count and position_index.")
-    snap = await state.ws.view(path)
+    snap = await state.ws.notebooks.view(path)
     nb = snap.notebook
     if execution_count is None and position_index is None:
         return reply_union(
@@ -187,15 +187,15 @@ async def execute_notebook_code(
     if execution_type == "execute_cell":
         index = need_position(position(position_index), execution_type)
         result = await state.run_cell(path, index, ctx)
-        await state.ws.view(path)
+        await state.ws.notebooks.view(path)
         return reply_union(result)
     if not package_names or not package_names.strip():
         raise InvalidArgument("package_names is required for install_packages operation.")
     names = package_names.replace(",", " ").split()
-    done = await state.ws.install_packages(
+    done = await state.ws.inspect.install_packages(
         path, names, prefer_uv=True, progress=progress_reporter(ctx)
     )
-    await state.ws.view(path)
+    await state.ws.notebooks.view(path)
     note = f"\nNote: {done.note}" if done.note else ""
     if not done.ok:
         return reply_union(

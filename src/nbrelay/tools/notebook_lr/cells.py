@@ -61,7 +61,7 @@ async def update_cell_source(
     Raises:
         ValueError: If index is out of range
     """
-    await lr.on_current(lambda p: lr.ws.edit_cell(p, zero_based(index), source=source))
+    await lr.on_current(lambda p: lr.ws.editing.edit_cell(p, zero_based(index), source=source))
     return scalar(True)
 
 
@@ -100,9 +100,9 @@ async def add_cell(
     if snap is None:
         # The first cell makes the notebook (live mode: no placeholder cell before it).
         with contextlib.suppress(NotebookExists):
-            made = await lr.ws.create_notebook(lr.path, new)
+            made = await lr.ws.notebooks.create_notebook(lr.path, new)
             return lr.budget().share(lambda b: cell_output(made.notebook.cells[0], 0, b))
-    outcome = await lr.on_current(lambda p: lr.ws.insert_cells(p, new, after=after))
+    outcome = await lr.on_current(lambda p: lr.ws.editing.insert_cells(p, new, after=after))
     new_id = outcome.plan.touched[0]
     at = outcome.after.notebook.ids.index(new_id)
     return lr.budget().share(lambda b: cell_output(outcome.after.notebook.cells[at], at, b))
@@ -123,7 +123,7 @@ async def delete_cell(
     Raises:
         ValueError: If index is out of range
     """
-    await lr.on_current(lambda p: lr.ws.delete_cells(p, [zero_based(index)]))
+    await lr.on_current(lambda p: lr.ws.editing.delete_cells(p, [zero_based(index)]))
     return scalar(True)
 
 
@@ -149,7 +149,7 @@ async def move_cell(
     def planner(nb: Notebook) -> Plan:
         return moves.plan_step(nb, index, direction)
 
-    await lr.on_current(lambda p: lr.ws.edit(p, "move cells", planner, positional=True))
+    await lr.on_current(lambda p: lr.ws.notebooks.edit(p, "move cells", planner, positional=True))
     return MoveResult(ok=True, new_index=moves.step_target(index, direction))
 
 
@@ -206,7 +206,7 @@ async def convert_cell_type(
         ValueError: If index is out of range
     """
     outcome = await lr.on_current(
-        lambda p: lr.ws.edit_cell(p, zero_based(index), cell_type=cell_type)
+        lambda p: lr.ws.editing.edit_cell(p, zero_based(index), cell_type=cell_type)
     )
     nb = outcome.after.notebook
     at = nb.ids.index(outcome.plan.touched[0])
@@ -231,7 +231,9 @@ async def find_in_cells(
         matching line) and 'count'
     """
     try:
-        _, found = await lr.ws.search(lr.path, query, regex=regex, case_sensitive=case_sensitive)
+        _, found = await lr.ws.notebooks.search(
+            lr.path, query, regex=regex, case_sensitive=case_sensitive
+        )
     except NotebookNotFound:
         found = []
     return FindResult(
@@ -262,7 +264,7 @@ async def replace_in_cells(
         Dict with 'ok', 'replacements' (how many) and 'cells' (indexes of changed cells)
     """
     try:
-        outcome = await lr.ws.replace_in_cells(
+        outcome = await lr.ws.editing.replace_in_cells(
             lr.path, find, replace, regex=regex, case_sensitive=case_sensitive
         )
     except NotebookNotFound:

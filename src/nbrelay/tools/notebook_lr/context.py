@@ -96,18 +96,18 @@ class Current:
         """A notebook path as the store names it: .nblr files where the store keeps them (file
         mode), else the .ipynb of the same name (see as_ipynb)."""
         try:
-            return self.ws.relative(path)
+            return self.ws.notebooks.relative(path)
         except PathError:
             if path == as_ipynb(path):
                 raise
-            return self.ws.relative(as_ipynb(path))
+            return self.ws.notebooks.relative(as_ipynb(path))
 
     def budget(self) -> render.Budget:
         return render.Budget(self.settings.output_budget, self.settings.output_budget)
 
     async def snapshot(self) -> Snapshot | None:
         try:
-            return await self.ws.read(self.path)
+            return await self.ws.notebooks.read(self.path)
         except NotebookNotFound:
             return None
 
@@ -156,14 +156,14 @@ class Current:
         new name the variables must still be there. The kernel's variables move to the new
         notebook's kernel (saved and restored); what cannot move is said in the note."""
         try:
-            found = await self.ws.save_kernel_state(source, to=target)
-            await self.ws.restore_kernel_state(target)
+            found = await self.ws.inspect.save_kernel_state(source, to=target)
+            await self.ws.inspect.restore_kernel_state(target)
         except NbrelayError as exc:  # not a Python kernel, no dill, a state it cannot read
             return (
                 f"The kernel's variables stay with {source} ({exc.message}); cells run now start "
                 "a fresh kernel."
             )
-        await self.ws.shutdown_kernel(source)
+        await self.ws.kernels.shutdown_kernel(source)
         skipped = found.get("skipped") or []
         if skipped:
             names = ", ".join(sorted(skipped))
@@ -182,5 +182,5 @@ class Current:
         wait = job.timeout + self.settings.interrupt_grace + 60 if job.timeout else None
         await follow(self.ws, job, wait, ctx)
         if not job.done.is_set():
-            await self.ws.cancel_job(job)
+            await self.ws.runs.cancel_job(job)
         check_finished(job)

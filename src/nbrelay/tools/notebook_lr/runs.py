@@ -69,7 +69,7 @@ async def save_notebook(
     if target != source:
         nb = await lr.notebook()
         try:
-            await lr.ws.create_from(target, nb, overwrite=False)
+            await lr.ws.notebooks.create_from(target, nb, overwrite=False)
         except NotebookExists as exc:
             exc.hint = (
                 "save_notebook never replaces another notebook: save to a new path, or "
@@ -77,18 +77,18 @@ async def save_notebook(
             )
             raise
         lr.path = target
-        if not include_session and lr.ws.kernel_info(source) is not None:
+        if not include_session and lr.ws.kernels.kernel_info(source) is not None:
             note = await lr.carry_kernel(source, target)
     elif await lr.snapshot() is None:
         with contextlib.suppress(NotebookExists):
-            await lr.ws.create_notebook(target)
+            await lr.ws.notebooks.create_notebook(target)
     if not include_session:
         return SaveResult(status="saved", path=target, note=note)
-    carried = target != source and lr.ws.kernel_info(source) is not None
-    found = await lr.ws.save_kernel_state(source if carried else target, to=target)
+    carried = target != source and lr.ws.kernels.kernel_info(source) is not None
+    found = await lr.ws.inspect.save_kernel_state(source if carried else target, to=target)
     if carried:
-        await lr.ws.restore_kernel_state(target)
-        await lr.ws.shutdown_kernel(source)
+        await lr.ws.inspect.restore_kernel_state(target)
+        await lr.ws.kernels.shutdown_kernel(source)
     session: dict[str, Any] = {
         "variables": sorted([*found.get("saved", []), *found.get("modules", [])]),
     }
@@ -111,7 +111,7 @@ async def execute_cell(lr: Current, index: Index, ctx: Context) -> Any:
         ValueError: If index is out of range, the cell is not code, or the run timed out
     """
     zero_based(index)
-    job = await lr.on_current(lambda p: lr.ws.execute(p, [index]))
+    job = await lr.on_current(lambda p: lr.ws.runs.execute(p, [index]))
     await lr.run(job, ctx)
     cell = job.cells[0]
     outputs = job.cell_outputs(cell)
@@ -138,7 +138,7 @@ async def execute_all(lr: Current, ctx: Context) -> CellList:
     nb = await lr.notebook()
     if not any(c.get("cell_type") == "code" for c in nb.cells):
         return CellList(cells=[])
-    job = await lr.on_current(lambda p: lr.ws.execute(p, None))
+    job = await lr.on_current(lambda p: lr.ws.runs.execute(p, None))
     await lr.run(job, ctx)
     return lr.budget().share(
         lambda b: CellList(
@@ -178,10 +178,10 @@ async def load_notebook(
         ValueError: If the file does not exist or is not a valid notebook
     """
     target = lr.where(path)
-    snap = await lr.ws.read(target)
+    snap = await lr.ws.notebooks.read(target)
     if include_session:
         lr.no_code("include_session")
-        await lr.ws.restore_kernel_state(target)
+        await lr.ws.inspect.restore_kernel_state(target)
     lr.path = target
     return lr.info(snap.path, snap.notebook)
 
@@ -194,7 +194,7 @@ async def list_variables(lr: Current) -> VariableList:
     """
     if await lr.snapshot() is None:  # no notebook, so nothing has run
         return VariableList(variables=[], total=0)
-    found = await lr.ws.list_variables(lr.path, limit=200)
+    found = await lr.ws.inspect.list_variables(lr.path, limit=200)
     rows = [{k: v for k, v in r.items() if v is not None} for r in found["rows"]]
     return VariableList(variables=rows, total=found["total"])
 
@@ -220,7 +220,7 @@ async def get_variable(
             f"the kernel has no variable named {name!r}: no code has run yet.",
             hint="Run cells with execute_cell or execute_all first.",
         )
-    found = dict(await lr.ws.inspect_variable(lr.path, name, limit=4000))
+    found = dict(await lr.ws.inspect.inspect_variable(lr.path, name, limit=4000))
     kind = str(found.pop("type", ""))
     value = str(found.pop("repr", ""))
     return Variable(name=name, type=kind, value=value, details=found or None)
