@@ -71,6 +71,13 @@ FILES: dict[str, tuple[str, ...]] = {
 # their folder, file and fixtures.
 TESTS: dict[str, tuple[str, ...]] = {
     "apps/test_notebook_view.py::test_the_view_*_in_chromium": ("kernel", "browser"),
+    "apps/test_notebook_view.py::test_the_view_renders_markdown_*": ("kernel", "browser"),
+    "apps/test_notebook_view.py::test_no_script_in_markdown_*": ("kernel", "browser"),
+    "apps/test_notebook_view.py::test_the_frame_is_sized_*": ("kernel", "browser"),
+    "apps/test_notebook_view.py::test_a_finished_cell_keeps_its_count_*": ("kernel", "browser"),
+    "profiles/differential/test_differential.py::test_file_profile_answers_*": ("kernel",),
+    "profiles/jupyter_mcp_server/test_differential.py::*": ("jupyter", "kernel", "process"),
+    "profiles/test_srcbook.py::test_the_seeds_configuration_*": ("kernel", "process"),
     "limits/test_limits.py::test_*kernel*": ("kernel",),
     "limits/test_limits.py::test_cpu_time_over_the_limit_*": ("kernel",),
     "limits/test_limits.py::test_network_can_be_cut_off_without_the_file_sandbox": ("kernel",),
