@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 
@@ -40,6 +40,15 @@ CellStatus = Literal[
 ]
 # Called with {cell id: (outputs, execution_count)}; returns the notebook's new version.
 Save = Callable[[Mapping[str, tuple[list[Output], int | None]]], Awaitable[str | None]]
+
+
+class JobObserver(Protocol):
+    """Told of everything a job does as it happens (the workspace journals runs with one)."""
+
+    def cell_started(self, job: Job, cell: CellRun) -> None: ...
+    def message(self, job: Job, cell: CellRun, msg: Msg) -> None: ...
+    def cell_ended(self, job: Job, cell: CellRun) -> None: ...
+    def ended(self, job: Job) -> None: ...
 
 
 @dataclass
@@ -91,6 +100,7 @@ class Job:
         self.error: str | None = None
         self.state_lost = False
         self.notes: list[str] = []
+        self.observer: JobObserver | None = None
         self._changed = anyio.Event()
         self._dirty: set[str] = set()
 
@@ -144,6 +154,8 @@ class Job:
         self._changed = anyio.Event()
 
     def _feed(self, cell: CellRun, msg: Msg) -> None:
+        if self.observer is not None:
+            self.observer.message(self, cell, msg)
         changed = self.outputs.feed(cell.key, msg)
         if changed:
             self._dirty.update(k for k in changed if k != "<scratch>")
@@ -173,6 +185,8 @@ async def run_job(job: Job, runner: Runner, save: Save, *, save_interval: float 
             await _flush(job, save)
     finally:
         job.finished = time.monotonic()
+        if job.observer is not None:
+            job.observer.ended(job)
         job.done.set()
         job._notify()
 
@@ -194,6 +208,8 @@ async def _run_cells(job: Job, runner: Runner) -> None:
                 # As in JupyterLab: a cell's old outputs go when it starts running.
                 job.outputs.cell(cell.key)
                 job._dirty.add(cell.key)
+            if job.observer is not None:
+                job.observer.cell_started(job, cell)
             job._notify()
 
         if cell.id is not None and not cell.source.strip():
@@ -219,6 +235,8 @@ async def _run_cells(job: Job, runner: Runner) -> None:
             cell.message = exc.message
             job.error = str(exc)
             job.state_lost = True
+            if job.observer is not None:
+                job.observer.cell_ended(job, cell)
             continue
         _record(job, cell, outcome)
         if job.stop.is_set():
@@ -236,6 +254,8 @@ def _record(job: Job, cell: CellRun, outcome: Outcome) -> None:
         job.state_lost = True
     if cell.id is not None:
         job._dirty.add(cell.key)
+    if job.observer is not None:
+        job.observer.cell_ended(job, cell)
     job._notify()
 
 

@@ -93,7 +93,9 @@ class FileStore(LockedEdits, NotebookStore):
     @property
     def capabilities(self) -> Capabilities:
         """Files on this machine, any document under the root; no live sessions."""
-        return Capabilities(files=self.documents, documents=self.documents)
+        return Capabilities(
+            files=self.documents, documents=self.documents, state_key=f"file:{self.root}"
+        )
 
     # -- paths ----------------------------------------------------------------------------
 

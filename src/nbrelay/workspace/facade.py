@@ -29,6 +29,7 @@ from nbrelay.workspace.documents import Documents
 from nbrelay.workspace.editing import Editing
 from nbrelay.workspace.inspecting import Inspect
 from nbrelay.workspace.jobbook import JobBook
+from nbrelay.workspace.journal import RunJournal
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
 from nbrelay.workspace.runs import Runs
@@ -57,7 +58,8 @@ class Workspace:
         self.store = store
         self.notebooks = Notebooks(settings, store, id_factory)
         self.state_files = StateFiles(settings, lambda: self.notebooks.capabilities)
-        jobs = JobBook()
+        self.journal = RunJournal(self.notebooks.capabilities.state_key)
+        jobs = JobBook(self.journal.new_number if self.journal.enabled else None)
         self.kernels = Kernels(
             settings,
             self.notebooks,
@@ -66,7 +68,7 @@ class Workspace:
             provider=kernels,
             make_provider=kernel_factory or self._local_kernels,
         )
-        self.runs = Runs(settings, self.notebooks, self.kernels, jobs)
+        self.runs = Runs(settings, self.notebooks, self.kernels, jobs, self.journal)
         self.editing = Editing(self.notebooks)
         self.inspect = Inspect(settings, self.notebooks, self.kernels, self.state_files)
         self.transfer = Transfer(settings, self.notebooks)

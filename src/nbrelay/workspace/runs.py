@@ -1,5 +1,10 @@
 """Running notebook cells (or scratch code) as jobs: their limits, the outputs they save into
 the notebook, and waiting for or cancelling them.
+
+Every run is journaled as it goes (``workspace.journal``), so a handle this process does not
+hold (a run of another nbrelay process on the same root, or of one that ended) is read from its
+journal: followed while the other process runs it, cancelled through it, and, when the process
+that ran it died, told as it ended (see ``_orphaned``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.outputs import Limits, Output
 from nbrelay.stores.base import EditOutcome
 from nbrelay.workspace.jobbook import JobBook
+from nbrelay.workspace.journal import CANCEL_POLL, Recorded, RunJournal
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
 
@@ -29,12 +35,19 @@ class Runs:
     """Executions of one workspace: started in its task group, kept in ``jobs``."""
 
     def __init__(
-        self, settings: Settings, notebooks: Notebooks, kernels: Kernels, jobs: JobBook
+        self,
+        settings: Settings,
+        notebooks: Notebooks,
+        kernels: Kernels,
+        jobs: JobBook,
+        journal: RunJournal | None = None,
     ) -> None:
         self._settings = settings
         self._notebooks = notebooks
         self._kernels = kernels
         self.jobs = jobs
+        self.journal = journal or RunJournal(None)
+        self._elsewhere: dict[str, Job] = {}  # runs read from journals, by handle
 
     def timeout_for(self, timeout: float | None) -> float:
         """The timeout a run gets: the call's (capped by the maximum) or the default."""
@@ -111,6 +124,14 @@ class Runs:
             job.notes.append(resumed.note)
             job.state_lost |= resumed.state_lost
         self.jobs.remember(job)
+        journaled = self.journal.enabled
+        if journaled:
+            session = runner.session
+            self.journal.open(
+                job,
+                kernel_id=getattr(session, "kernel_id", None),
+                client_session=getattr(session, "client_session", None),
+            )
 
         # Live mode: outputs stream into the shared cell as they arrive, with JupyterLab's
         # running state ([*]), which is reset when the run ends however it ends.
@@ -128,7 +149,11 @@ class Runs:
 
         async def run() -> None:
             try:
-                await run_job(job, runner, save, save_interval=interval)
+                async with anyio.create_task_group() as watch:
+                    if journaled:
+                        watch.start_soon(self._watch_cancel, job)
+                    await run_job(job, runner, save, save_interval=interval)
+                    watch.cancel_scope.cancel()
             finally:
                 if live:
                     with anyio.CancelScope(shield=True):
@@ -180,8 +205,72 @@ class Runs:
         cell run's job, cell, status, start time, duration and execution count."""
         return self.jobs.history(self._notebooks.relative(path))
 
+    async def _watch_cancel(self, job: Job) -> None:
+        """Stop the job when a client of another process cancels it (through the journal)."""
+        while not job.done.is_set():
+            await anyio.sleep(CANCEL_POLL)
+            if self.journal.cancel_asked(job.handle):
+                job.stop.set()
+                return
+
     def job(self, handle: str) -> Job:
-        return self.jobs.job(handle)
+        """The run ``handle``: this process's, or one read from the root's journal."""
+        found = self.jobs.find(handle)
+        if found is not None:
+            return found
+        recorded = self.journal.load(handle)
+        if recorded is None:
+            return self.jobs.job(handle)  # raises: no such handle
+        return self._adopt(recorded)
+
+    def _adopt(self, recorded: Recorded) -> Job:
+        """Keep one ``Job`` per journaled run, brought up to date with what the journal says
+        (what this process's clients were shown of it is kept)."""
+        fresh = recorded.job
+        if not recorded.ended and not recorded.running_elsewhere:
+            self._orphaned(recorded)
+        held = self._elsewhere.get(fresh.handle)
+        if held is None:
+            self._elsewhere[fresh.handle] = fresh
+            return fresh
+        for old, new in zip(held.cells, fresh.cells, strict=False):
+            new.delivered = old.delivered
+        held.cells = fresh.cells
+        held.outputs = fresh.outputs
+        held.notes = fresh.notes
+        held.error = fresh.error
+        held.state_lost = fresh.state_lost
+        held.version = fresh.version
+        held.started = fresh.started
+        held.finished = fresh.finished
+        if fresh.done.is_set() and not held.done.is_set():
+            held.done.set()
+        return held
+
+    def _orphaned(self, recorded: Recorded) -> None:
+        """A run whose process died before it ended: end it as that death left it. In file
+        mode its kernel was that process's child and died with it; what the journal holds
+        (every output up to the death) is what there is."""
+        job = recorded.job
+        pid = recorded.start.get("pid")
+        note = (
+            f"the nbrelay process that ran this (pid {pid}) ended before the run did; "
+            "its kernel ended with it, so the outputs are those up to then"
+        )
+        for cell in job.cells:
+            if cell.status == "running":
+                cell.status = "died"
+                cell.message = "its nbrelay process ended while it ran"
+            elif cell.status == "queued":
+                cell.status = "cancelled"
+        job.state_lost = True
+        job.notes.append(note)
+        job.finished = time.monotonic()
+        job.done.set()
+        self.journal.finish(job)
+
+    def _is_elsewhere(self, job: Job) -> bool:
+        return self._elsewhere.get(job.handle) is job
 
     def jobs_of(self, path: str) -> list[Job]:
         return self.jobs.running(self._notebooks.relative(path))
@@ -193,6 +282,9 @@ class Runs:
         prints (at most once a second) and at least every ``interval`` seconds."""
         deadline = time.monotonic() + wait
         last = time.monotonic()
+        if self._is_elsewhere(job):
+            await self._wait_elsewhere(job, deadline, on_progress, interval)
+            return
         while not job.done.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -209,7 +301,33 @@ class Runs:
     async def cancel_job(self, job: Job, *, wait: float | None = None) -> None:
         """Stop a job: the running cell is interrupted (restarted if it ignores the interrupt)
         and the cells after it do not run."""
-        job.stop.set()
         grace = self._settings.interrupt_grace + 5 if wait is None else wait
+        if self._is_elsewhere(job):
+            if not job.done.is_set():
+                self.journal.cancel(job.handle)
+                await self._wait_elsewhere(job, time.monotonic() + grace, None, grace)
+            return
+        job.stop.set()
         with anyio.move_on_after(grace):
             await job.done.wait()
+
+    async def _wait_elsewhere(
+        self, job: Job, deadline: float, on_progress: Any | None, interval: float
+    ) -> None:
+        """Follow a run of another process through its journal until it ends or the
+        deadline passes."""
+        last = time.monotonic()
+        printed = job.printed()
+        while not job.done.is_set() and time.monotonic() < deadline:
+            await anyio.sleep(min(CANCEL_POLL / 2, max(deadline - time.monotonic(), 0)))
+            recorded = self.journal.load(job.handle)
+            if recorded is None:
+                return  # its journal was removed
+            self._adopt(recorded)
+            now = time.monotonic()
+            grew = job.printed() != printed
+            printed = job.printed()
+            due = now - last >= interval or (grew and now - last >= 1.0)
+            if on_progress is not None and not job.done.is_set() and due:
+                last = now
+                await on_progress(job)
