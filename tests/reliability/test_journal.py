@@ -16,6 +16,8 @@ from typing import Any
 import anyio
 import pytest
 
+from nbrelay.kernels.jobs import CellRun, Job
+from nbrelay.workspace.journal import RETENTION, RunJournal
 from tests.helpers import PATIENCE, call, notebook, write_notebook
 from tests.http.harness import http_client, http_server, report
 
@@ -146,3 +148,58 @@ def test_unknown_handle_still_says_so(tmp_path: Path) -> None:
                 assert "no execution has handle 'x999'" in text
 
         anyio.run(scenario)
+
+
+def journaled_job(journal: RunJournal, handle: str, text: str) -> Job:
+    """A run of one cell that printed ``text`` and ended, written to ``journal``."""
+    job = Job(
+        handle,
+        "n.ipynb",
+        [CellRun(id="c0", index=0, source="print()")],
+        kernel="python3",
+        timeout=None,
+    )
+    writer = journal.open(job)
+    cell = job.cells[0]
+    cell.status = "running"
+    writer.cell_started(job, cell)
+    msg = {"header": {"msg_type": "stream"}, "content": {"name": "stdout", "text": text}}
+    job._feed(cell, msg)
+    cell.status = "ok"
+    writer.cell_ended(job, cell)
+    writer.ended(job)
+    return job
+
+
+def test_journals_are_replayed_whole_and_removed_after_retention(runtime: Path) -> None:
+    journal = RunJournal("file:/somewhere")
+    assert [journal.new_number() for _ in range(3)] == [1, 2, 3]
+    assert RunJournal("file:/somewhere").new_number() == 4  # shared, not per object
+    journaled_job(journal, "x1", "hello\n")
+    recorded = journal.load("x1")
+    assert recorded is not None
+    assert recorded.ended
+    assert not recorded.running_elsewhere
+    assert recorded.job.cell_outputs(recorded.job.cells[0]) == [
+        {"output_type": "stream", "name": "stdout", "text": "hello\n"}
+    ]
+    # A record cut by a crash is ignored; the ones before it are kept.
+    path = journal.path() / "x1.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(whole.rsplit(b"\n", 2)[0] + b'\n{"t":"end","at')
+    cut = journal.load("x1")
+    assert cut is not None
+    assert not cut.ended
+    assert cut.job.cell_outputs(cut.job.cells[0])[0]["text"] == "hello\n"
+    path.write_bytes(whole)
+    # Kept within the retention period, removed after it.
+    assert journal.sweep(force=True) == []
+    assert journal.sweep(now=time.time() + RETENTION + 1, force=True) == ["x1"]
+    assert journal.load("x1") is None
+    assert not path.exists()
+
+
+def test_journal_handles_are_never_paths(runtime: Path) -> None:
+    journal = RunJournal("file:/somewhere")
+    for bad in ("../x1", "x1/..", "x1.jsonl", "", "x 1"):
+        assert journal.load(bad) is None

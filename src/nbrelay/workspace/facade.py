@@ -184,6 +184,7 @@ class Workspace:
                 if self.capabilities.background is not None:  # the live store's rooms
                     self.capabilities.background(tg)
                 tg.start_soon(self.kernels.reap_idle)
+                tg.start_soon(self.runs.resume_orphans)
                 tg.start_soon(_release_memory)
                 try:
                     yield self

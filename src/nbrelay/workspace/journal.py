@@ -121,6 +121,9 @@ class Writer:
     def cell_started(self, job: Job, cell: CellRun) -> None:
         self._append({"t": "cell_start", "cell": cell.key})
 
+    def sent(self, job: Job, cell: CellRun) -> None:
+        self._append({"t": "sent", "cell": cell.key, "msg_id": cell.msg_id})
+
     def message(self, job: Job, cell: CellRun, msg: Msg) -> None:
         if self._overflowed:
             return
@@ -284,6 +287,39 @@ class RunJournal:
             return
         Writer(fd, job.handle).ended(job)
 
+    def unfinished(self) -> list[str]:
+        """The handles of runs whose journal has no end (running, or their process died)."""
+        if not self.enabled:
+            return []
+        with self._dir() as dfd:
+            names = [n for n in os.listdir(dfd) if n.endswith(_SUFFIX)]
+            return [n[: -len(_SUFFIX)] for n in names if _ended_at(dfd, n) is None]
+
+    def claim(self, handle: str) -> tuple[Writer, Recorded] | None:
+        """Take over the journal of a run whose process died (None if a live process holds it,
+        or it ended): the returned writer holds its lock and appends to it."""
+        name = handle + _SUFFIX
+        try:
+            with self._dir() as dfd:
+                fd = runtime.open_file(dfd, name, os.O_RDWR | os.O_APPEND, name)
+        except (NbrelayError, OSError):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        data = b""
+        while chunk := os.pread(fd, 1 << 20, len(data)):
+            data += chunk
+        recorded = replay(data)
+        if recorded is None or recorded.ended:
+            os.close(fd)
+            return None
+        if not data.endswith(b"\n"):  # a record cut by the crash: end it, so appends parse
+            os.write(fd, b"\n")
+        return Writer(fd, handle), recorded
+
     def cancel(self, handle: str) -> None:
         """Ask the process running ``handle`` to stop it."""
         name = handle + _CANCEL
@@ -390,6 +426,8 @@ def replay(data: bytes, *, running_elsewhere: bool = False) -> Recorded | None:
             cell.status = "running"
             job.outputs.cells.pop(cell.key, None)
             job.outputs.cell(cell.key)
+        elif kind == "sent" and cell is not None:
+            cell.msg_id = rec.get("msg_id")
         elif kind == "msg" and cell is not None:
             job.outputs.feed(cell.key, rec.get("msg") or {})
         elif kind == "cell" and cell is not None:

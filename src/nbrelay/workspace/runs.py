@@ -10,14 +10,17 @@ that ran it died, told as it ended (see ``_orphaned``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument, KernelError, NbrelayError
+from nbrelay.kernels.execution import Runner
 from nbrelay.kernels.jobs import CellRun, Job, run_job
 from nbrelay.notebook import address, edits
 from nbrelay.notebook.address import CellRef
@@ -26,9 +29,11 @@ from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.outputs import Limits, Output
 from nbrelay.stores.base import EditOutcome
 from nbrelay.workspace.jobbook import JobBook
-from nbrelay.workspace.journal import CANCEL_POLL, Recorded, RunJournal
+from nbrelay.workspace.journal import CANCEL_POLL, Recorded, RunJournal, Writer
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
+
+logger = logging.getLogger("nbrelay.runs")
 
 
 class Runs:
@@ -48,6 +53,7 @@ class Runs:
         self.jobs = jobs
         self.journal = journal or RunJournal(None)
         self._elsewhere: dict[str, Job] = {}  # runs read from journals, by handle
+        self._resuming: set[str] = set()  # runs of dead processes being taken over
 
     def timeout_for(self, timeout: float | None) -> float:
         """The timeout a run gets: the call's (capped by the maximum) or the default."""
@@ -133,6 +139,11 @@ class Runs:
                 client_session=getattr(session, "client_session", None),
             )
 
+        self._launch(tg, job, snap.path, runner, journaled)
+        return job
+
+    def _launch(self, tg: TaskGroup, job: Job, path: str, runner: Runner, journaled: bool) -> None:
+        """Run the job in the workspace's task group, saving its outputs into the notebook."""
         # Live mode: outputs stream into the shared cell as they arrive, with JupyterLab's
         # running state ([*]), which is reset when the run ends however it ends.
         caps = self._notebooks.capabilities
@@ -141,7 +152,7 @@ class Runs:
         async def save(done: Mapping[str, tuple[list[Output], int | None]]) -> str | None:
             current = job.current() if live else None
             running = current.id if current is not None else None
-            outcome = await self._store_outputs(snap.path, done, running=running, live=live)
+            outcome = await self._store_outputs(path, done, running=running, live=live)
             for told in outcome.notes:  # the notebook was upgraded or repaired on this save
                 if told not in job.notes:
                     job.notes.append(told)
@@ -157,10 +168,65 @@ class Runs:
             finally:
                 if live:
                     with anyio.CancelScope(shield=True):
-                        await self._end_running(snap.path, job)
+                        await self._end_running(path, job)
 
         tg.start_soon(run)
-        return job
+
+    async def resume_orphans(self) -> None:
+        """At start: take over the runs whose nbrelay process died before they ended. A run
+        on a Jupyter Server's kernel (live mode) is followed to its end from where its journal
+        stops: nbrelay connects to the kernel as the WebSocket session the dead process used,
+        so the server replays what it kept, and the run's outputs reach the notebook; its
+        cells not yet sent are then run. A run on a kernel of the dead process (file mode) is
+        ended as its death left it (the kernel died with it)."""
+        if not self.journal.enabled:
+            return
+        try:
+            handles = self.journal.unfinished()
+        except (NbrelayError, OSError):
+            return
+        for handle in handles:
+            claimed = self.journal.claim(handle)
+            if claimed is None:
+                continue  # still running in another process
+            writer, recorded = claimed
+            try:
+                await self._reattach(writer, recorded)
+            except NbrelayError as exc:
+                logger.warning("run %s could not be resumed: %s", handle, exc)
+                job = recorded.job
+                job.observer = writer
+                self._orphaned(recorded, f"its kernel could not be reached again: {exc.message}")
+                writer.ended(job)
+            except BaseException:
+                writer.close()
+                raise
+
+    async def _reattach(self, writer: Writer, recorded: Recorded) -> None:
+        job, start = recorded.job, recorded.start
+        kernel_id, client_session = start.get("kernel_id"), start.get("client_session")
+        tg = self._kernels.task_group
+        resume = None
+        if kernel_id and client_session:  # a Jupyter Server's kernel, reached over WebSocket
+            resume = getattr(self._kernels.provider(), "resume", None)
+        if not (kernel_id and client_session and resume is not None and tg is not None):
+            job.observer = writer
+            self._orphaned(recorded)
+            writer.ended(job)
+            return
+        resume(str(kernel_id), str(client_session))
+        snap = await self._notebooks.read(job.path)
+        runner = await self._kernels.runner(snap)
+        if getattr(runner.session, "kernel_id", None) != kernel_id:
+            raise KernelError("the kernel that ran it is gone from the Jupyter Server")
+        job.notes.append(
+            "nbrelay restarted while this ran; the new process re-attached to the kernel and "
+            "collected the rest"
+        )
+        writer.note({"t": "note", "note": job.notes[-1]})
+        job.observer = writer
+        self.jobs.remember(job)
+        self._launch(tg, job, snap.path, runner, True)
 
     async def _end_running(self, path: str, job: Job) -> None:
         """Live mode: make sure no cell of a finished job still shows [*]."""
@@ -216,7 +282,7 @@ class Runs:
     def job(self, handle: str) -> Job:
         """The run ``handle``: this process's, or one read from the root's journal."""
         found = self.jobs.find(handle)
-        if found is not None:
+        if found is not None and handle not in self._elsewhere:
             return found
         recorded = self.journal.load(handle)
         if recorded is None:
@@ -228,7 +294,15 @@ class Runs:
         (what this process's clients were shown of it is kept)."""
         fresh = recorded.job
         if not recorded.ended and not recorded.running_elsewhere:
-            self._orphaned(recorded)
+            tg = self._kernels.task_group
+            if recorded.start.get("client_session") and tg is not None:
+                # A Jupyter Server's kernel still runs it: take it over (followed meanwhile
+                # through its journal, as a run of another process).
+                if fresh.handle not in self._resuming:
+                    self._resuming.add(fresh.handle)
+                    tg.start_soon(self.resume_orphans)
+            else:
+                self._orphaned(recorded)
         held = self._elsewhere.get(fresh.handle)
         if held is None:
             self._elsewhere[fresh.handle] = fresh
@@ -247,15 +321,14 @@ class Runs:
             held.done.set()
         return held
 
-    def _orphaned(self, recorded: Recorded) -> None:
+    def _orphaned(self, recorded: Recorded, why: str | None = None) -> None:
         """A run whose process died before it ended: end it as that death left it. In file
         mode its kernel was that process's child and died with it; what the journal holds
         (every output up to the death) is what there is."""
         job = recorded.job
         pid = recorded.start.get("pid")
-        note = (
-            f"the nbrelay process that ran this (pid {pid}) ended before the run did; "
-            "its kernel ended with it, so the outputs are those up to then"
+        note = f"the nbrelay process that ran this (pid {pid}) ended before the run did; " + (
+            why or "its kernel ended with it, so the outputs are those up to then"
         )
         for cell in job.cells:
             if cell.status == "running":
@@ -267,7 +340,8 @@ class Runs:
         job.notes.append(note)
         job.finished = time.monotonic()
         job.done.set()
-        self.journal.finish(job)
+        if why is None and job.observer is None:
+            self.journal.finish(job)
 
     def _is_elsewhere(self, job: Job) -> bool:
         return self._elsewhere.get(job.handle) is job
