@@ -107,9 +107,14 @@ def test_a_live_run_outlives_kill_9_of_nbrelay(
             assert got == expected, result
             assert result["cells"][0]["status"] == "ok", result
             assert "re-attached" in (result.get("note") or ""), result
+
             # The notebook got them too (jupyter-collaboration saves the room to disk).
+            def complete() -> list[str] | None:
+                lines = saved_lines(lab.root / "n.ipynb")
+                return lines if lines == expected else None
+
             on_disk = wait_until(
-                lambda: (lines := saved_lines(lab.root / "n.ipynb")) == expected and lines,
+                complete,
                 "the notebook on disk did not get every output",
                 seconds=PATIENCE,
             )
