@@ -147,7 +147,7 @@ class RTCStore(RoomHost):
             live_outputs=self.live_outputs,
             output_interval=self.output_interval,
             background=self.attach if self.way.rtc is not False else None,
-            state_key=f"jupyter:{self.api.base}#{self.paths.folder}",
+            state_key=self.state_key,
         )
 
     @property
