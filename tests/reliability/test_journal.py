@@ -17,7 +17,12 @@ import anyio
 import pytest
 
 from nbrelay.kernels.jobs import CellRun, Job
-from nbrelay.workspace.journal import RETENTION, RunJournal
+from nbrelay.workspace.journal import (
+    RETENTION,
+    RunJournal,
+    root_folder_name,
+    sweep_other_roots,
+)
 from tests.helpers import PATIENCE, call, notebook, write_notebook
 from tests.http.harness import http_client, http_server, report
 
@@ -203,3 +208,24 @@ def test_journal_handles_are_never_paths(runtime: Path) -> None:
     journal = RunJournal("file:/somewhere")
     for bad in ("../x1", "x1/..", "x1.jsonl", "", "x 1"):
         assert journal.load(bad) is None
+
+
+def test_state_of_roots_nobody_uses_is_removed_after_retention(runtime: Path) -> None:
+    """The journals (and read state) of a root no process used for the retention period go;
+    the current root's, and a root with a run still going, stay."""
+    gone = RunJournal("file:/deleted-root")
+    journaled_job(gone, "x1", "old\n")
+    going = RunJournal("file:/busy-root")
+    busy = Job("x1", "n.ipynb", [CellRun(id="c0", index=0, source="")], kernel="k", timeout=None)
+    writer = going.open(busy)  # holds the journal's lock: a run still going
+    mine = RunJournal("file:/mine")
+    journaled_job(mine, "x1", "mine\n")
+    later = time.time() + RETENTION + 1
+    try:
+        removed = sweep_other_roots(None, root_folder_name("file:/mine"), later)
+    finally:
+        writer.close()
+    assert removed == [f"runs/{root_folder_name('file:/deleted-root')}"]
+    assert gone.load("x1") is None
+    assert going.load("x1") is not None
+    assert mine.load("x1") is not None

@@ -94,7 +94,7 @@ class Recorded:
     ended: bool
     running_elsewhere: bool  # no end, and the process running it still holds its journal
     start: dict[str, Any] = field(default_factory=dict)
-    size: int = 0
+    replay: Replay | None = None
 
 
 class Writer:
@@ -181,7 +181,8 @@ class RunJournal:
 
     def __init__(self, key: str | None, *, folder: Path | None = None) -> None:
         self.key = key
-        self._parts = ("runs", root_folder_name(key)) if key is not None else ()
+        self._root = root_folder_name(key) if key is not None else ""
+        self._parts = ("runs", self._root) if key is not None else ()
         self._base = folder
         self._swept = 0.0
 
@@ -246,8 +247,9 @@ class RunJournal:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def load(self, handle: str) -> Recorded | None:
-        """The run ``handle`` as its journal tells it, or None when it has none."""
+    def load(self, handle: str, follow: Replay | None = None) -> Recorded | None:
+        """The run ``handle`` as its journal tells it, or None when it has none; with
+        ``follow`` (what an earlier look read), only what was written since is read."""
         if not self.enabled or not handle.isascii() or not handle.isalnum():
             return None
         name = handle + _SUFFIX
@@ -262,12 +264,22 @@ class RunJournal:
                 held = False
             except BlockingIOError:
                 held = True
+            state = follow or Replay()
             data = b""
-            while chunk := os.read(fd, 1 << 20):
+            while chunk := os.pread(fd, 1 << 20, state.offset + len(data)):
                 data += chunk
         finally:
             os.close(fd)
-        return replay(data, running_elsewhere=held)
+        state.feed(data)
+        if state.job is None:
+            return None
+        return Recorded(
+            job=state.job,
+            ended=state.ended,
+            running_elsewhere=held,
+            start=state.start,
+            replay=state,
+        )
 
     def finish(self, job: Job) -> None:
         """Write the end of a run whose process died (unless another process did already)."""
@@ -344,6 +356,8 @@ class RunJournal:
             return []
         self._swept = now
         removed: list[str] = []
+        with contextlib.suppress(NbrelayError, OSError):
+            sweep_other_roots(self._base, self._root, now)
         with self._dir() as dfd:
             finished: list[tuple[float, str]] = []
             for name in os.listdir(dfd):
@@ -361,6 +375,59 @@ class RunJournal:
                             os.unlink(gone, dir_fd=dfd)
                     removed.append(handle)
         return removed
+
+
+# The per-root folders of the state folder, and how long one no process used is kept.
+_STATE_KINDS = (("runs", RETENTION), ("callers", 7 * 24 * 3600.0), ("seen", 7 * 24 * 3600.0))
+
+
+def sweep_other_roots(base: Path | None, mine: str, now: float) -> list[str]:
+    """Remove the state folders of roots no process has used for their retention period
+    (roots that were deleted, temporary folders): every file in them untouched that long, and
+    no run journal in them held by a running process. Returns what was removed."""
+    removed: list[str] = []
+    for kind, keep in _STATE_KINDS:
+        try:
+            kfd, _ = runtime.open_folder(base, kind)
+        except (NbrelayError, OSError):
+            continue
+        try:
+            for name in os.listdir(kfd):
+                if name == mine:
+                    continue
+                with contextlib.suppress(OSError):
+                    if _stale_folder(kfd, name, now - keep):
+                        removed.append(f"{kind}/{name}")
+        finally:
+            os.close(kfd)
+    return removed
+
+
+def _stale_folder(parent: int, name: str, before: float) -> bool:
+    fd = runtime.open_subfolder(parent, name)
+    try:
+        if os.fstat(fd).st_mtime > before:
+            return False
+        names = os.listdir(fd)
+        for entry in names:
+            st = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+            if st.st_mtime > before:
+                return False
+            if entry.endswith(_SUFFIX):
+                jfd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                try:
+                    fcntl.flock(jfd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False  # a run still going
+                finally:
+                    os.close(jfd)
+        for entry in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
+    return True
 
 
 def _ended_at(dfd: int, name: str) -> float | None:
@@ -386,42 +453,40 @@ def _ended_at(dfd: int, name: str) -> float | None:
     return None
 
 
-def replay(data: bytes, *, running_elsewhere: bool = False) -> Recorded | None:
-    """Build the ``Job`` a journal tells of (whole records only)."""
-    records: list[dict[str, Any]] = []
-    for line in data.split(b"\n"):
-        if not line:
-            continue
-        try:
-            parsed = json.loads(line.decode("utf-8", "surrogatepass"))
-        except (ValueError, UnicodeDecodeError):
-            continue  # a record cut by a crash
-        if isinstance(parsed, dict):
-            records.append(parsed)
-    if not records or records[0].get("t") != "start":
-        return None
-    start = records[0]
-    cells = [
-        CellRun(id=c.get("id"), index=int(c.get("index", -1)), source=str(c.get("source", "")))
-        for c in start.get("cells", [])
-    ]
-    job = Job(
-        str(start["handle"]),
-        str(start["path"]),
-        cells,
-        kernel=str(start.get("kernel", "")),
-        timeout=start.get("timeout"),
-        stop_on_error=bool(start.get("stop_on_error", True)),
-        limits=Limits(limit=start.get("output_limit") or Limits().limit),
-    )
-    job.notes = list(start.get("notes") or [])
-    wall = float(start.get("at") or time.time())
-    job.started = time.monotonic() - (time.time() - wall)
-    by_key = {c.key: c for c in cells}
-    ended = False
-    for rec in records[1:]:
+class Replay:
+    """A journal read so far, as the ``Job`` it tells of: ``feed`` it the bytes that follow
+    (whole records are used, a partial last one waits for the rest), so following a run costs
+    what it printed since the last look, not its whole journal."""
+
+    def __init__(self) -> None:
+        self.job: Job | None = None
+        self.start: dict[str, Any] = {}
+        self.ended = False
+        self.offset = 0  # bytes of the journal used so far
+        self._wall = 0.0
+        self._by_key: dict[str, CellRun] = {}
+
+    def feed(self, data: bytes) -> None:
+        cut = data.rfind(b"\n") + 1
+        for line in data[:cut].split(b"\n"):
+            if not line:
+                continue
+            try:
+                parsed = json.loads(line.decode("utf-8", "surrogatepass"))
+            except (ValueError, UnicodeDecodeError):
+                continue  # a record cut by a crash
+            if isinstance(parsed, dict):
+                self._record(parsed)
+        self.offset += cut
+
+    def _record(self, rec: dict[str, Any]) -> None:
         kind = rec.get("t")
-        cell = by_key.get(str(rec.get("cell")))
+        if self.job is None:
+            if kind == "start":
+                self._begin(rec)
+            return
+        job = self.job
+        cell = self._by_key.get(str(rec.get("cell")))
         if kind == "cell_start" and cell is not None:
             cell.status = "running"
             job.outputs.cells.pop(cell.key, None)
@@ -440,9 +505,9 @@ def replay(data: bytes, *, running_elsewhere: bool = False) -> Recorded | None:
             for msg in _as_messages(rec.get("outputs") or []):
                 fold.feed(msg)
         elif kind == "end":
-            ended = True
+            self.ended = True
             for told in rec.get("cells") or []:
-                found = by_key.get(str(told.get("cell")))
+                found = self._by_key.get(str(told.get("cell")))
                 if found is not None:
                     found.status = told.get("status", found.status)
                     found.message = str(told.get("message") or found.message)
@@ -450,10 +515,47 @@ def replay(data: bytes, *, running_elsewhere: bool = False) -> Recorded | None:
             job.state_lost = bool(rec.get("state_lost"))
             job.notes = list(rec.get("notes") or job.notes)
             job.version = rec.get("version")
-            job.finished = job.started + max(float(rec.get("at") or wall) - wall, 0.0)
+            ended_at = float(rec.get("at") or self._wall)
+            job.finished = job.started + max(ended_at - self._wall, 0.0)
             job.done.set()
+            job._notify()
         elif kind == "note":
             text = str(rec.get("note") or "")
             if text and text not in job.notes:
                 job.notes.append(text)
-    return Recorded(job=job, ended=ended, running_elsewhere=running_elsewhere, start=start)
+        if kind in ("cell_start", "msg", "cell", "note"):
+            job._notify()
+
+    def _begin(self, start: dict[str, Any]) -> None:
+        self.start = start
+        cells = [
+            CellRun(id=c.get("id"), index=int(c.get("index", -1)), source=str(c.get("source", "")))
+            for c in start.get("cells", [])
+        ]
+        job = Job(
+            str(start["handle"]),
+            str(start["path"]),
+            cells,
+            kernel=str(start.get("kernel", "")),
+            timeout=start.get("timeout"),
+            stop_on_error=bool(start.get("stop_on_error", True)),
+            limits=Limits(limit=start.get("output_limit") or Limits().limit),
+        )
+        job.notes = list(start.get("notes") or [])
+        self._wall = float(start.get("at") or time.time())
+        job.started = time.monotonic() - (time.time() - self._wall)
+        self._by_key = {c.key: c for c in cells}
+        self.job = job
+
+
+def replay(data: bytes, *, running_elsewhere: bool = False) -> Recorded | None:
+    """Build the ``Job`` a journal tells of (whole records only)."""
+    if data and not data.endswith(b"\n"):
+        data += b"\n"  # a last record without its newline may still be whole
+    state = Replay()
+    state.feed(data)
+    if state.job is None:
+        return None
+    return Recorded(
+        job=state.job, ended=state.ended, running_elsewhere=running_elsewhere, start=state.start
+    )

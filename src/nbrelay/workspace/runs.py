@@ -29,7 +29,7 @@ from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.outputs import Limits, Output
 from nbrelay.stores.base import EditOutcome
 from nbrelay.workspace.jobbook import JobBook
-from nbrelay.workspace.journal import CANCEL_POLL, Recorded, RunJournal, Writer
+from nbrelay.workspace.journal import CANCEL_POLL, Recorded, Replay, RunJournal, Writer
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
 
@@ -54,6 +54,7 @@ class Runs:
         self.journal = journal or RunJournal(None)
         self._elsewhere: dict[str, Job] = {}  # runs read from journals, by handle
         self._resuming: set[str] = set()  # runs of dead processes being taken over
+        self._following: dict[str, Replay] = {}  # how far each journal was read
 
     def timeout_for(self, timeout: float | None) -> float:
         """The timeout a run gets: the call's (capped by the maximum) or the default."""
@@ -284,42 +285,46 @@ class Runs:
         found = self.jobs.find(handle)
         if found is not None and handle not in self._elsewhere:
             return found
+        held = self._elsewhere.get(handle)
+        if held is not None:
+            if not held.done.is_set():
+                self._look(held)
+            return held
         recorded = self.journal.load(handle)
         if recorded is None:
             return self.jobs.job(handle)  # raises: no such handle
         return self._adopt(recorded)
 
     def _adopt(self, recorded: Recorded) -> Job:
-        """Keep one ``Job`` per journaled run, brought up to date with what the journal says
-        (what this process's clients were shown of it is kept)."""
-        fresh = recorded.job
-        if not recorded.ended and not recorded.running_elsewhere:
+        """Keep one ``Job`` per journaled run, fed what its journal says as it grows (so what
+        this process's clients were shown of it is remembered)."""
+        job = recorded.job
+        self._elsewhere[job.handle] = job
+        for old in [h for h, j in self._elsewhere.items() if j.done.is_set()][:-50]:
+            self._elsewhere.pop(old, None)  # finished ones are read again from the journal
+            self._following.pop(old, None)
+        if recorded.replay is not None:
+            self._following[job.handle] = recorded.replay
+        if not recorded.ended and not recorded.running_elsewhere and not job.done.is_set():
             tg = self._kernels.task_group
             if recorded.start.get("client_session") and tg is not None:
                 # A Jupyter Server's kernel still runs it: take it over (followed meanwhile
                 # through its journal, as a run of another process).
-                if fresh.handle not in self._resuming:
-                    self._resuming.add(fresh.handle)
+                if job.handle not in self._resuming:
+                    self._resuming.add(job.handle)
                     tg.start_soon(self.resume_orphans)
             else:
                 self._orphaned(recorded)
-        held = self._elsewhere.get(fresh.handle)
-        if held is None:
-            self._elsewhere[fresh.handle] = fresh
-            return fresh
-        for old, new in zip(held.cells, fresh.cells, strict=False):
-            new.delivered = old.delivered
-        held.cells = fresh.cells
-        held.outputs = fresh.outputs
-        held.notes = fresh.notes
-        held.error = fresh.error
-        held.state_lost = fresh.state_lost
-        held.version = fresh.version
-        held.started = fresh.started
-        held.finished = fresh.finished
-        if fresh.done.is_set() and not held.done.is_set():
-            held.done.set()
-        return held
+        return job
+
+    def _look(self, job: Job) -> bool:
+        """Read what a run of another process journaled since the last look; False when its
+        journal is gone."""
+        recorded = self.journal.load(job.handle, self._following.get(job.handle))
+        if recorded is None:
+            return False
+        self._adopt(recorded)
+        return True
 
     def _orphaned(self, recorded: Recorded, why: str | None = None) -> None:
         """A run whose process died before it ended: end it as that death left it. In file
@@ -394,10 +399,8 @@ class Runs:
         printed = job.printed()
         while not job.done.is_set() and time.monotonic() < deadline:
             await anyio.sleep(min(CANCEL_POLL / 2, max(deadline - time.monotonic(), 0)))
-            recorded = self.journal.load(job.handle)
-            if recorded is None:
+            if not self._look(job):
                 return  # its journal was removed
-            self._adopt(recorded)
             now = time.monotonic()
             grew = job.printed() != printed
             printed = job.printed()
