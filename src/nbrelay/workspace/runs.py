@@ -220,6 +220,10 @@ class Runs:
         runner = await self._kernels.runner(snap)
         if getattr(runner.session, "kernel_id", None) != kernel_id:
             raise KernelError("the kernel that ran it is gone from the Jupyter Server")
+        for cell in job.cells:
+            if cell.status == "running" and cell.msg_id is None:
+                # Killed between starting the cell and journaling its request: run it now.
+                cell.status = "queued"
         job.notes.append(
             "nbrelay restarted while this ran; the new process re-attached to the kernel and "
             "collected the rest"
