@@ -95,6 +95,8 @@ class Runner:
         store_history: bool = True,
         label: str = "another execution",
         on_start: Callable[[], object] | None = None,
+        on_sent: Callable[[str], object] | None = None,
+        resume: str | None = None,
     ) -> Outcome:
         """Run ``code``; ``on_message`` receives the request's IOPub messages (no ``status``).
 
@@ -102,7 +104,13 @@ class Runner:
         (``holder`` then names it by ``label``). ``stop`` (set by the caller) ends the run like
         a timeout, reported as interrupted. Raises ``KernelError`` only when the kernel cannot
         run anything (it does not start, or died too often); every other ending is an
-        ``Outcome``.
+        ``Outcome``. ``on_sent`` is told the request's message id once it is sent.
+
+        ``resume`` (a message id this client session sent before, from a process of nbrelay
+        that died) sends nothing: the execution already under way is followed to its end, from
+        the messages the server kept for the session (``kernels.remote``). If the kernel goes
+        idle with nothing arriving for it, the rest of its outputs were not kept: the outcome
+        says so.
         """
         async with self._lock:
             if stop is not None and stop.is_set():  # cancelled while it waited its turn
@@ -113,7 +121,9 @@ class Runner:
             if on_start is not None:
                 on_start()
             try:
-                return await self._execute(code, on_message, time_limit, silent, store_history)
+                return await self._execute(
+                    code, on_message, time_limit, silent, store_history, on_sent, resume
+                )
             finally:
                 self._stop = None
                 self.holder = None
@@ -168,6 +178,8 @@ class Runner:
         time_limit: float | None,
         silent: bool,
         store_history: bool,
+        on_sent: Callable[[str], object] | None = None,
+        resume: str | None = None,
     ) -> Outcome:
         started = time.monotonic()
         outcome = Outcome(status="ok")
@@ -175,24 +187,34 @@ class Runner:
         if ended is not None:
             outcome.steps.append(f"the kernel {ended} after its last run")
             outcome.state_lost = True
+            if resume is not None:  # what it ran died with it
+                outcome.status = "died"
+                return outcome
             await self._recover(outcome)
-        msg_id = await self.session.send(
-            "execute_request",
-            {
-                "code": code,
-                "silent": silent,
-                "store_history": store_history,
-                "user_expressions": {},
-                "allow_stdin": False,
-                "stop_on_error": True,
-            },
-        )
+        if resume is not None:
+            msg_id = resume
+        else:
+            msg_id = await self.session.send(
+                "execute_request",
+                {
+                    "code": code,
+                    "silent": silent,
+                    "store_history": store_history,
+                    "user_expressions": {},
+                    "allow_stdin": False,
+                    "stop_on_error": True,
+                },
+            )
+            if on_sent is not None:
+                on_sent(msg_id)
         run = _Run(self.session, msg_id, on_message, self.policy)
         stop = self._stop or anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(run.read_iopub)
             tg.start_soon(run.read_shell)
             tg.start_soon(run.watch_liveness)
+            if resume is not None:
+                tg.start_soon(run.watch_resumed)
             tg.start_soon(run.finish_after_reply)
             tg.start_soon(_set_when, stop, run.wake)
             with anyio.move_on_after(time_limit if time_limit is not None else float("inf")):
@@ -214,6 +236,13 @@ class Runner:
             )
             outcome.state_lost = True
             await self._recover(outcome)
+        elif run.unkept:
+            outcome.status = "ok"
+            outcome.steps.append(
+                "it ended while nbrelay was not running, and the server kept no messages of "
+                "the rest of it (another client was connected to the kernel): its last outputs "
+                "are missing; run the cell again to see them"
+            )
         elif outcome.status == "ok":
             self._restarts_in_a_row = 0
             content = dict((run.reply or {}).get("content") or {})
@@ -300,6 +329,8 @@ class _Run:
         self.reply: Msg | None = None
         self.execution_count: int | None = None
         self.died: str | None = None
+        self.unkept = False  # resumed, and the kernel went idle with nothing for this request
+        self.heard = False
         self.replied = anyio.Event()
         self.idle = anyio.Event()
         self.finished = anyio.Event()
@@ -314,6 +345,7 @@ class _Run:
             msg = await self.session.iopub()
             if parent_id(msg) != self.msg_id:
                 continue
+            self.heard = True
             kind = msg_type(msg)
             if kind == "status":
                 if (msg.get("content") or {}).get("execution_state") == "idle":
@@ -348,6 +380,24 @@ class _Run:
         with anyio.move_on_after(self.policy.idle_wait):
             await self.idle.wait()
         self._finish()
+
+    async def watch_resumed(self) -> None:
+        """A resumed execution: if the kernel is idle twice in a row with nothing heard of the
+        request, it ended unseen (its messages went to nobody)."""
+        # Only a remote server's sessions are resumed; they say what the server sees.
+        ask = getattr(self.session, "execution_state", None)
+        if ask is None:
+            return
+        idle_polls = 0
+        while True:
+            await anyio.sleep(self.policy.poll_interval)
+            if self.heard:
+                return
+            idle_polls = idle_polls + 1 if await ask() == "idle" else 0
+            if idle_polls >= 2:
+                self.unkept = True
+                self._finish()
+                return
 
     async def watch_liveness(self) -> None:
         while True:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 
@@ -42,6 +42,16 @@ CellStatus = Literal[
 Save = Callable[[Mapping[str, tuple[list[Output], int | None]]], Awaitable[str | None]]
 
 
+class JobObserver(Protocol):
+    """Told of everything a job does as it happens (the workspace journals runs with one)."""
+
+    def cell_started(self, job: Job, cell: CellRun) -> None: ...
+    def sent(self, job: Job, cell: CellRun) -> None: ...
+    def message(self, job: Job, cell: CellRun, msg: Msg) -> None: ...
+    def cell_ended(self, job: Job, cell: CellRun) -> None: ...
+    def ended(self, job: Job) -> None: ...
+
+
 @dataclass
 class CellRun:
     """One cell of a job (``id`` is None for scratch code, which is never stored)."""
@@ -56,6 +66,9 @@ class CellRun:
     delivered: dict[int, int] = field(default_factory=dict)
     # Whether the kernel counts the run in its history ([n]); None: only notebook cells do.
     history: bool | None = None
+    # The execute request's message id, once sent (a run resumed by a new nbrelay process
+    # follows the request with this id to its end instead of sending it again).
+    msg_id: str | None = None
 
     @property
     def key(self) -> str:
@@ -91,6 +104,7 @@ class Job:
         self.error: str | None = None
         self.state_lost = False
         self.notes: list[str] = []
+        self.observer: JobObserver | None = None
         self._changed = anyio.Event()
         self._dirty: set[str] = set()
 
@@ -144,6 +158,8 @@ class Job:
         self._changed = anyio.Event()
 
     def _feed(self, cell: CellRun, msg: Msg) -> None:
+        if self.observer is not None:
+            self.observer.message(self, cell, msg)
         changed = self.outputs.feed(cell.key, msg)
         if changed:
             self._dirty.update(k for k in changed if k != "<scratch>")
@@ -173,12 +189,17 @@ async def run_job(job: Job, runner: Runner, save: Save, *, save_interval: float 
             await _flush(job, save)
     finally:
         job.finished = time.monotonic()
+        if job.observer is not None:
+            job.observer.ended(job)
         job.done.set()
         job._notify()
 
 
 async def _run_cells(job: Job, runner: Runner) -> None:
     for cell in job.cells:
+        resume = cell.msg_id if cell.status == "running" else None
+        if cell.status != "queued" and resume is None:
+            continue  # a resumed job: this cell ended before
         if job.stop.is_set() or job.error:
             cell.status = "cancelled" if job.stop.is_set() else "skipped"
             continue
@@ -187,14 +208,21 @@ async def _run_cells(job: Job, runner: Runner) -> None:
             cell.message = f"waiting for the kernel, busy with {runner.holder}"
             job._notify()
 
-        def start(cell: CellRun = cell) -> None:
+        def start(cell: CellRun = cell, resume: str | None = resume) -> None:
             cell.status = "running"
             cell.message = ""
             if cell.id is not None:
                 # As in JupyterLab: a cell's old outputs go when it starts running.
                 job.outputs.cell(cell.key)
                 job._dirty.add(cell.key)
+            if job.observer is not None and resume is None:
+                job.observer.cell_started(job, cell)
             job._notify()
+
+        def sent(msg_id: str, cell: CellRun = cell) -> None:
+            cell.msg_id = msg_id
+            if job.observer is not None:
+                job.observer.sent(job, cell)
 
         if cell.id is not None and not cell.source.strip():
             # As JupyterLab and nbclient: an empty cell is not sent to the kernel, so it gets
@@ -213,12 +241,16 @@ async def _run_cells(job: Job, runner: Runner) -> None:
                 store_history=cell.id is not None if cell.history is None else cell.history,
                 label=label,
                 on_start=start,
+                on_sent=sent,
+                resume=resume,
             )
         except KernelError as exc:
             cell.status = "died"
             cell.message = exc.message
             job.error = str(exc)
             job.state_lost = True
+            if job.observer is not None:
+                job.observer.cell_ended(job, cell)
             continue
         _record(job, cell, outcome)
         if job.stop.is_set():
@@ -236,6 +268,8 @@ def _record(job: Job, cell: CellRun, outcome: Outcome) -> None:
         job.state_lost = True
     if cell.id is not None:
         job._dirty.add(cell.key)
+    if job.observer is not None:
+        job.observer.cell_ended(job, cell)
     job._notify()
 
 

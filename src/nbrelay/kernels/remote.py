@@ -208,6 +208,14 @@ class RemoteSession(JupyterSession):
             return self._died
         return None
 
+    async def execution_state(self) -> str | None:
+        """The kernel's state as the server reports it (busy, idle …), None if unknown."""
+        try:
+            model = await remote_api.kernel_model(self.api, self.kernel_id)
+        except RemoteError:
+            return None
+        return None if model is None else str(model.get("execution_state") or "") or None
+
     async def interrupt(self) -> None:
         self.last_activity = time.time()
         await remote_api.interrupt(self.api, self.kernel_id, self.name)
@@ -269,6 +277,15 @@ class RemoteKernels(JupyterKernels[RemoteSession]):
         self._specs: dict[str, KernelSpecInfo] | None = None
         self._has_sessions: bool | None = None
         self._tg: TaskGroup | None = None
+        # kernel id -> the WebSocket session id a dead nbrelay process used with it: the server
+        # keeps a kernel's messages for the last session that disconnected from it, and replays
+        # them to a connection with the same id (``resume``).
+        self._resume: dict[str, str] = {}
+
+    def resume(self, kernel_id: str, client_session: str) -> None:
+        """Connect to ``kernel_id`` next as WebSocket session ``client_session`` (a run of an
+        nbrelay process that died is followed to its end with what the server kept)."""
+        self._resume[kernel_id] = client_session
 
     def attach(self, tg: TaskGroup) -> None:
         self._tg = tg
@@ -311,6 +328,9 @@ class RemoteKernels(JupyterKernels[RemoteSession]):
             )
         if session._ws is not None:
             return
+        resumed = self._resume.pop(session.kernel_id, None)
+        if resumed is not None:
+            session.client_session = resumed
         try:
             await self._tg.start(session.run)
         except NbrelayError as exc:

@@ -328,3 +328,6 @@ class Capabilities:
     """Seconds between saves of a running cell's outputs."""
     background: Callable[[TaskGroup], None] | None = None
     """Starts the store's background tasks in the task group the server runs."""
+    state_key: str | None = None
+    """Names the root for the state every nbrelay process on it shares (the run journal): the
+    real root folder, or the Jupyter Server's URL; None shares nothing."""

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import anyio
 
+from nbrelay.caller import current
 from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Edit, Plan, SetMetadata, apply_notebook, changed_cells
@@ -24,6 +25,7 @@ from nbrelay.notebook.merge_read import merge_with_read
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.repair import repairs
 from nbrelay.stores.base import EditOutcome, LastSeen, Planner, Snapshot
+from nbrelay.stores.shelf import Shelf
 
 _STALE_HINT = act("stale")
 
@@ -76,20 +78,40 @@ class Readers:
     position), the cells' sources (a whole new source written over a change made since is
     merged with it) and, in a store with live rooms, the cells' order."""
 
-    def __init__(self) -> None:
+    def __init__(self, shelf: Shelf | None = None) -> None:
+        """``shelf``: each reader's reads are kept on disk too, for every process on the root
+        (replicas behind one address); in memory only without it."""
         self.version: LastSeen[str] = LastSeen()
         self.order: LastSeen[tuple[str, ...]] = LastSeen()
         self.sources: LastSeen[dict[str, str]] = LastSeen()
+        self._shelf = shelf
 
     def remember(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> None:
+        kept = tuple(order) if order is not None else None
         self.version[key] = snap.version
-        if order is not None:
-            self.order[key] = tuple(order)
-        self.sources[key] = snap.notebook.sources()
+        if kept is not None:
+            self.order[key] = kept
+        sources = snap.notebook.sources()
+        self.sources[key] = sources
+        reader = current().key
+        if self._shelf is not None and reader:
+            self._shelf.put(reader, key, snap.version, kept, sources)
+
+    def last(
+        self, key: str, *, sources: bool = True
+    ) -> tuple[str | None, tuple[str, ...] | None, dict[str, str] | None]:
+        """What the current reader last read of ``key``: version, order, sources (from the
+        shelf when there is one, so a read through another process counts)."""
+        reader = current().key
+        if self._shelf is not None and reader:
+            seen = self._shelf.get(reader, key, sources=sources)
+            if seen is not None and seen.version is not None:
+                return seen.version, seen.order, seen.sources
+        return self.version.get(key), self.order.get(key), self.sources.get(key)
 
     def observe(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> Snapshot:
         """Remember ``snap`` as read; flagged if someone else changed the notebook since."""
-        known = self.version.get(key)
+        known = self.last(key, sources=False)[0]
         self.remember(key, snap, order)
         changed = known is not None and known != snap.version
         return replace(snap, changed_outside=True) if changed else snap
@@ -97,6 +119,8 @@ class Readers:
     def forget(self, key: str) -> None:
         for seen in (self.version, self.order, self.sources):
             seen.pop(key)
+        if self._shelf is not None:
+            self._shelf.forget(key)
 
     def plan(
         self,
@@ -123,19 +147,17 @@ class Readers:
         """
         rel = before.path
         _refuse_stale(rel, expected, before.version, told)
-        known = self.version.get(key)
+        known, known_order, read = self.last(key)
         outside = known is not None and known != before.version
         if guard_positions and expected is None:
             if order is None and outside:
                 raise _positions_moved(f"{rel!r} was changed by someone else", before.version, told)
-            known_order = self.order.get(key)
             if order is not None and known_order is not None and known_order != tuple(order):
                 raise _positions_moved(
                     f"someone else inserted, deleted or moved cells of {rel!r}",
                     before.version,
                     told,
                 )
-        read = self.sources.get(key)
         plan, after = plan_edit(before, planner, fix_hint=fix_hint, read=read)
         return plan, after, outside
 

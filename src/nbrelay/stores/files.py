@@ -42,6 +42,7 @@ from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.file_documents import STATE_FOLDER, FileDocuments
 from nbrelay.stores.paths import Glob
 from nbrelay.stores.rootdir import RootDir, StatKey, stat_key
+from nbrelay.stores.shelf import Shelf
 
 _TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
 
@@ -85,7 +86,7 @@ class FileStore(LockedEdits, NotebookStore):
         self.open_kernel_folder = self.documents.open_kernel_folder  # the local kernels' binding
         self._cache: dict[str, _Cached] = {}
         self.work: Work = self.fs.work  # cells encoded and bytes hashed, for the tests to count
-        self._seen = Readers()
+        self._seen = Readers(Shelf(self.state_key))
         # The last written notebook's cells as serialised (by cell identity), so that an edit
         # re-encodes only the cells it made; see _serialize.
         self._cell_bytes: dict[str, CellBytes] = {}
@@ -93,7 +94,14 @@ class FileStore(LockedEdits, NotebookStore):
     @property
     def capabilities(self) -> Capabilities:
         """Files on this machine, any document under the root; no live sessions."""
-        return Capabilities(files=self.documents, documents=self.documents)
+        return Capabilities(
+            files=self.documents, documents=self.documents, state_key=self.state_key
+        )
+
+    @property
+    def state_key(self) -> str:
+        """Names the root for the state the processes on it share (``Capabilities``)."""
+        return f"file:{self.root}"
 
     # -- paths ----------------------------------------------------------------------------
 

@@ -127,6 +127,7 @@ class RTCStore(RoomHost):
             run_state=self if self.way.rtc is True else None,
             output_interval=self.output_interval,
             background=self.attach if self.way.rtc is not False else None,
+            state_key=self.state_key,
         )
 
     async def show_running(

@@ -48,6 +48,7 @@ from nbrelay.stores.rtc_saving import (
     save_room,
     saver,
 )
+from nbrelay.stores.shelf import Shelf
 
 logger = logging.getLogger("nbrelay.rtc")
 
@@ -125,7 +126,8 @@ class RoomHost(LockedEdits):
         # process; over the network the server asks it itself.
         self._access = access
         # What each MCP session (reader) last saw: the guard against stale positions.
-        self._seen = Readers()
+        self.state_key = f"jupyter:{api.base}#{self.paths.folder}"
+        self._seen = Readers(Shelf(self.state_key))
         self._seen_reloads: dict[str, tuple[SharedRoom, int]] = {}
         self._rooms: dict[str, SharedRoom] = {}
         self._reconnected: set[str] = set()  # rooms joined again since the agent was told

@@ -322,8 +322,7 @@ class Editing:
         outcome = await self._notebooks.edit(
             path, "undo", planner, expected_version=expected_version, positional=False, record=False
         )
-        for _ in changes:
-            past.pop()
+        self._notebooks.callers.drop(key, len(changes))
         return UndoOutcome(outcome, tuple(c.label for c in changes))
 
     async def _edit(

@@ -31,6 +31,7 @@ from nbrelay.workspace.documents import Documents
 from nbrelay.workspace.editing import Editing
 from nbrelay.workspace.inspecting import Inspect
 from nbrelay.workspace.jobbook import JobBook
+from nbrelay.workspace.journal import RunJournal
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
 from nbrelay.workspace.runs import Runs
@@ -59,7 +60,8 @@ class Workspace:
         self.store = store
         self.notebooks = Notebooks(settings, store, id_factory)
         self.state_files = StateFiles(settings, lambda: self.notebooks.capabilities)
-        jobs = JobBook()
+        self.journal = RunJournal(self.notebooks.capabilities.state_key)
+        jobs = JobBook(self.journal.new_number if self.journal.enabled else None)
         self.kernels = Kernels(
             settings,
             self.notebooks,
@@ -68,7 +70,7 @@ class Workspace:
             provider=kernels,
             make_provider=kernel_factory or self._local_kernels,
         )
-        self.runs = Runs(settings, self.notebooks, self.kernels, jobs)
+        self.runs = Runs(settings, self.notebooks, self.kernels, jobs, self.journal)
         self.editing = Editing(self.notebooks)
         self.inspect = Inspect(settings, self.notebooks, self.kernels, self.state_files)
         self.transfer = Transfer(settings, self.notebooks)
@@ -108,6 +110,7 @@ class Workspace:
                 if self.capabilities.background is not None:  # the live store's rooms
                     self.capabilities.background(tg)
                 tg.start_soon(self.kernels.reap_idle)
+                tg.start_soon(self.runs.resume_orphans)
                 tg.start_soon(_release_memory)
                 try:
                     yield self

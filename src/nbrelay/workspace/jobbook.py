@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from nbrelay.errors import InvalidArgument
@@ -23,13 +24,19 @@ KEPT_OUTPUT = 2_000_000  # characters of output the finished jobs kept for get_e
 class JobBook:
     """Jobs by handle (``x1``, ``x2``, …) and the execution history of each notebook."""
 
-    def __init__(self) -> None:
+    def __init__(self, numbers: Callable[[], int] | None = None) -> None:
+        """``numbers`` hands out run numbers (shared by the processes on a root); default
+        1, 2, … in this process."""
         self._jobs: dict[str, Job] = {}
-        self._numbers = itertools.count(1)
+        self._numbers = numbers or itertools.count(1).__next__
         self._ran: dict[str, deque[dict[str, Any]]] = {}  # execution history of pruned jobs
 
     def new_handle(self) -> str:
-        return f"x{next(self._numbers)}"
+        return f"x{self._numbers()}"
+
+    def find(self, handle: str) -> Job | None:
+        """The job ``handle`` of this process, if it still holds it."""
+        return self._jobs.get(handle)
 
     def remember(self, job: Job) -> None:
         self._jobs[job.handle] = job

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,6 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from nbrelay.caller import PerCaller
 from nbrelay.config import Settings
 from nbrelay.errors import (
     ConflictError,
@@ -46,6 +44,7 @@ from nbrelay.stores.base import (
     Snapshot,
 )
 from nbrelay.stores.paths import Glob, is_glob
+from nbrelay.workspace.caller_state import CallerState, SharedCallerState
 
 SEARCH_SECONDS = 20.0  # one search over many notebooks; then it returns what it found so far
 _MATCH_CHARS = 50  # what a match costs in a result besides its notebook's path, id and line
@@ -112,8 +111,14 @@ class Notebooks:
         self.settings = settings
         self.store = store
         self.id_factory = id_factory
-        self._history: PerCaller[deque[history.Change]] = PerCaller()
-        self._viewed: PerCaller[str] = PerCaller()  # notebook -> the version the caller viewed
+        # What each caller viewed and may undo: shared by every process on the root when the
+        # store names its root (replicas behind one address), else this process's.
+        key = store.capabilities.state_key
+        self.callers: CallerState = (
+            SharedCallerState(settings.undo_depth, key)
+            if key is not None
+            else CallerState(settings.undo_depth)
+        )
 
     @property
     def capabilities(self) -> Capabilities:
@@ -250,7 +255,7 @@ class Notebooks:
     async def view(self, path: str) -> Snapshot:
         """Read a notebook and remember its version as the one the agent has now seen."""
         snap = await self.store.load(path)
-        self._viewed.mine()[snap.path] = snap.version
+        self.callers.set_viewed(snap.path, snap.version)
         return snap
 
     async def unchanged_since_viewed(
@@ -259,7 +264,7 @@ class Notebooks:
         """The current notebook, if it is the version the agent last viewed (nbrelay's own edits
         and saved outputs keep a view current); otherwise ``ConflictError``, nothing done."""
         snap = await self.store.load(path)
-        seen = self._viewed.get(snap.path)
+        seen = self.callers.viewed(snap.path)
         if seen is None:
             raise ConflictError(
                 f"you have not viewed {snap.path!r} yet, so nbrelay cannot tell whether your "
@@ -298,7 +303,7 @@ class Notebooks:
         snap = await self.store.create(path, notebook, overwrite=overwrite)
         if not notebook.cells and self.store.mode == "live":
             snap = await self._without_placeholder(snap.path)
-        self._history.forget(self.store.relative(path))
+        self.callers.forget(self.store.relative(path))
         return snap
 
     async def _without_placeholder(self, rel: str) -> Snapshot:
@@ -328,8 +333,7 @@ class Notebooks:
 
     def forget(self, rel: str) -> None:
         """A notebook went away (deleted or moved): drop its undo histories and viewed versions."""
-        self._history.forget(rel)
-        self._viewed.forget(rel)
+        self.callers.forget(rel)
 
     # -- editing --------------------------------------------------------------------------
 
@@ -368,17 +372,17 @@ class Notebooks:
                 ),
             )
             if not change.empty and self.settings.undo_depth > 0:
-                key = self.store.relative(path)
-                mine = self._history.mine()
-                mine.setdefault(key, deque(maxlen=self.settings.undo_depth)).append(change)
+                self.callers.record(self.store.relative(path), change)
         # The caller's own edits (and saved outputs) do not make its view stale.
-        if self._viewed.get(outcome.after.path) == outcome.before.version:
-            self._viewed.mine()[outcome.after.path] = outcome.after.version
+        if outcome.before.version != outcome.after.version:
+            self.callers.keep_viewed(
+                outcome.after.path, outcome.before.version, outcome.after.version
+            )
         return outcome
 
-    def changes(self, rel: str) -> deque[history.Change] | None:
+    def changes(self, rel: str) -> list[history.Change]:
         """The caller's recorded changes of a notebook that ``undo`` may revert (newest last)."""
-        return self._history.get(rel)
+        return self.callers.changes(rel)
 
 
 def _repaired(detail: Mapping[str, Any]) -> str:

@@ -1,18 +1,26 @@
 """Running notebook cells (or scratch code) as jobs: their limits, the outputs they save into
 the notebook, and waiting for or cancelling them.
+
+Every run is journaled as it goes (``workspace.journal``), so a handle this process does not
+hold (a run of another nbrelay process on the same root, or of one that ended) is read from its
+journal: followed while the other process runs it, cancelled through it, and, when the process
+that ran it died, told as it ended (see ``_orphaned``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument, KernelError, NbrelayError
+from nbrelay.kernels.execution import Runner
 from nbrelay.kernels.jobs import CellRun, Job, run_job
 from nbrelay.notebook import address, edits
 from nbrelay.notebook.address import CellRef
@@ -21,20 +29,32 @@ from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.outputs import Limits, Output
 from nbrelay.stores.base import EditOutcome, RunState
 from nbrelay.workspace.jobbook import JobBook
+from nbrelay.workspace.journal import CANCEL_POLL, Recorded, Replay, RunJournal, Writer
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
+
+logger = logging.getLogger("nbrelay.runs")
 
 
 class Runs:
     """Executions of one workspace: started in its task group, kept in ``jobs``."""
 
     def __init__(
-        self, settings: Settings, notebooks: Notebooks, kernels: Kernels, jobs: JobBook
+        self,
+        settings: Settings,
+        notebooks: Notebooks,
+        kernels: Kernels,
+        jobs: JobBook,
+        journal: RunJournal | None = None,
     ) -> None:
         self._settings = settings
         self._notebooks = notebooks
         self._kernels = kernels
         self.jobs = jobs
+        self.journal = journal or RunJournal(None)
+        self._elsewhere: dict[str, Job] = {}  # runs read from journals, by handle
+        self._resuming: set[str] = set()  # runs of dead processes being taken over
+        self._following: dict[str, Replay] = {}  # how far each journal was read
 
     def timeout_for(self, timeout: float | None) -> float:
         """The timeout a run gets: the call's (capped by the maximum) or the default."""
@@ -111,7 +131,20 @@ class Runs:
             job.notes.append(resumed.note)
             job.state_lost |= resumed.state_lost
         self.jobs.remember(job)
+        journaled = self.journal.enabled
+        if journaled:
+            session = runner.session
+            self.journal.open(
+                job,
+                kernel_id=getattr(session, "kernel_id", None),
+                client_session=getattr(session, "client_session", None),
+            )
 
+        self._launch(tg, job, snap.path, runner, journaled)
+        return job
+
+    def _launch(self, tg: TaskGroup, job: Job, path: str, runner: Runner, journaled: bool) -> None:
+        """Run the job in the workspace's task group, saving its outputs into the notebook."""
         # Live mode: outputs stream into the shared cell as they arrive, and the cell shows
         # JupyterLab's run state ([*]) while it runs, reset when the run ends however it ends.
         caps = self._notebooks.capabilities
@@ -124,10 +157,10 @@ class Runs:
             running = {current.id} if current is not None and current.id else set()
             if shown is not None and running != showing:
                 # Before the outputs: a cell's last outputs are saved once it shows idle.
-                await _show(shown, snap.path, running, showing - running)
+                await _show(shown, path, running, showing - running)
                 showing.clear()
                 showing.update(running)
-            outcome = await self._store_outputs(snap.path, done)
+            outcome = await self._store_outputs(path, done)
             for told in outcome.notes:  # the notebook was upgraded or repaired on this save
                 if told not in job.notes:
                     job.notes.append(told)
@@ -135,15 +168,78 @@ class Runs:
 
         async def run() -> None:
             try:
-                await run_job(job, runner, save, save_interval=interval)
+                async with anyio.create_task_group() as watch:
+                    if journaled:
+                        watch.start_soon(self._watch_cancel, job)
+                    await run_job(job, runner, save, save_interval=interval)
+                    watch.cancel_scope.cancel()
             finally:
                 if shown is not None:  # no cell of a finished job still shows [*]
                     ids = {c.id for c in job.cells if c.id is not None}
                     with anyio.CancelScope(shield=True):
-                        await _show(shown, snap.path, (), ids)
+                        await _show(shown, path, (), ids)
 
         tg.start_soon(run)
-        return job
+
+    async def resume_orphans(self) -> None:
+        """At start: take over the runs whose nbrelay process died before they ended. A run
+        on a Jupyter Server's kernel (live mode) is followed to its end from where its journal
+        stops: nbrelay connects to the kernel as the WebSocket session the dead process used,
+        so the server replays what it kept, and the run's outputs reach the notebook; its
+        cells not yet sent are then run. A run on a kernel of the dead process (file mode) is
+        ended as its death left it (the kernel died with it)."""
+        if not self.journal.enabled:
+            return
+        try:
+            handles = self.journal.unfinished()
+        except (NbrelayError, OSError):
+            return
+        for handle in handles:
+            claimed = self.journal.claim(handle)
+            if claimed is None:
+                continue  # still running in another process
+            writer, recorded = claimed
+            try:
+                await self._reattach(writer, recorded)
+            except NbrelayError as exc:
+                logger.warning("run %s could not be resumed: %s", handle, exc)
+                job = recorded.job
+                job.observer = writer
+                self._orphaned(recorded, f"its kernel could not be reached again: {exc.message}")
+                writer.ended(job)
+            except BaseException:
+                writer.close()
+                raise
+
+    async def _reattach(self, writer: Writer, recorded: Recorded) -> None:
+        job, start = recorded.job, recorded.start
+        kernel_id, client_session = start.get("kernel_id"), start.get("client_session")
+        tg = self._kernels.task_group
+        resume = None
+        if kernel_id and client_session:  # a Jupyter Server's kernel, reached over WebSocket
+            resume = getattr(self._kernels.provider(), "resume", None)
+        if not (kernel_id and client_session and resume is not None and tg is not None):
+            job.observer = writer
+            self._orphaned(recorded)
+            writer.ended(job)
+            return
+        resume(str(kernel_id), str(client_session))
+        snap = await self._notebooks.read(job.path)
+        runner = await self._kernels.runner(snap)
+        if getattr(runner.session, "kernel_id", None) != kernel_id:
+            raise KernelError("the kernel that ran it is gone from the Jupyter Server")
+        for cell in job.cells:
+            if cell.status == "running" and cell.msg_id is None:
+                # Killed between starting the cell and journaling its request: run it now.
+                cell.status = "queued"
+        job.notes.append(
+            "nbrelay restarted while this ran; the new process re-attached to the kernel and "
+            "collected the rest"
+        )
+        writer.note({"t": "note", "note": job.notes[-1]})
+        job.observer = writer
+        self.jobs.remember(job)
+        self._launch(tg, job, snap.path, runner, True)
 
     async def _store_outputs(
         self, path: str, done: Mapping[str, tuple[list[Output], int | None]]
@@ -164,8 +260,84 @@ class Runs:
         cell run's job, cell, status, start time, duration and execution count."""
         return self.jobs.history(self._notebooks.relative(path))
 
+    async def _watch_cancel(self, job: Job) -> None:
+        """Stop the job when a client of another process cancels it (through the journal)."""
+        while not job.done.is_set():
+            await anyio.sleep(CANCEL_POLL)
+            if self.journal.cancel_asked(job.handle):
+                job.stop.set()
+                return
+
     def job(self, handle: str) -> Job:
-        return self.jobs.job(handle)
+        """The run ``handle``: this process's, or one read from the root's journal."""
+        found = self.jobs.find(handle)
+        if found is not None and handle not in self._elsewhere:
+            return found
+        held = self._elsewhere.get(handle)
+        if held is not None:
+            if not held.done.is_set():
+                self._look(held)
+            return held
+        recorded = self.journal.load(handle)
+        if recorded is None:
+            return self.jobs.job(handle)  # raises: no such handle
+        return self._adopt(recorded)
+
+    def _adopt(self, recorded: Recorded) -> Job:
+        """Keep one ``Job`` per journaled run, fed what its journal says as it grows (so what
+        this process's clients were shown of it is remembered)."""
+        job = recorded.job
+        self._elsewhere[job.handle] = job
+        for old in [h for h, j in self._elsewhere.items() if j.done.is_set()][:-50]:
+            self._elsewhere.pop(old, None)  # finished ones are read again from the journal
+            self._following.pop(old, None)
+        if recorded.replay is not None:
+            self._following[job.handle] = recorded.replay
+        if not recorded.ended and not recorded.running_elsewhere and not job.done.is_set():
+            tg = self._kernels.task_group
+            if recorded.start.get("client_session") and tg is not None:
+                # A Jupyter Server's kernel still runs it: take it over (followed meanwhile
+                # through its journal, as a run of another process).
+                if job.handle not in self._resuming:
+                    self._resuming.add(job.handle)
+                    tg.start_soon(self.resume_orphans)
+            else:
+                self._orphaned(recorded)
+        return job
+
+    def _look(self, job: Job) -> bool:
+        """Read what a run of another process journaled since the last look; False when its
+        journal is gone."""
+        recorded = self.journal.load(job.handle, self._following.get(job.handle))
+        if recorded is None:
+            return False
+        self._adopt(recorded)
+        return True
+
+    def _orphaned(self, recorded: Recorded, why: str | None = None) -> None:
+        """A run whose process died before it ended: end it as that death left it. In file
+        mode its kernel was that process's child and died with it; what the journal holds
+        (every output up to the death) is what there is."""
+        job = recorded.job
+        pid = recorded.start.get("pid")
+        note = f"the nbrelay process that ran this (pid {pid}) ended before the run did; " + (
+            why or "its kernel ended with it, so the outputs are those up to then"
+        )
+        for cell in job.cells:
+            if cell.status == "running":
+                cell.status = "died"
+                cell.message = "its nbrelay process ended while it ran"
+            elif cell.status == "queued":
+                cell.status = "cancelled"
+        job.state_lost = True
+        job.notes.append(note)
+        job.finished = time.monotonic()
+        job.done.set()
+        if why is None and job.observer is None:
+            self.journal.finish(job)
+
+    def _is_elsewhere(self, job: Job) -> bool:
+        return self._elsewhere.get(job.handle) is job
 
     def jobs_of(self, path: str) -> list[Job]:
         return self.jobs.running(self._notebooks.relative(path))
@@ -177,6 +349,9 @@ class Runs:
         prints (at most once a second) and at least every ``interval`` seconds."""
         deadline = time.monotonic() + wait
         last = time.monotonic()
+        if self._is_elsewhere(job):
+            await self._wait_elsewhere(job, deadline, on_progress, interval)
+            return
         while not job.done.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -193,10 +368,34 @@ class Runs:
     async def cancel_job(self, job: Job, *, wait: float | None = None) -> None:
         """Stop a job: the running cell is interrupted (restarted if it ignores the interrupt)
         and the cells after it do not run."""
-        job.stop.set()
         grace = self._settings.interrupt_grace + 5 if wait is None else wait
+        if self._is_elsewhere(job):
+            if not job.done.is_set():
+                self.journal.cancel(job.handle)
+                await self._wait_elsewhere(job, time.monotonic() + grace, None, grace)
+            return
+        job.stop.set()
         with anyio.move_on_after(grace):
             await job.done.wait()
+
+    async def _wait_elsewhere(
+        self, job: Job, deadline: float, on_progress: Any | None, interval: float
+    ) -> None:
+        """Follow a run of another process through its journal until it ends or the
+        deadline passes."""
+        last = time.monotonic()
+        printed = job.printed()
+        while not job.done.is_set() and time.monotonic() < deadline:
+            await anyio.sleep(min(CANCEL_POLL / 2, max(deadline - time.monotonic(), 0)))
+            if not self._look(job):
+                return  # its journal was removed
+            now = time.monotonic()
+            grew = job.printed() != printed
+            printed = job.printed()
+            due = now - last >= interval or (grew and now - last >= 1.0)
+            if on_progress is not None and not job.done.is_set() and due:
+                last = now
+                await on_progress(job)
 
 
 async def _show(

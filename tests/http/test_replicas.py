@@ -1,0 +1,75 @@
+"""Two nbrelay processes on one root behind one address (replicas behind a load balancer): a
+client's reads through one guard its edits through the other, and it undoes through either.
+
+The client is sessionless (protocol 2026-07-28: no MCP session to pin it to one process), so it
+is known by its bearer token on both; what it last read and its undo history live in the root's
+state folder, shared by both processes. Real processes over HTTP, an outside writer on the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import call, call_error, notebook, write_notebook
+from tests.http.harness import http_client, http_server
+
+pytestmark = pytest.mark.anyio
+
+FIVE = "l1 = 1\nl2 = 2\nl3 = 3\nl4 = 4\nl5 = 5"
+
+
+@pytest.fixture(autouse=True)
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private runtime folder for the test's nbrelay processes (they share it)."""
+    folder = tmp_path / "run-user"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    return folder / "nbrelay"
+
+
+def sources(path: Path) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]]
+
+
+def someone_else_writes(path: Path, index: int, source: str) -> None:
+    """A person's editor saves the file with one cell changed."""
+    nb = json.loads(path.read_text())
+    nb["cells"][index]["source"] = source
+    path.write_text(json.dumps(nb, indent=1))
+
+
+async def test_reads_through_one_replica_guard_and_undo_through_the_other(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    nb = root / "n.ipynb"
+    write_notebook(nb, notebook("a", FIVE))
+    with (
+        http_server(root, tmp_path, name="a") as a,
+        http_server(root, tmp_path, name="b", token=a.token) as b,
+    ):
+        async with http_client(a.url, a.token) as via_a, http_client(b.url, b.token) as via_b:
+            # Read through A; a person changes line 1; a whole-source edit through B changes
+            # line 5: merged with the person's change (B knows what the client read), not
+            # written over it.
+            await call(via_a, "read_notebook", path="n.ipynb")
+            theirs = FIVE.replace("l1 = 1", "l1 = 100")
+            someone_else_writes(nb, 1, theirs)
+            mine = FIVE.replace("l5 = 5", "l5 = 500")
+            done = await call(via_b, "edit_cell", path="n.ipynb", cell="c1", source=mine)
+            assert sources(nb)[1] == theirs.replace("l5 = 5", "l5 = 500")
+            assert [m["id"] for m in done["merged"]] == ["c1"]
+
+            # Undo through A takes back the edit made through B.
+            undone = await call(via_a, "undo", path="n.ipynb")
+            assert undone["undone"] == ["edit cell"]
+            assert sources(nb) == ["a", theirs]
+            assert "nothing to undo" in await call_error(via_b, "undo", path="n.ipynb")
+
+            # Read through B; the file changes; an edit by position through A is refused.
+            await call(via_b, "read_notebook", path="n.ipynb")
+            someone_else_writes(nb, 0, "changed")
+            text = await call_error(via_a, "delete_cells", path="n.ipynb", cells=[0])
+            assert "since you last read it" in text
+            assert sources(nb) == ["changed", theirs]

@@ -1,0 +1,137 @@
+"""Nothing loses a run (live mode): the kernel belongs to the Jupyter Server, so when nbrelay is
+killed (kill -9) mid-run and started again on the same JupyterLab, the run keeps its handle and
+every output reaches the client and the notebook.
+
+What makes it possible, besides nbrelay's run journal: Jupyter Server keeps (in memory) the
+messages a kernel sends after the last WebSocket connected to it closes, for that connection's
+session id, and replays them to a new connection with the same id. The new nbrelay process
+connects as the dead one's session (the journal holds its id) and follows the request the
+journal names to its end. A real Jupyter Server with jupyter-collaboration, real nbrelay
+processes over HTTP, a real SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.helpers import PATIENCE, call, notebook, write_notebook
+from tests.http.harness import http_client, http_server, report
+from tests.live.server import JupyterServer, free_port
+from tests.servers import wait_until
+
+LINES = 120
+SLOW = (
+    "import time\n"
+    f"for i in range({LINES}):\n"
+    "    print(f'line {i}', flush=True)\n"
+    "    time.sleep(0.15)\n"
+    "print('done')"
+)
+
+
+@pytest.fixture(autouse=True)
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private runtime folder for the test's nbrelay processes (they share it)."""
+    folder = tmp_path / "run-user"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    return folder / "nbrelay"
+
+
+def lines_of(result: dict[str, Any]) -> list[str]:
+    text = "".join(
+        str(o.get("text", "")) for c in result["cells"] for o in (c.get("outputs") or [])
+    )
+    return [line for line in text.splitlines() if line.startswith(("line ", "done"))]
+
+
+def saved_lines(path: Path) -> list[str]:
+    try:
+        nb = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    text = "".join("".join(o.get("text", "")) for o in nb["cells"][0].get("outputs", []))
+    return [line for line in text.splitlines() if line.startswith(("line ", "done"))]
+
+
+def test_a_live_run_outlives_kill_9_of_nbrelay(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    lab = JupyterServer(
+        root=tmp_path / "lab", work=tmp_path / "work", port=free_port(), nbrelay=False
+    )
+    lab.start()
+    expected = [f"line {i}" for i in range(LINES)] + ["done"]
+    try:
+        write_notebook(lab.root / "n.ipynb", notebook(SLOW))
+        args = ("--jupyter-url", lab.url, "--kernel-pool", "0")
+        env = {"JUPYTER_TOKEN": lab.token}
+        with http_server(tmp_path / "unused", tmp_path, *args, env=env, name="doomed") as doomed:
+
+            async def start() -> tuple[str, int]:
+                async with http_client(doomed.url, doomed.token) as client:
+                    started = await call(client, "execute", path="n.ipynb", cells=[0], wait=0.5)
+                    seen = lines_of(started)
+                    with anyio.fail_after(PATIENCE):
+                        while len(seen) < 10:
+                            polled = await call(
+                                client, "get_execution", handle=started["handle"], wait=1
+                            )
+                            seen += lines_of(polled)
+                    return str(started["handle"]), len(seen)
+
+            handle, before = anyio.run(start)
+            doomed.proc.kill()
+            doomed.proc.wait(timeout=10)
+        killed = time.monotonic()
+        with http_server(tmp_path / "unused", tmp_path, *args, env=env, name="again") as again:
+
+            async def follow() -> tuple[dict[str, Any], list[str]]:
+                async with http_client(again.url, again.token) as client:
+                    got: list[str] = []
+                    with anyio.fail_after(PATIENCE * 4):
+                        while True:
+                            polled = await call(client, "get_execution", handle=handle, wait=5)
+                            got += lines_of(polled)
+                            if polled["status"] == "done":
+                                return polled, got
+
+            result, got = anyio.run(follow)
+            back = time.monotonic() - killed
+            # Every output the dead process had received (it showed `before` of them), and
+            # every one after the kill, in order. Only what the server had already written to
+            # the dead process's connection when it died (in flight: sent, not yet read) can be
+            # missing, and it can only be just after what it showed.
+            assert got[:before] == expected[:before], result
+            missing = [line for line in expected if line not in got]
+            assert got == [line for line in expected if line not in missing], result
+            assert all(expected.index(line) < before + 3 for line in missing), (missing, before)
+            assert result["cells"][0]["status"] == "ok", result
+            assert "re-attached" in (result.get("note") or ""), result
+
+            # The notebook got them too (jupyter-collaboration saves the room to disk).
+            def complete() -> list[str] | None:
+                lines = saved_lines(lab.root / "n.ipynb")
+                return lines if lines == got else None
+
+            on_disk = wait_until(
+                complete,
+                "the notebook on disk did not get every output the client got",
+                seconds=PATIENCE,
+            )
+    finally:
+        lab.stop()
+    lost_client = len(expected) - len(set(got))
+    lost_disk = len(expected) - len(set(on_disk))
+    report(
+        request,
+        f"journal (live mode): nbrelay kill -9 after {before} of {len(expected)} outputs, a new "
+        f"process on the same JupyterLab {back:.1f} s later: outputs lost {lost_client} to the "
+        f"client, {lost_disk} in the notebook",
+    )
