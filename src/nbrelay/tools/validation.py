@@ -23,7 +23,6 @@ from pydantic_core import InitErrorDetails
 from nbrelay.errors import InvalidArgument
 from nbrelay.tools.schemas import example_argument
 
-
 # How a profile words a refused argument: nbrelay's way (the parameter, what it takes, an
 # example) or pydantic's, as the MCP SDK's own validation reports it.
 Wording = Literal["nbrelay", "pydantic"]
