@@ -119,6 +119,9 @@ class RoomHost(LockedEdits):
         # Edits return once the server has them in the room, and the saver saves the file
         # after; with ``save_each_edit``, before each edit returns (``flush`` waits on demand).
         self.save_each_edit = save_each_edit
+        # Read the empty cell a room gives a notebook without cells as a cell, as JupyterLab
+        # shows it (``SharedRoom.placeholder_is_a_cell``); by default the notebook has none.
+        self.placeholder_is_a_cell = False
         # How long nbrelay keeps trying to give a restarted server back the edits it lost.
         self.recover_within = 600.0
         # Asked before every read ("read") and change ("write"): Jupyter's authorizer, in
@@ -266,6 +269,7 @@ class RoomHost(LockedEdits):
                 self.mode = "contents"
             self._rooms.pop(rel, None)
             return None
+        fresh.placeholder_is_a_cell = self.placeholder_is_a_cell
         unsaved = None
         if room is not None:
             if room.lost:

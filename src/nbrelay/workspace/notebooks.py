@@ -46,6 +46,7 @@ from nbrelay.stores.base import (
     Snapshot,
 )
 from nbrelay.stores.paths import Glob, is_glob
+from nbrelay.stores.rtc_rooms import RoomHost
 
 SEARCH_SECONDS = 20.0  # one search over many notebooks; then it returns what it found so far
 _MATCH_CHARS = 50  # what a match costs in a result besides its notebook's path, id and line
@@ -120,6 +121,13 @@ class Notebooks:
         """What the store can do (asked each time: the live store learns late whether the
         server has real-time collaboration)."""
         return self.store.capabilities
+
+    def read_room_placeholder_as_a_cell(self) -> None:
+        """Read the empty code cell a collaboration room gives a notebook without cells as a
+        cell, as JupyterLab shows it to a person, instead of as no cells (the store's default):
+        for a profile whose original reads the room so. Nothing to do without rooms."""
+        if isinstance(self.store, RoomHost):
+            self.store.placeholder_is_a_cell = True
 
     # -- reading --------------------------------------------------------------------------
 

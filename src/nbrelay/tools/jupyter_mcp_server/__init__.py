@@ -123,6 +123,9 @@ def register(reg: Registrar, ws: Workspace) -> None:
     """Register the jupyter-mcp-server tools."""
     reg.exact = True
     reg.argument_errors = "pydantic"  # the original refuses bad arguments in the SDK's words
+    # The original reads notebooks through their rooms, where a notebook without cells has the
+    # one empty cell JupyterLab shows; in live and extension modes, so does this profile.
+    ws.notebooks.read_room_placeholder_as_a_cell()
     state = InUse(ws)
     reg.current_notebook = lambda: state.paths.get(state.current or "", "")
     before = len(reg.tools)
