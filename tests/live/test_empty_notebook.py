@@ -23,12 +23,18 @@ from tests.live.test_rtc import disk
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_notebook_without_cells_reads_as_none_and_its_first_cells_replace_the_room_s(
-    jupyter: JupyterServer, live_folder: tuple[str, Path], way: str
-) -> None:
+@pytest.fixture
+def empty(live_folder: tuple[str, Path]) -> tuple[str, Path]:
+    """A notebook file without cells in the server's root: (its server path, its local path)."""
     folder, local = live_folder
     write_notebook(local / "e.ipynb", new_notebook([]))
-    n = f"{folder}/e.ipynb"
+    return f"{folder}/e.ipynb", local / "e.ipynb"
+
+
+async def test_a_notebook_without_cells_reads_as_none_and_its_first_cells_replace_the_room_s(
+    jupyter: JupyterServer, empty: tuple[str, Path], way: str
+) -> None:
+    n, file = empty
     async with room_agent(way, jupyter) as client:
         view = await call(client, "read_notebook", path=n)
         # What a person in JupyterLab sees: the room's one empty cell.
@@ -36,7 +42,7 @@ async def test_a_notebook_without_cells_reads_as_none_and_its_first_cells_replac
         assert sources == [""]
         # What the notebook holds: nothing, as the file says.
         assert view["cells"] == []
-        assert view["version"] == version_of((local / "e.ipynb").read_bytes())
+        assert view["version"] == version_of(file.read_bytes())
         missing = await client.call_tool("read_cell", {"path": n, "cell": 0})
         assert missing.is_error
         await call(client, "insert_cells", path=n, index=0, cells=["x = 1"])
@@ -46,15 +52,13 @@ async def test_a_notebook_without_cells_reads_as_none_and_its_first_cells_replac
         # Everyone in the room has the new cell in place of the empty one, and so does the file.
         assert (await fresh_sources(jupyter, n))[1] == ["x = 1"]
         await call(client, "save_notebook", path=n)
-        assert disk(local / "e.ipynb")[1] == ["x = 1"]
+        assert disk(file)[1] == ["x = 1"]
 
 
 async def test_the_room_s_empty_cell_once_typed_in_is_the_person_s(
-    jupyter: JupyterServer, live_folder: tuple[str, Path], way: str
+    jupyter: JupyterServer, empty: tuple[str, Path], way: str
 ) -> None:
-    folder, local = live_folder
-    write_notebook(local / "e.ipynb", new_notebook([]))
-    n = f"{folder}/e.ipynb"
+    n, _ = empty
     async with room_agent(way, jupyter) as client:
         assert (await call(client, "read_notebook", path=n))["cells"] == []
         async with person(jupyter, n) as p:

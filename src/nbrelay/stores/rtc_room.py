@@ -36,7 +36,7 @@ import anyio
 
 from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells
 from nbrelay.notebook.model import Notebook
-from nbrelay.notebook.ydoc import apply_edits, replace_all
+from nbrelay.notebook.ydoc import apply_edits, placeholder, replace_all
 from nbrelay.notebook.ymirror import Mirror, Read, without_placeholder
 
 if TYPE_CHECKING:
@@ -171,6 +171,19 @@ class SharedRoom(ABC):
             apply_edits(self.doc, self.ycells, order, edits, self.ymeta)
         finally:
             self._own = False
+
+    def drop_placeholder(self) -> bool:
+        """Delete the untouched placeholder cell (for a notebook nbrelay created without cells:
+        it has none in the room too); whether there was one."""
+        found = placeholder(self.ycells)
+        if found is None:
+            return False
+        self._own = True
+        try:
+            apply_edits(self.doc, self.ycells, [found], [DeleteCells((found,))])
+        finally:
+            self._own = False
+        return True
 
     def replace_all(self, nb: Notebook) -> None:
         """Make the document hold ``nb`` (see ``notebook.ydoc.replace_all``)."""
