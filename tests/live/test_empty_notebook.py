@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx2
 import pytest
 
-from nbrelay.notebook.model import new_notebook, version_of
+from nbrelay.notebook.model import new_cell, new_notebook, version_of
 from tests.helpers import call, write_notebook
 from tests.live.person import fresh_sources, person
 from tests.live.rooms import room_agent
@@ -79,3 +80,25 @@ async def test_the_room_s_empty_cell_once_typed_in_is_the_person_s(
         view = await call(client, "read_notebook", path=n)
         assert [c["source"] for c in view["cells"]] == ["mine", "after"]
         assert view["cells"][0]["id"] == theirs
+
+
+async def test_a_file_s_own_empty_cell_is_the_notebook_s_even_shaped_as_the_room_s(
+    jupyter: JupyterServer, live_folder: tuple[str, Path], way: str
+) -> None:
+    # Saved through the server, a notebook without outputs is signed, so the room loads its
+    # empty code cell marked trusted: the shape of the room's own empty cell. It is the file's.
+    folder, _ = live_folder
+    n = f"{folder}/one.ipynb"
+    content = new_notebook([new_cell("code", "", "c0")]).data
+    async with httpx2.AsyncClient(
+        base_url=jupyter.url, headers={"Authorization": f"token {jupyter.token}"}
+    ) as http:
+        put = await http.put(
+            f"api/contents/{n}", json={"type": "notebook", "format": "json", "content": content}
+        )
+        put.raise_for_status()
+    async with room_agent(way, jupyter) as client:
+        async with person(jupyter, n) as p:
+            assert p.nb.ycells[0]["metadata"].to_py() == {"trusted": True}
+        view = await call(client, "read_notebook", path=n)
+        assert [(c["id"], c["source"]) for c in view["cells"]] == [("c0", "")]

@@ -12,11 +12,10 @@ document (jupyter_ydoc's roots ``meta``, ``cells`` and ``state``) through ``Shar
   them confirmed written, and the acknowledged edits not yet confirmed (``unsaved``), so that after
   a crash nbrelay can tell the agent which of its edits the file did not get;
 * the placeholder: a room gives a notebook without cells one empty code cell (jupyter_ydoc's
-  ``YNotebook.set``; JupyterLab shows it to a person so they have somewhere to type). While it is
-  the only cell and untouched, nbrelay reads the notebook as it is, without cells; nbrelay's first
-  inserted cells take its place (``apply``). Once someone types in it, it is a cell like any other.
-  With ``placeholder_is_a_cell`` it is read as the cell JupyterLab shows (a profile whose original
-  reads the room that way).
+  ``YNotebook.set``; JupyterLab shows it to a person so they have somewhere to type). When the
+  store found that the file has no cells (``placeholder_id``), nbrelay reads the notebook as it
+  is, without cells, while that cell is the only one and untouched; nbrelay's first inserted cells
+  take its place (``apply``). Once someone types in it, it is a cell like any other.
 * reloads: the server deletes the document state's ``hash`` when it reloads the notebook from its
   file (someone rewrote the file), which ``reloads`` counts.
 
@@ -85,7 +84,8 @@ class SharedRoom(ABC):
         self.journal: Journal | None = None
         self.key = room_id.rsplit(":", 1)[-1]  # the notebook's file id
         self._own = False  # nbrelay is applying a transaction of its own
-        self.placeholder_is_a_cell = False  # read the placeholder as a cell (see above)
+        # The room's empty cell of a file without cells, when the store checked the file.
+        self.placeholder_id: str | None = None
         # The last read, and it as nbrelay reports it (without the placeholder) and its id.
         self._shown: tuple[Read, Read, str | None] | None = None
         self._subscriptions: list[tuple[Any, Any]] = []
@@ -145,10 +145,12 @@ class SharedRoom(ABC):
         since the last call are converted again: ``notebook.ymirror``), without the untouched
         placeholder cell of a notebook that has none (see the module docstring)."""
         read = self.mirror.read()
-        if self.placeholder_is_a_cell:
+        if self.placeholder_id is None:
             return read
         if self._shown is None or self._shown[0] is not read:
             shown, found = without_placeholder(read, self.ycells, name=self.name)
+            if found != self.placeholder_id:
+                shown, found = read, None
             self._shown = (read, shown, found)
         return self._shown[1]
 
@@ -159,7 +161,7 @@ class SharedRoom(ABC):
         untouched placeholder (it is deleted after them, so the notebook is never empty for a
         person in it)."""
         self.snapshot()
-        shown = None if self.placeholder_is_a_cell else self._shown
+        shown = self._shown if self.placeholder_id is not None else None
         found = shown[2] if shown is not None else None
         if found is not None and found not in order:
             edits = list(edits)
