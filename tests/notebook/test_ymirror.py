@@ -194,3 +194,42 @@ def test_an_empty_document_and_metadata_only_changes() -> None:
     _same(mirror, ymeta, ycells)
     assert mirror.read()[1] != first
     assert json.loads(serialize(mirror.read()[0]))["cells"] == []
+
+
+def _loaded(nb: dict[str, Any]) -> pycrdt.Doc[Any]:
+    """A Y document as a collaboration room loads ``nb``: jupyter_ydoc's own YNotebook.set."""
+    from jupyter_ydoc import YNotebook
+
+    doc: pycrdt.Doc[Any] = pycrdt.Doc()
+    YNotebook(doc).set(nb)
+    return doc
+
+
+def test_the_room_s_empty_cell_of_a_notebook_without_cells_is_not_the_notebook_s() -> None:
+    from nbrelay.notebook.model import from_dict
+    from nbrelay.notebook.ydoc import placeholder
+
+    empty = new_notebook([]).data
+    doc = _loaded(empty)
+    ymeta, ycells = doc.get("meta", type=pycrdt.Map), doc.get("cells", type=pycrdt.Array)
+    assert len(ycells) == 1  # jupyter_ydoc gives it one empty code cell
+    found = placeholder(ycells)
+    assert found == ycells[0]["id"]
+    read = Mirror(ymeta, ycells, name="e").read()
+    shown, hidden = ymirror.without_placeholder(read, ycells, name="e")
+    assert hidden == found
+    assert shown[0].cells == []
+    alone = from_dict({**read[0].data, "cells": []}, name="e", scrub=False)
+    assert shown[1] == version_of(serialize(alone))
+    # Typed in, it is a cell like any other.
+    ycells[0]["source"].insert(0, "x")
+    assert placeholder(ycells) is None
+    read = Mirror(ymeta, ycells, name="e").read()
+    assert ymirror.without_placeholder(read, ycells, name="e") == (read, None)
+
+
+def test_a_file_s_own_empty_cell_is_the_notebook_s() -> None:
+    from nbrelay.notebook.ydoc import placeholder
+
+    doc = _loaded(new_notebook([new_cell("code", "", "c0")]).data)
+    assert placeholder(doc.get("cells", type=pycrdt.Array)) is None

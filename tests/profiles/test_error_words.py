@@ -121,9 +121,15 @@ ONE_BASED_WRONG = ("0-based", "zero-based", "indexes 0-", "-1 is the last")
 ZERO_BASED_WRONG = ("1-based",)
 
 
+# Pydantic's account of an error (``[type=int_parsing, input_value=…, input_type=str]``), which a
+# profile whose original words bad arguments as pydantic does repeats: its words, no parameter's.
+_PYDANTIC_DETAIL = re.compile(r"\[type=\w+, input_value=.*?, input_type=\w+\]")
+
+
 def _wrong_words(text: str, foreign: tuple[set[str], set[str]], params: set[str]) -> list[str]:
     """The tools and parameters of other profiles that ``text`` names."""
     tools, parameters = foreign
+    text = _PYDANTIC_DETAIL.sub("", text)
     found = [
         f"names the tool {w!r} of another profile"
         for w in re.findall(r"\w+", text)

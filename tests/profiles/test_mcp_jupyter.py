@@ -620,9 +620,11 @@ async def test_agent_workflow_on_a_real_kernel(
 
     saved = nbformat.read(root / "eda" / "analysis.ipynb", as_version=4)
     nbformat.validate(saved)
-    assert [c.cell_type for c in saved.cells] == ["markdown", "code", "code", "code"]
+    # The last cell deleted was the install's (``!uv pip install …``, as the original adds).
+    assert [c.cell_type for c in saved.cells] == ["markdown", "code", "code", "code", "code"]
     assert saved.cells[0].source == "# Circle properties"
     assert saved.cells[3].outputs[0]["text"] == "31.42\n"
+    assert saved.cells[4].source == f"print({probe}.VALUE)"
 
 
 async def test_no_execute_sets_up_and_edits_without_a_kernel(
@@ -958,3 +960,32 @@ def test_run_outputs_are_filtered_as_the_originals_filter_image_outputs() -> Non
         {"text/html": "<b>x</b>", "text/plain": "obj"},
         {"text/html": "<b>only</b>"},
     ]
+
+
+async def test_install_packages_leaves_its_cell_as_the_original_does(
+    kernel_client: ProfileClient,
+    root: Path,
+    probe_wheel: tuple[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """mcp-jupyter 2.0.2 installs by appending a code cell ``!uv pip install <names>`` and
+    running it, so the notebook keeps a record of the install: so does the profile (the install
+    itself is nbrelay's, not a shell line: the cell is not run, and carries the output)."""
+    monkeypatch.setenv("PATH", _path_without_uv())
+    probe, wheel = probe_wheel
+    names = f"{probe}@{wheel.as_uri()}"
+    async with kernel_client("mcp-jupyter") as client:
+        await mcall(client, "setup_notebook", notebook_path="n", cells=["x = 1"])
+        installed = await mcall(
+            client,
+            "execute_notebook_code",
+            notebook_path="n",
+            execution_type="install_packages",
+            package_names=names,
+        )
+        assert "Successfully installed" in installed
+    cells = parse((root / "n.ipynb").read_bytes()).cells
+    assert [c["source"] for c in cells] == ["x = 1", f"!uv pip install {names}"]
+    assert cells[1]["cell_type"] == "code"
+    assert cells[1]["execution_count"] is None
+    assert "Successfully installed" in cells[1]["outputs"][0]["text"]

@@ -67,8 +67,11 @@ STRINGS = st.one_of(
     JSON.map(json.dumps),
     st.text(max_size=40),
 )
-# Pydantic's own words, which must never reach an agent.
+# Pydantic's own words, which must never reach an agent of nbrelay's own words.
 PYDANTIC = re.compile(r"validation error|Input should be|errors\.pydantic\.dev|\[type=\w+")
+# Profiles whose original refuses a bad argument in pydantic's words (its MCP SDK's validation):
+# they do too, word for word (tests/profiles/jupyter_mcp_server/test_differential.py compares).
+PYDANTIC_WORDED = {"jupyter-mcp-server"}
 
 
 def _resolve(prop: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +200,13 @@ async def test_json_looking_strings_reach_every_tool_over_json_rpc(
                     )
                 said = everything_said(result)
                 where = f"{tool.name}({name}={text!r})"
-                if PYDANTIC.search(said):
+                if profile in PYDANTIC_WORDED:
+                    # refused only by the parameter's own constraints, the string as a string
+                    if f"\n{name}\n" in said and not (
+                        constrained(prop) and "input_type=str]" in said
+                    ):
+                        problems.append(f"{where}: refused as the wrong type: {said[:300]}")
+                elif PYDANTIC.search(said):
                     problems.append(f"{where}: pydantic text: {said[:300]}")
                 if f"Invalid `{name}`" in said and not (
                     constrained(prop) and "(a string): " in said
@@ -394,7 +403,8 @@ def _kinds(prop: dict[str, Any], defs: dict[str, Any]) -> set[str]:
 async def test_bad_arguments_read_as_nbrelay_errors(profile: str, tmp_path: Path) -> None:
     """For every parameter of every tool: a value of the wrong type, a missing required argument
     and an unknown one are refused in nbrelay's words, naming the parameter, what it takes and
-    an example; nothing is changed on disk."""
+    an example (in a profile whose original words them as pydantic does, in those words, still
+    naming the parameter); nothing is changed on disk."""
     root = tmp_path / "root"
     corpus(root)
     before = (root / "a.ipynb").read_bytes()
@@ -425,6 +435,13 @@ async def test_bad_arguments_read_as_nbrelay_errors(profile: str, tmp_path: Path
                 where = f"{profile} {tool.name}({name})"
                 if not result.is_error:
                     problems.append(f"{where}: accepted {sent}")
+                    continue
+                if profile in PYDANTIC_WORDED:
+                    # the original's words: pydantic's, the parameter on a line of its own
+                    if not re.search(rf"validation errors? for {tool.name}Arguments\n", said):
+                        problems.append(f"{where}: not the original's words: {said}")
+                    if not re.search(rf"\n{re.escape(name)}(\.\w+)*\n  \S.* \[type=\w+", said):
+                        problems.append(f"{where}: the parameter is not named: {said}")
                     continue
                 if PYDANTIC.search(said):
                     problems.append(f"{where}: pydantic text: {said}")

@@ -278,6 +278,33 @@ def _apply(ycells: pycrdt.Array[Any], order: list[str], edit: Edit, tx: _Transac
         _move(ycells, order, edit, tx)
 
 
+# The cell jupyter_ydoc's ``YNotebook.set`` gives a notebook that has none when its room loads it
+# (and JupyterLab puts in a notebook a person empties), so that a person has a cell to type in.
+# Its metadata says ``trusted``, which no file holds (nbformat strips it on write): so a room's
+# only cell of exactly this shape is that placeholder, not the notebook's.
+PLACEHOLDER: dict[str, Any] = {
+    "cell_type": "code",
+    "source": "",
+    "outputs": [],
+    "execution_count": None,
+    "metadata": {"trusted": True},
+}
+
+
+def placeholder(ycells: pycrdt.Array[Any]) -> str | None:
+    """The id of the document's only cell when it is the untouched placeholder (see
+    ``PLACEHOLDER``); None when there is another cell, or someone typed in it, ran it …"""
+    if len(ycells) != 1:
+        return None
+    cell = py_cell(ycells[0])
+    rest = set(cell) - set(PLACEHOLDER) - {"id", "execution_state", "attachments"}
+    if rest or cell.get("attachments") or not isinstance(cell.get("id"), str):
+        return None
+    if any(cell.get(k) != v for k, v in PLACEHOLDER.items()):
+        return None
+    return str(cell["id"])
+
+
 def py_cell(y: Any) -> dict[str, Any]:
     raw = y.to_py()
     return ints(raw) if isinstance(raw, dict) else {}

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook import validate
 from nbrelay.notebook.model import Cell, Notebook, from_dict, new_notebook, serialize, version_of
-from nbrelay.notebook.ydoc import cell_from_y, ints, notebook_from_doc
+from nbrelay.notebook.ydoc import cell_from_y, ints, notebook_from_doc, placeholder
 
 if TYPE_CHECKING:
     import pycrdt
@@ -49,6 +49,21 @@ class _Top:
     head: bytes  # the file up to its cells (exclusive) …
     tail: bytes  # … and after them
     problems: tuple[str, ...]
+
+
+def without_placeholder(
+    read: Read, ycells: pycrdt.Array[Any], *, name: str
+) -> tuple[Read, str | None]:
+    """``read`` without the placeholder cell a room gives a notebook that has none
+    (``notebook.ydoc.PLACEHOLDER``): the notebook's own cells, none, and its version and
+    problems as the file without cells has them; with the placeholder's id (None: no
+    placeholder, ``read`` as it is)."""
+    nb = read[0]
+    found = placeholder(ycells) if len(nb.cells) == 1 else None
+    if found is None or found != nb.cells[0].get("id"):
+        return read, None
+    empty = from_dict({**nb.data, "cells": []}, name=name, scrub=False)
+    return (empty, version_of(serialize(empty)), tuple(validate.problems(empty))), found
 
 
 def read_whole(ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], *, name: str) -> Read:

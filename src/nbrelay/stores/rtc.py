@@ -375,6 +375,10 @@ class RTCStore(RoomHost):
                     return created
                 async with room.lock:
                     await settle(room, rel, notebook)
+                    # Created without cells, it has none in the room either (the room gives
+                    # such a file one empty cell when it loads it): everyone sees the file.
+                    if not notebook.cells and room.drop_placeholder():
+                        await room.barrier()
                     snap, order = self._snapshot(rel, room)
                     self._notes(rel, room)
             else:

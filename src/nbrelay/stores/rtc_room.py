@@ -11,6 +11,11 @@ document (jupyter_ydoc's roots ``meta``, ``cells`` and ``state``) through ``Shar
 * what nbrelay changed and what the file holds: ``edits`` acknowledged, the first ``saved`` of
   them confirmed written, and the acknowledged edits not yet confirmed (``unsaved``), so that after
   a crash nbrelay can tell the agent which of its edits the file did not get;
+* the placeholder: a room gives a notebook without cells one empty code cell (jupyter_ydoc's
+  ``YNotebook.set``; JupyterLab shows it to a person so they have somewhere to type). When the
+  store found that the file has no cells (``placeholder_id``), nbrelay reads the notebook as it
+  is, without cells, while that cell is the only one and untouched; nbrelay's first inserted cells
+  take its place (``apply``). Once someone types in it, it is a cell like any other.
 * reloads: the server deletes the document state's ``hash`` when it reloads the notebook from its
   file (someone rewrote the file), which ``reloads`` counts.
 
@@ -28,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from nbrelay.notebook.edits import Edit
+from nbrelay.notebook.edits import DeleteCells, Edit, InsertCells
 from nbrelay.notebook.model import Notebook
-from nbrelay.notebook.ydoc import apply_edits, replace_all, set_run_states
-from nbrelay.notebook.ymirror import Mirror
+from nbrelay.notebook.ydoc import apply_edits, placeholder, replace_all, set_run_states
+from nbrelay.notebook.ymirror import Mirror, Read, without_placeholder
 
 if TYPE_CHECKING:
     import pycrdt
@@ -82,6 +87,10 @@ class SharedRoom(ABC):
         self.running: set[str] = set()
         self.key = room_id.rsplit(":", 1)[-1]  # the notebook's file id
         self._own = False  # nbrelay is applying a transaction of its own
+        # The room's empty cell of a file without cells, when the store checked the file.
+        self.placeholder_id: str | None = None
+        # The last read, and it as nbrelay reports it (without the placeholder) and its id.
+        self._shown: tuple[Read, Read, str | None] | None = None
         self._subscriptions: list[tuple[Any, Any]] = []
 
     def _watch(self) -> None:
@@ -136,12 +145,32 @@ class SharedRoom(ABC):
 
     def snapshot(self) -> tuple[Notebook, str, tuple[str, ...]]:
         """(notebook, version, problems) of the room as it is here now (only the cells changed
-        since the last call are converted again: ``notebook.ymirror``)."""
-        return self.mirror.read()
+        since the last call are converted again: ``notebook.ymirror``), without the untouched
+        placeholder cell of a notebook that has none (see the module docstring)."""
+        read = self.mirror.read()
+        if self.placeholder_id is None:
+            return read
+        if self._shown is None or self._shown[0] is not read:
+            shown, found = without_placeholder(read, self.ycells, name=self.name)
+            if found != self.placeholder_id:
+                shown, found = read, None
+            self._shown = (read, shown, found)
+        return self._shown[1]
 
     def apply(self, order: list[str], edits: Iterable[Edit]) -> None:
         """Apply primitive edits to the document, the notebook's metadata edits included (see
-        ``notebook.ydoc.apply_edits``: a notebook older than nbformat 4.5 becomes 4.5)."""
+        ``notebook.ydoc.apply_edits``: a notebook older than nbformat 4.5 becomes 4.5).
+        ``order`` is the cells as ``snapshot`` gave them; inserted cells take the place of an
+        untouched placeholder (it is deleted after them, so the notebook is never empty for a
+        person in it)."""
+        self.snapshot()
+        shown = self._shown if self.placeholder_id is not None else None
+        found = shown[2] if shown is not None else None
+        if found is not None and found not in order:
+            edits = list(edits)
+            order = [*order, found]
+            if any(isinstance(e, InsertCells) and e.cells for e in edits):
+                edits.append(DeleteCells((found,)))
         self._own = True
         try:
             apply_edits(self.doc, self.ycells, order, edits, self.ymeta)
@@ -158,6 +187,19 @@ class SharedRoom(ABC):
             self._own = False
         self.running.difference_update(idle)
         self.running.update(running)
+
+    def drop_placeholder(self) -> bool:
+        """Delete the untouched placeholder cell (for a notebook nbrelay created without cells:
+        it has none in the room too); whether there was one."""
+        found = placeholder(self.ycells)
+        if found is None:
+            return False
+        self._own = True
+        try:
+            apply_edits(self.doc, self.ycells, [found], [DeleteCells((found,))])
+        finally:
+            self._own = False
+        return True
 
     def replace_all(self, nb: Notebook) -> None:
         """Make the document hold ``nb`` (see ``notebook.ydoc.replace_all``)."""

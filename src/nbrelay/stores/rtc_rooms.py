@@ -35,6 +35,7 @@ from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, Unsuppor
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
+from nbrelay.notebook.ydoc import placeholder
 from nbrelay.stores.base import EditOutcome, Snapshot
 from nbrelay.stores.contents import ContentsStore, Paths
 from nbrelay.stores.editing import LockedEdits, Readers
@@ -120,6 +121,9 @@ class RoomHost(LockedEdits):
         # Edits return once the server has them in the room, and the saver saves the file
         # after; with ``save_each_edit``, before each edit returns (``flush`` waits on demand).
         self.save_each_edit = save_each_edit
+        # Read the empty cell a room gives a notebook without cells as a cell, as JupyterLab
+        # shows it (``SharedRoom.placeholder_is_a_cell``); by default the notebook has none.
+        self.placeholder_is_a_cell = False
         # How long nbrelay keeps trying to give a restarted server back the edits it lost.
         self.recover_within = 600.0
         # Asked before every read ("read") and change ("write"): Jupyter's authorizer, in
@@ -268,6 +272,8 @@ class RoomHost(LockedEdits):
                 self.mode = "contents"
             self._rooms.pop(rel, None)
             return None
+        if not self.placeholder_is_a_cell:
+            fresh.placeholder_id = await self._placeholder_of(rel, fresh)
         unsaved = None
         if room is not None:
             if room.lost:
@@ -292,6 +298,19 @@ class RoomHost(LockedEdits):
         self._tg.start_soon(self._keep, rel, fresh)
         await self.way.announce(self.paths.server(rel))
         return fresh
+
+    async def _placeholder_of(self, rel: str, room: SharedRoom) -> str | None:
+        """The id of the empty cell the room gave the notebook when it loaded a file without
+        cells (``notebook.ydoc.PLACEHOLDER``); None when the room's cells are others, or the
+        file has cells (a file's own empty cell is the notebook's)."""
+        found = placeholder(room.ycells)
+        if found is None:
+            return None
+        try:
+            on_disk = await self.contents.peek(rel)
+        except NbrelayError:
+            return None
+        return None if on_disk.notebook.cells else found
 
     async def _recover(self, rel: str, unsaved: Unsaved, fresh: SharedRoom) -> None:
         """Apply again to ``fresh`` what the server lost of nbrelay's ``unsaved`` edits (it

@@ -41,7 +41,7 @@ from nbrelay.caller import acting, current
 from nbrelay.errors import CANONICAL_WORDS, NbrelayError, Vocabulary
 from nbrelay.tools import sdk
 from nbrelay.tools.schemas import brief_schema, example_of, slim_schema, without_example
-from nbrelay.tools.validation import Arguments
+from nbrelay.tools.validation import Arguments, Wording
 
 logger = logging.getLogger("nbrelay")
 
@@ -113,6 +113,7 @@ class Registrar:
     brief: bool = False
     words: Vocabulary = CANONICAL_WORDS  # how errors name actions and number cells
     text: TextOf | None = None  # the text of results (default: their compact JSON)
+    argument_errors: Wording = "nbrelay"  # how a refused argument is worded (validation.py)
     # The notebook a profile's path-less tools act on (notebook-lr's current one), for the view.
     current_notebook: Callable[[], str] | None = None
     tools: list[Tool] = field(default_factory=list)
@@ -179,7 +180,11 @@ class Registrar:
             )
             sdk.pass_context(tool)  # the wrapper learns which client calls (sdk.caller_of)
             slot["arguments"] = self.arguments[tool_name] = Arguments(
-                tool_name, sdk.hand_over_arguments(tool), tool.parameters, example_of(description)
+                tool_name,
+                sdk.hand_over_arguments(tool),
+                tool.parameters,
+                example_of(description),
+                self.argument_errors,
             )
             tool.parameters = slim_schema(tool.parameters, keep_null=self.exact)
             if self.brief:

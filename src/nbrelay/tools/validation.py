@@ -4,7 +4,9 @@ nbrelay validates every call's arguments itself (the SDK hands them over untouch
 ``nbrelay.tools.sdk``): a string parameter gets any string unchanged (the SDK would json-decode
 ``"[1]"`` or ``"null"`` sent to a ``str | None`` parameter), one value is taken for a list, and a
 bad argument is an error that names the parameter, what it takes and an example, instead of
-pydantic's text.
+pydantic's text. A profile whose original refuses bad arguments in pydantic's words (the MCP
+SDK's own validation: datalayer's jupyter-mcp-server) gets those words instead
+(``wording="pydantic"``); which arguments are refused stays the same.
 """
 
 from __future__ import annotations
@@ -13,12 +15,17 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import InitErrorDetails
 
 from nbrelay.errors import InvalidArgument
 from nbrelay.tools.schemas import example_argument
+
+# How a profile words a refused argument: nbrelay's way (the parameter, what it takes, an
+# example) or pydantic's, as the MCP SDK's own validation reports it.
+Wording = Literal["nbrelay", "pydantic"]
 
 
 class Arguments:
@@ -33,9 +40,15 @@ class Arguments:
     """
 
     def __init__(
-        self, tool: str, model: type[BaseModel], schema: Mapping[str, Any], example: str = ""
+        self,
+        tool: str,
+        model: type[BaseModel],
+        schema: Mapping[str, Any],
+        example: str = "",
+        wording: Wording = "nbrelay",
     ) -> None:
         self.tool = tool
+        self.wording = wording
         self.model = model
         self.example = example
         self.defs: dict[str, Any] = dict(schema.get("$defs") or {})
@@ -66,12 +79,24 @@ class Arguments:
         raw = self._named(raw, problems)
         problems += [self._unknown(k) for k in raw if k not in self.fields]
         problems += [self._missing(k) for k in self.required if k not in raw]
+        # The same problems as pydantic words them (for ``wording="pydantic"``), in its order.
+        details: list[InitErrorDetails] = [
+            {"type": "missing", "loc": (k,), "input": dict(raw)}
+            for k in self.required
+            if k not in raw
+        ]
         values = self.model.model_construct()
         for wire, value in raw.items():
-            if wire in self.fields:
-                problem = self._assign(values, wire, value)
-                if problem:
-                    problems.append(problem)
+            if wire not in self.fields:
+                details.append({"type": "extra_forbidden", "loc": (wire,), "input": value})
+                continue
+            problem = self._assign(values, wire, value, details)
+            if problem:
+                problems.append(problem)
+        if problems and self.wording == "pydantic":
+            raise InvalidArgument(
+                str(ValidationError.from_exception_data(f"{self.tool}Arguments", details))
+            )
         if problems:
             raise InvalidArgument(
                 " ".join(problems),
@@ -108,8 +133,15 @@ class Arguments:
             raise InvalidArgument(problem)
         return getattr(values, self.fields[wire])
 
-    def _assign(self, values: BaseModel, wire: str, value: Any) -> str:
-        """Validate one argument into ``values``; returns what is wrong with it ("" if nothing).
+    def _assign(
+        self,
+        values: BaseModel,
+        wire: str,
+        value: Any,
+        details: list[InitErrorDetails] | None = None,
+    ) -> str:
+        """Validate one argument into ``values``; returns what is wrong with it ("" if nothing),
+        and adds pydantic's account of it to ``details``.
 
         Tried in order, the first valid one wins: JSON text decoded (for a parameter that takes
         no string), the value as sent, the value as a list of one (for a list parameter)."""
@@ -135,7 +167,18 @@ class Arguments:
             except ValidationError as exc:
                 failed.append((candidate, exc))
         # the value as sent is what the message speaks of
-        return self._invalid(wire, value, next(e for c, e in failed if c is value))
+        error = next(e for c, e in failed if c is value)
+        if details is not None:
+            for item in error.errors(include_url=False):
+                detail: InitErrorDetails = {
+                    "type": item["type"],
+                    "loc": (wire, *item["loc"][1:]),
+                    "input": item["input"],
+                }
+                if "ctx" in item:
+                    detail["ctx"] = item["ctx"]
+                details.append(detail)
+        return self._invalid(wire, value, error)
 
     # -- messages ----------------------------------------------------------------------------
 

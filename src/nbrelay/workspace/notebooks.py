@@ -32,7 +32,7 @@ from nbrelay.errors import (
 from nbrelay.notebook import edits, history, nblr
 from nbrelay.notebook.address import CellRef
 from nbrelay.notebook.edits import CellSpec
-from nbrelay.notebook.model import Cell, IdFactory, Notebook, new_notebook
+from nbrelay.notebook.model import IdFactory, Notebook, new_notebook
 from nbrelay.notebook.search import Match, compile_pattern, search
 from nbrelay.stores.base import (
     Capabilities,
@@ -44,6 +44,7 @@ from nbrelay.stores.base import (
     Snapshot,
 )
 from nbrelay.stores.paths import Glob, is_glob
+from nbrelay.stores.rtc_rooms import RoomHost
 from nbrelay.workspace.caller_state import CallerState, SharedCallerState
 
 SEARCH_SECONDS = 20.0  # one search over many notebooks; then it returns what it found so far
@@ -125,6 +126,13 @@ class Notebooks:
         """What the store can do (asked each time: the live store learns late whether the
         server has real-time collaboration)."""
         return self.store.capabilities
+
+    def read_room_placeholder_as_a_cell(self) -> None:
+        """Read the empty code cell a collaboration room gives a notebook without cells as a
+        cell, as JupyterLab shows it to a person, instead of as no cells (the store's default):
+        for a profile whose original reads the room so. Nothing to do without rooms."""
+        if isinstance(self.store, RoomHost):
+            self.store.placeholder_is_a_cell = True
 
     # -- reading --------------------------------------------------------------------------
 
@@ -301,23 +309,8 @@ class Notebooks:
     async def create_from(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         """Create a notebook from a parsed notebook (used by import)."""
         snap = await self.store.create(path, notebook, overwrite=overwrite)
-        if not notebook.cells and self.store.mode == "live":
-            snap = await self._without_placeholder(snap.path)
         self.callers.forget(self.store.relative(path))
         return snap
-
-    async def _without_placeholder(self, rel: str) -> Snapshot:
-        """A notebook created without cells has none, in every mode. A collaboration room shows
-        a file without cells as one empty code cell (jupyter_ydoc adds it when the room loads
-        the file): that cell is taken out of the room again, unless someone typed in it."""
-
-        def plan(nb: Notebook) -> edits.Plan:
-            if len(nb.cells) == 1 and _placeholder(nb.cells[0]):
-                return edits.Plan(edits=(edits.DeleteCells((nb.cells[0]["id"],)),), touched=())
-            return edits.Plan(edits=(), touched=())
-
-        outcome = await self.store.edit(rel, plan, expected_version=None, guard_positions=False)
-        return outcome.after
 
     async def save(self, path: str) -> Snapshot:
         """Wait until the notebook's file holds every edit made so far (live mode saves in the
@@ -388,16 +381,6 @@ class Notebooks:
 def _repaired(detail: Mapping[str, Any]) -> str:
     """The note of a write that upgraded or repaired the notebook on the way."""
     return " ".join(detail["repaired"])
-
-
-def _placeholder(cell: Cell) -> bool:
-    """Whether a cell is the empty code cell a room shows for a notebook without cells."""
-    return (
-        cell.get("cell_type") == "code"
-        and not cell.get("source")
-        and not cell.get("outputs")
-        and cell.get("execution_count") is None
-    )
 
 
 def _language_of(kernel_name: str) -> str:

@@ -248,8 +248,6 @@ ACCEPTED: dict[str, str] = {
     " it is not a notebook",
     "read with ranges of the wrong type": "the original ignores a string for ranges and returns"
     " no cells; nbrelay refuses it (ranges is an array of {start, end})",
-    "read an empty notebook": "KNOWN DEFECT (live mode, not on purpose): a notebook with no cells"
-    " opened in a JupyterLab room reads as one empty cell; tracked with the live-mode issue",
     "modify a cell": _NO_EDIT,
     "modify out of range": _SILENT.format(what="a range past the end"),
     "modify a missing notebook": _SILENT.format(what="a missing notebook"),

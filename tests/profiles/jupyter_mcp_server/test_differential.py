@@ -1,12 +1,12 @@
 """Profile jupyter-mcp-server against the original: datalayer's jupyter-mcp-server 2.2.4 (PyPI,
 in a virtual environment of its own) on a JupyterLab started here, and nbrelay's profile on the
 same fixtures in file, live and extension modes, run through one call sequence
-(``sequence.STEPS``: 52 calls, 18 of them errors), compared step by step on error flag, content
+(``sequence.STEPS``: 51 calls, 18 of them errors), compared step by step on error flag, content
 and structured content with ids and times masked.
 
 The steps where nbrelay differs are listed with their reason; a step that starts or stops
-differing fails the test, so the figure in the README stays true (48 / 51 on a Jupyter Server,
-live and extension modes; 44 / 51 in file mode).
+differing fails the test, so the figure in the README stays true (51 / 51 on a Jupyter Server,
+live and extension modes; 47 / 51 in file mode).
 """
 
 from __future__ import annotations
@@ -36,23 +36,13 @@ pytestmark = pytest.mark.anyio
 PROFILE = "jupyter-mcp-server"
 
 # Steps (0-based, into STEPS) where nbrelay's answer differs from the original's, and why.
-BAD_ARGUMENT = (
-    "a bad argument is refused in nbrelay's words (the parameter, what it takes, an example: "
-    "tests/tools/test_arguments.py holds every profile to them) where the original gives "
-    "pydantic's validation error; both are tool errors"
-)
 EMPTY_NOTEBOOK = (
     "the original reads a notebook through its collaboration room, where jupyter_ydoc gives a "
     "notebook with no cells one empty code cell; file mode reads the file, which has none"
 )
-ON_A_SERVER = {
-    11: BAD_ARGUMENT,  # read_cell(cell_index="one")
-    14: BAD_ARGUMENT,  # insert_cell(cell_type="python")
-    27: BAD_ARGUMENT,  # execute_code(timeout="soon")
-}
+ON_A_SERVER: dict[int, str] = {}
 DIFFERENCES: dict[str, dict[int, str]] = {
     "file": {
-        **ON_A_SERVER,
         37: EMPTY_NOTEBOOK,  # use_notebook(empty): "1 cells" / "0 cells"
         38: EMPTY_NOTEBOOK,  # read_notebook(empty)
         39: EMPTY_NOTEBOOK,  # read_cell(0): that cell / out of range

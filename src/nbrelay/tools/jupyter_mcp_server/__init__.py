@@ -7,8 +7,8 @@ Indexes are 0-based. Results are what the original answers: the same text, as on
 message (one per output for the outputs of a cell or a run, an image as image content), and the
 same structured content: ``{kind, result}``, with ``outputs``/``count``/``images`` for outputs and
 ``columns``/``items``/``count`` for a table. Failures are tool errors worded
-``Error executing tool <name>: <reason>`` (bad arguments in nbrelay's words: the parameter, what
-it takes, an example); where the original answers a failure as text (a notebook
+``Error executing tool <name>: <reason>`` (bad arguments in pydantic's words, as the original's
+MCP SDK reports them); where the original answers a failure as text (a notebook
 not in use, a missing file for ``use_notebook``, a cell index past the end for ``read_cell``), so
 does this profile.
 
@@ -122,6 +122,10 @@ _SHAPES = {
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the jupyter-mcp-server tools."""
     reg.exact = True
+    reg.argument_errors = "pydantic"  # the original refuses bad arguments in the SDK's words
+    # The original reads notebooks through their rooms, where a notebook without cells has the
+    # one empty cell JupyterLab shows; in live and extension modes, so does this profile.
+    ws.notebooks.read_room_placeholder_as_a_cell()
     state = InUse(ws)
     reg.current_notebook = lambda: state.paths.get(state.current or "", "")
     before = len(reg.tools)

@@ -15,6 +15,7 @@ from nbrelay.errors import NotebookInvalid
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import render
 from nbrelay.notebook.edits import CellSpec
+from nbrelay.notebook.model import Cell
 from nbrelay.tools.jupyter_mcp_server import views
 from nbrelay.tools.jupyter_mcp_server.state import InUse, cell_index, cell_indices
 from nbrelay.tools.runs import follow, image_content
@@ -93,6 +94,19 @@ def _resolve(snap: Any, index: int | None, cell_id: str | None) -> int:
     return cell_index(snap, index, cell_id)
 
 
+async def _source_to_edit(
+    state: InUse, notebook_name: str | None, index: int | None, cell_id: str | None
+) -> tuple[str, int, Cell, str]:
+    """(path, index, cell, its source) of the cell an edit of a source names; an index past
+    the end is refused as the original refuses it."""
+    path, snap = await state.peek(notebook_name)
+    i = _resolve(snap, index, cell_id)
+    if i >= len(snap.notebook.cells):
+        raise ToolError(f"Cell index {i} out of range")
+    cell = snap.notebook.cells[i]
+    return path, i, cell, views.joined(cell.get("source"))
+
+
 def _ref(index: int, cell_id: str | None) -> int | str:
     """How an edit names its cell: by the id the agent gave, else by its index (which nbrelay
     checks against what the agent last saw there)."""
@@ -144,20 +158,9 @@ async def overwrite_cell_source(
 ) -> CallToolResult:
     """Replace a cell's whole source (outputs are kept); returns a unified diff. To change part
     of a source, use edit_cell_source."""
-    path, snap = await state.peek(notebook_name)
-    i = _resolve(snap, cell_index, cell_id)
-    if i >= len(snap.notebook.cells):
-        raise ToolError(f"Cell index {i} out of range")
-    cell = snap.notebook.cells[i]
-    old = views.joined(cell.get("source"))
+    path, i, cell, old = await _source_to_edit(state, notebook_name, cell_index, cell_id)
     await state.ws.editing.edit_cell(path, _ref(i, cell_id), source=cell_source)
-    changes = views.diff(old, cell_source)
-    text = (
-        f"Cell {i} overwritten successfully - no changes detected"
-        if changes == "no changes detected"
-        else f"Cell {i} overwritten successfully!\n\n```diff\n{changes}\n```"
-    )
-    return views.answer("cell.overwrite", text, cell_id=cell["id"])
+    return views.edited("cell.overwrite", "overwritten", i, old, cell_source, cell["id"])
 
 
 async def edit_cell_source(
@@ -176,12 +179,7 @@ async def edit_cell_source(
 
     Without replace_all, old_string must occur exactly once.
     """
-    path, snap = await state.peek(notebook_name)
-    i = _resolve(snap, cell_index, cell_id)
-    if i >= len(snap.notebook.cells):
-        raise ToolError(f"Cell index {i} out of range")
-    cell = snap.notebook.cells[i]
-    old = views.joined(cell.get("source"))
+    path, i, cell, old = await _source_to_edit(state, notebook_name, cell_index, cell_id)
     if not old_string:
         raise ToolError("old_string must not be empty")
     first = old.find(old_string)
@@ -202,13 +200,7 @@ async def edit_cell_source(
     await state.ws.editing.edit_cell(
         path, _ref(i, cell_id), find=old_string, replace=new_string, replace_all=replace_all
     )
-    changes = views.diff(old, new)
-    text = (
-        f"Cell {i} edited successfully - no changes detected"
-        if changes == "no changes detected"
-        else f"Cell {i} edited successfully!\n\n```diff\n{changes}\n```"
-    )
-    return views.answer("cell.edit", text, cell_id=cell["id"])
+    return views.edited("cell.edit", "edited", i, old, new, cell["id"])
 
 
 async def delete_cell(

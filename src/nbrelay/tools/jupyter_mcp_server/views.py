@@ -5,7 +5,6 @@ table). Values in, values out."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 
+from nbrelay.notebook.edits import unified_diff
 from nbrelay.notebook.model import Cell
 
 CELL_ID_META = "io.jupyter-mcp/cell_id"
@@ -79,12 +79,24 @@ def cells_view(cells: Sequence[Cell], fmt: str = "brief", start: int = 0, limit:
 
 
 def diff(old: str, new: str) -> str:
+    """A source change as the original shows it: difflib's unified diff (3 lines of context,
+    no file names), or what changed when only line terminators did."""
     if old == new:
         return "no changes detected"
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3))
-    if not lines:
-        return f"@@ line terminators changed @@\n-{old!r}\n+{new!r}"
-    return "\n".join(lines)
+    lines = unified_diff(old, new, context=3, labels=("", ""))
+    return lines or f"@@ line terminators changed @@\n-{old!r}\n+{new!r}"
+
+
+def edited(kind: str, verb: str, index: int, old: str, new: str, cell_id: str) -> CallToolResult:
+    """The answer to an edit of a cell's source: ``Cell <index> <verb> successfully!`` and the
+    diff, or that nothing changed."""
+    changes = diff(old, new)
+    text = (
+        f"Cell {index} {verb} successfully - no changes detected"
+        if changes == "no changes detected"
+        else f"Cell {index} {verb} successfully!\n\n```diff\n{changes}\n```"
+    )
+    return answer(kind, text, cell_id=cell_id)
 
 
 def output_text(out: dict[str, Any]) -> str | ImageContent:

@@ -4,7 +4,7 @@ and execute_notebook_code (run a cell, install packages)."""
 from __future__ import annotations
 
 import posixpath
-from typing import Annotated
+from typing import Annotated, cast
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
@@ -13,6 +13,8 @@ from pydantic import Field
 from nbrelay import jupyter_api
 from nbrelay.errors import InvalidArgument, NbrelayError
 from nbrelay.notebook.address import describe_bounds
+from nbrelay.notebook.edits import CellSpec, InsertCells, Plan, plan_insert
+from nbrelay.notebook.model import Notebook
 from nbrelay.tools.mcp_jupyter.context import Served
 from nbrelay.tools.mcp_jupyter.views import (
     EXECUTION_TYPES,
@@ -195,6 +197,7 @@ async def execute_notebook_code(
     done = await state.ws.inspect.install_packages(
         path, names, prefer_uv=True, progress=progress_reporter(ctx)
     )
+    await _record_install(state, path, package_names, done.output)
     await state.ws.notebooks.view(path)
     note = f"\nNote: {done.note}" if done.note else ""
     if not done.ok:
@@ -203,3 +206,25 @@ async def execute_notebook_code(
             f"{done.output}{note}"
         )
     return reply_union(f"Installation of packages [{package_names}]: {done.output}{note}")
+
+
+async def _record_install(state: Served, path: str, package_names: str, output: str) -> None:
+    """Leave the install in the notebook as the original does: a code cell
+    ``!uv pip install <package_names>`` at the end, with the installer's output. The original
+    runs that line in the kernel's shell; nbrelay ran the installer itself (the names checked as
+    requirements, never a shell line), so the cell records it without being run (no execution
+    count)."""
+
+    def planner(nb: Notebook) -> Plan:
+        plan = plan_insert(
+            nb,
+            len(nb.cells),
+            [CellSpec("code", f"!uv pip install {package_names}")],
+            state.ws.notebooks.id_factory,
+        )
+        inserted = cast(InsertCells, plan.edits[0])
+        stream = {"output_type": "stream", "name": "stdout", "text": output}
+        cell = {**inserted.cells[0], "outputs": [stream] if output else []}
+        return Plan(edits=(InsertCells(inserted.index, (cell,)),), touched=plan.touched)
+
+    await state.ws.notebooks.edit(path, "record the install", planner, positional=False)
