@@ -12,7 +12,7 @@ The tools are module-level functions taking the workspace first, grouped by what
 
 from __future__ import annotations
 
-from nbrelay.tools import apps
+from nbrelay.tools import apps, links
 from nbrelay.tools._boundary import Registrar, ToolTable
 from nbrelay.tools.arguments import compact_listing
 from nbrelay.tools.canonical import (
@@ -68,6 +68,7 @@ TOOLS: ToolTable = [
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the canonical tools."""
     reg.brief = True
+    reg.finish = links.adder(ws)
     reg.add(TOOLS, ws, example=False)
     for tool in reg.tools:  # what tools/list sends (call arguments are checked separately)
         tool.parameters = compact_listing(tool.parameters)

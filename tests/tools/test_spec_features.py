@@ -1,0 +1,120 @@
+"""The MCP spec features a notebook server uses, through the official client: resource links in
+results, elicitation before acts a person should decide (with a client that can answer and one
+that cannot), completions of resource-template arguments, icons and caching hints."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_types import (
+    BlobResourceContents,
+    CallToolResult,
+    ElicitRequestParams,
+    ElicitResult,
+    ResourceLink,
+    ResourceTemplateReference,
+    TextResourceContents,
+)
+
+from nbrelay.config import Settings
+from nbrelay.server import build_server
+from nbrelay.stores.files import FileStore
+from nbrelay.workspace import Workspace
+from tests.helpers import call, code, counter_ids, data_of, text_of, write_notebook
+from tests.modes import Mode
+from tests.services.sample import png
+
+pytestmark = pytest.mark.anyio
+
+LONG = "".join(f"line {i}\n" for i in range(3000))
+
+
+def figures(folder: Path, name: str = "fig.ipynb") -> None:
+    """A notebook with an image output (c0) and a long stream output (c1)."""
+    from nbrelay.notebook.model import new_notebook
+
+    image = {
+        "output_type": "display_data",
+        "data": {
+            "image/png": base64.b64encode(png()).decode("ascii"),
+            "text/plain": "<Figure size 640x480 with 1 Axes>",
+        },
+        "metadata": {},
+    }
+    stream = {"output_type": "stream", "name": "stdout", "text": LONG}
+    nb = new_notebook([code("plot()", "c0", [image]), code("print(lines)", "c1", [stream])])
+    write_notebook(folder / name, nb)
+
+
+def links_of(result: CallToolResult) -> list[ResourceLink]:
+    return [b for b in result.content if isinstance(b, ResourceLink)]
+
+
+async def test_images_and_cut_outputs_come_with_resource_links(anymode: Mode) -> None:
+    m, c = anymode, anymode.client
+    figures(m.folder)
+    p = m.path("fig.ipynb")
+    result = await c.call_tool("read_notebook", {"path": p, "full": True})
+    data = data_of(result)  # the text stays, with the same JSON as before
+    assert "read_output(" in data["cells"][0]["outputs"][0]["text"]
+    assert data["cells"][1]["outputs"][0]["cut"] > 0
+    links = {link.uri: link for link in links_of(result)}
+    base = "nbrelay://notebook/" + p
+    image, text = links[f"{base}/cells/c0/outputs/0.png"], links[f"{base}/cells/c1/outputs/0"]
+    assert (image.mime_type, image.size) == ("image/png", len(png()))
+    assert text.mime_type == "application/json"
+    # Every link can be fetched: the blob is the image, the output has its whole text.
+    blob = (await c.read_resource(image.uri)).contents[0]
+    assert isinstance(blob, BlobResourceContents)
+    assert base64.b64decode(blob.blob) == png()
+    whole = (await c.read_resource(text.uri)).contents[0]
+    assert isinstance(whole, TextResourceContents)
+    assert json.loads(whole.text)["text"] == LONG
+    one = await c.call_tool("read_cell", {"path": p, "cell": "c0"})
+    assert [link.uri for link in links_of(one)] == [image.uri]
+    # A page of the output names the rest with a link to the whole of it.
+    page = await c.call_tool("read_output", {"path": p, "cell": "c1", "output": 0})
+    assert data_of(page)["next_offset"] > 0
+    assert [link.uri for link in links_of(page)] == [text.uri]
+    # Nothing to link: no link.
+    assert links_of(await c.call_tool("read_notebook", {"path": p})) == []
+
+
+async def _served(tmp_path: Path, profile: str = "canonical", **kw: Any) -> Client:
+    root = tmp_path / "root"
+    root.mkdir(exist_ok=True)
+    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0, profile=profile)
+    ws = Workspace(settings, FileStore(root, lock_dir=tmp_path / "locks"), id_factory=counter_ids())
+    return Client(build_server(settings, ws), **kw)
+
+
+async def test_a_saved_pdf_export_links_to_the_pdf_resource_and_profiles_keep_their_shapes(
+    tmp_path: Path,
+) -> None:
+    figures(tmp_path / "root")
+    async with await _served(tmp_path) as c:
+        saved = await c.call_tool(
+            "export_notebook", {"path": "fig.ipynb", "format": "pdf", "save": True}
+        )
+        assert data_of(saved)["saved"]
+        [link] = links_of(saved)
+        assert (link.uri, link.mime_type) == (
+            "nbrelay://notebook/fig.ipynb/export.pdf",
+            "application/pdf",
+        )
+        assert link.size == data_of(saved)["bytes"]
+    # A compatibility profile's results stay as its original has them.
+    async with await _served(tmp_path, profile="ipynb-mcp") as c:
+        for tool, args in [
+            ("get_formatted_content", {"filepath": "fig.ipynb"}),
+            ("get_full_output", {"filepath": "fig.ipynb", "cell_index": 2, "output_index": 1}),
+        ]:
+            result = await c.call_tool(tool, args)
+            assert not result.is_error, text_of(result)
+            assert links_of(result) == []
