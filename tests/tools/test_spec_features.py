@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from mcp_types import (
     ElicitRequestParams,
     ElicitResult,
     ResourceLink,
-    ResourceTemplateReference,
     TextResourceContents,
 )
 
@@ -26,7 +24,7 @@ from nbrelay.config import Settings
 from nbrelay.server import build_server
 from nbrelay.stores.files import FileStore
 from nbrelay.workspace import Workspace
-from tests.helpers import call, code, counter_ids, data_of, text_of, write_notebook
+from tests.helpers import code, counter_ids, data_of, text_of, write_notebook
 from tests.modes import Mode
 from tests.services.sample import png
 
@@ -118,3 +116,77 @@ async def test_a_saved_pdf_export_links_to_the_pdf_resource_and_profiles_keep_th
             result = await c.call_tool(tool, args)
             assert not result.is_error, text_of(result)
             assert links_of(result) == []
+
+
+# -- elicitation ------------------------------------------------------------------------------
+
+
+class Person:
+    """The person behind a client that can answer forms: answers each with ``action`` (and
+    ``content``), and keeps what they were asked."""
+
+    def __init__(self, action: str = "accept", content: dict[str, Any] | None = None) -> None:
+        self.action, self.content = action, content
+        self.asked: list[str] = []
+
+    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        self.asked.append(params.message)
+        schema = getattr(params, "requested_schema", {})
+        assert schema["properties"]["confirm"]["type"] == "boolean"
+        content = self.content if self.content is not None else {"confirm": True}
+        return ElicitResult(
+            action=self.action, content=content if self.action == "accept" else None
+        )  # type: ignore[arg-type]
+
+
+def many_cells(root: Path, n: int = 8) -> None:
+    from nbrelay.notebook.model import new_notebook
+
+    write_notebook(root / "n.ipynb", new_notebook([code(f"x = {i}", f"c{i}") for i in range(n)]))
+
+
+def ids_on_disk(root: Path) -> list[str]:
+    return [c["id"] for c in json.loads((root / "n.ipynb").read_text())["cells"]]
+
+
+@pytest.mark.parametrize("client_mode", ["auto", "legacy"])
+async def test_deleting_many_cells_asks_a_client_that_can_answer(
+    tmp_path: Path, client_mode: str
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    many_cells(root)
+    no = Person("decline")
+    async with await _served(tmp_path, mode=client_mode, elicitation_callback=no) as c:
+        refused = await c.call_tool("delete_cells", {"path": "n.ipynb", "cells": ["0:6"]})
+        assert refused.is_error
+        assert "6 cells of 'n.ipynb' were not deleted (the person declined" in text_of(refused)
+        assert no.asked == ["Delete 6 cells of n.ipynb? (undo can restore them)"]
+        assert len(ids_on_disk(root)) == 8
+        # A few cells: nobody is asked.
+        data_of(await c.call_tool("delete_cells", {"path": "n.ipynb", "cells": ["0:2"]}))
+        assert len(no.asked) == 1
+        assert ids_on_disk(root) == [f"c{i}" for i in range(2, 8)]
+    unchecked = Person("accept", {"confirm": False})
+    async with await _served(tmp_path, mode=client_mode, elicitation_callback=unchecked) as c:
+        refused = await c.call_tool("delete_cells", {"path": "n.ipynb", "cells": ["0:6"]})
+        assert "were not deleted (the person declined" in text_of(refused)
+    yes = Person("accept")
+    async with await _served(tmp_path, mode=client_mode, elicitation_callback=yes) as c:
+        done = data_of(await c.call_tool("delete_cells", {"path": "n.ipynb", "cells": ["0:6"]}))
+        assert len(done["removed"]) == 6
+        assert yes.asked == ["Delete 6 cells of n.ipynb? (undo can restore them)"]
+        assert ids_on_disk(root) == []
+
+
+@pytest.mark.parametrize("client_mode", ["auto", "legacy"])
+async def test_a_client_that_cannot_answer_is_never_asked(tmp_path: Path, client_mode: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    many_cells(root)
+    async with await _served(tmp_path, mode=client_mode) as c:  # no elicitation capability
+        done = data_of(await c.call_tool("delete_cells", {"path": "n.ipynb", "cells": ["0:7"]}))
+        assert len(done["removed"]) == 7
+        assert ids_on_disk(root) == ["c7"]
+        refused = await c.call_tool("install_packages", {"path": "n.ipynb", "packages": ["-e ."]})
+        assert refused.is_error  # bad input is still refused as before

@@ -32,9 +32,9 @@ import anyio
 from mcp.server.elicitation import AcceptedElicitation, render_elicitation_schema
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 from mcp_types.version import is_version_at_least
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from nbrelay.errors import InvalidArgument
+from nbrelay.errors import InvalidArgument, NbrelayError
 
 # How long an older client's person has to answer before the tool goes on as it would without
 # asking (a host that shows the form but nobody is there).
@@ -138,3 +138,25 @@ def _answer(name: str, schema: type[M], action: str, content: Any) -> Answer[M]:
                 hint="Answer with the fields the form asks for.",
             ) from exc
     return Answer("decline" if action == "decline" else "cancel")
+
+
+class Declined(NbrelayError):
+    """The person behind the client said no to an act they were asked about."""
+
+
+class Confirm(BaseModel):
+    """A yes/no form: accepted with ``confirm`` true is a yes."""
+
+    confirm: bool = Field(default=True, title="Go ahead", description="Uncheck to refuse.")
+
+
+async def confirm(name: str, message: str, *, refused: str, hint: str) -> None:
+    """Ask the person to confirm an act; raise ``Declined`` (``refused``, ``hint``) when they
+    decline, cancel or uncheck ``confirm``. A client that cannot answer is not asked, and the
+    act goes ahead as it did before the server could ask."""
+    answer = await ask(name, message, Confirm)
+    if answer is None:
+        return
+    if answer.data is None or not answer.data.confirm:
+        said = "cancelled" if answer.action == "cancel" else "declined"
+        raise Declined(f"{refused} (the person {said} when asked).", hint=hint)

@@ -11,11 +11,15 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from nbrelay.tools import results
+from nbrelay.notebook.address import resolve_many
+from nbrelay.tools import asking, results
 from nbrelay.tools.arguments import NbPath, NewCells, Ref, Refs, Version, specs
 from nbrelay.tools.results import EditResult
 from nbrelay.tools.runs import edited
 from nbrelay.workspace import Workspace
+
+# Deleting more cells than this asks the person first (where the client can ask them).
+ASK_OVER = 5
 
 
 async def insert_cells(
@@ -87,6 +91,16 @@ async def delete_cells(
 
     Example: delete_cells(path="eda.ipynb", cells=[0, "a1b2c3d4", "5:8"]).
     """
+    if asking.can_ask():
+        snap = await ws.read(path)
+        n = len(set(resolve_many(snap.notebook.ids, cells)))
+        if n > ASK_OVER:
+            await asking.confirm(
+                "delete_cells",
+                f"Delete {n} cells of {snap.path}? (undo can restore them)",
+                refused=f"{n} cells of {snap.path!r} were not deleted",
+                hint="Delete fewer cells at a time, or ask the person first.",
+            )
     return results.edit_result(
         await ws.delete_cells(path, cells, expected_version=expected_version)
     )
