@@ -190,3 +190,33 @@ async def test_a_client_that_cannot_answer_is_never_asked(tmp_path: Path, client
         assert ids_on_disk(root) == ["c7"]
         refused = await c.call_tool("install_packages", {"path": "n.ipynb", "packages": ["-e ."]})
         assert refused.is_error  # bad input is still refused as before
+
+
+async def test_restart_and_install_ask_before_the_kernel_loses_or_gains_anything(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    many_cells(root, 1)
+    person = Person("decline")
+    async with await _served(tmp_path, elicitation_callback=person) as c:
+        data_of(await c.call_tool("execute", {"path": "n.ipynb", "code": "x = 41"}))
+        refused = await c.call_tool("restart_kernel", {"path": "n.ipynb"})
+        assert "the kernel of 'n.ipynb' was not restarted (the person declined" in text_of(refused)
+        assert person.asked == ["Restart the kernel of n.ipynb? Its variables will be lost."]
+        kept = data_of(await c.call_tool("execute", {"path": "n.ipynb", "code": "print(x + 1)"}))
+        assert kept["cells"][0]["outputs"][0]["text"] == "42\n"
+        refused = await c.call_tool("install_packages", {"path": "n.ipynb", "packages": ["pip"]})
+        assert "nothing was installed (pip) (the person declined" in text_of(refused)
+        assert person.asked[-1] == "Install pip into the Python of n.ipynb's kernel (pip)?"
+        person.action = "accept"
+        installed = data_of(
+            await c.call_tool("install_packages", {"path": "n.ipynb", "packages": ["pip"]})
+        )
+        assert installed["ok"]
+        assert [p.split()[0] for p in installed["unchanged"]] == ["pip"]
+        done = data_of(await c.call_tool("restart_kernel", {"path": "n.ipynb"}))
+        assert done["note"] == "kernel restarted"
+        lost = await c.call_tool("execute", {"path": "n.ipynb", "code": "print(x)"})
+        assert "NameError" in text_of(lost)
+        assert len(person.asked) == 4
