@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from mcp import Client
@@ -109,10 +109,11 @@ async def test_a_saved_pdf_export_links_to_the_pdf_resource_and_profiles_keep_th
         assert link.size == data_of(saved)["bytes"]
     # A compatibility profile's results stay as its original has them.
     async with await _served(tmp_path, profile="ipynb-mcp") as c:
-        for tool, args in [
+        calls: list[tuple[str, dict[str, Any]]] = [
             ("get_formatted_content", {"filepath": "fig.ipynb"}),
             ("get_full_output", {"filepath": "fig.ipynb", "cell_index": 2, "output_index": 1}),
-        ]:
+        ]
+        for tool, args in calls:
             result = await c.call_tool(tool, args)
             assert not result.is_error, text_of(result)
             assert links_of(result) == []
@@ -125,18 +126,22 @@ class Person:
     """The person behind a client that can answer forms: answers each with ``action`` (and
     ``content``), and keeps what they were asked."""
 
-    def __init__(self, action: str = "accept", content: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        action: Literal["accept", "decline", "cancel"] = "accept",
+        content: dict[str, Any] | None = None,
+    ) -> None:
         self.action, self.content = action, content
         self.asked: list[str] = []
+        self.schemas: list[dict[str, Any]] = []
 
     async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
         self.asked.append(params.message)
-        schema = getattr(params, "requested_schema", {})
-        assert schema["properties"]["confirm"]["type"] == "boolean"
+        self.schemas.append(getattr(params, "requested_schema", {}))
         content = self.content if self.content is not None else {"confirm": True}
         return ElicitResult(
             action=self.action, content=content if self.action == "accept" else None
-        )  # type: ignore[arg-type]
+        )
 
 
 def many_cells(root: Path, n: int = 8) -> None:
@@ -220,3 +225,32 @@ async def test_restart_and_install_ask_before_the_kernel_loses_or_gains_anything
         lost = await c.call_tool("execute", {"path": "n.ipynb", "code": "print(x)"})
         assert "NameError" in text_of(lost)
         assert len(person.asked) == 4
+
+
+async def test_a_kernelspec_that_is_not_installed_is_chosen_by_the_person(tmp_path: Path) -> None:
+    from nbrelay.notebook.model import new_notebook
+
+    root = tmp_path / "root"
+    root.mkdir()
+    nb = new_notebook([code("print(6 * 7)", "c0")], kernel_name="nosuchkernel")
+    write_notebook(root / "k.ipynb", nb)
+    run = {"path": "k.ipynb", "cells": ["c0"]}
+    async with await _served(tmp_path) as c:  # cannot answer: refused as before
+        refused = await c.call_tool("execute", run)
+        assert "no kernelspec named 'nosuchkernel' is installed" in text_of(refused)
+        assert "python3" in text_of(refused)  # the hint names the installed ones
+    person = Person("decline")
+    async with await _served(tmp_path, elicitation_callback=person) as c:
+        refused = await c.call_tool("execute", run)
+        assert "no kernelspec named 'nosuchkernel' is installed" in text_of(refused)
+        assert person.asked == [
+            "k.ipynb asks for the kernel 'nosuchkernel', which is not installed here. Run it with:"
+        ]
+        assert "python3" in person.schemas[0]["properties"]["kernel"]["enum"]
+        meta = json.loads((root / "k.ipynb").read_text())["metadata"]
+        assert meta["kernelspec"]["name"] == "nosuchkernel"  # nothing changed
+        person.action, person.content = "accept", {"kernel": "python3"}
+        done = data_of(await c.call_tool("execute", run))
+        assert done["cells"][0]["outputs"][0]["text"] == "42\n"
+        meta = json.loads((root / "k.ipynb").read_text())["metadata"]
+        assert meta["kernelspec"]["name"] == "python3"

@@ -116,7 +116,7 @@ def _cells(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 async def _snapshot(ws: Workspace, path: str) -> Snapshot | None:
     try:
-        return await ws.read(path)
+        return await ws.notebooks.read(path)
     except NbrelayError:  # gone since: the links say what they can without a size
         return None
 

@@ -92,7 +92,7 @@ async def delete_cells(
     Example: delete_cells(path="eda.ipynb", cells=[0, "a1b2c3d4", "5:8"]).
     """
     if asking.can_ask():
-        snap = await ws.read(path)
+        snap = await ws.notebooks.read(path)
         n = len(set(resolve_many(snap.notebook.ids, cells)))
         if n > ASK_OVER:
             await asking.confirm(

@@ -86,9 +86,9 @@ async def restart_kernel(
     Example: restart_kernel(path="a.ipynb", run_all=true).
     """
     if asking.can_ask():
-        rel = ws.relative(path)
-        running, _ = await ws.list_kernels()
-        if any(k.key == rel and k.state != "dead" for k in running):
+        rel = ws.notebooks.relative(path)
+        running = ws.kernels.kernel_info(rel)
+        if running is not None and running.state != "dead":
             act = "Shut down" if shutdown else "Restart"
             await asking.confirm(
                 "restart_kernel",
@@ -135,7 +135,7 @@ async def install_packages(
         listed = ", ".join(validate_requirements(packages))  # bad input is refused, not asked
         await asking.confirm(
             "install_packages",
-            f"Install {listed} into the Python of {ws.relative(path)}'s kernel (pip)?",
+            f"Install {listed} into the Python of {ws.notebooks.relative(path)}'s kernel (pip)?",
             refused=f"nothing was installed ({listed})",
             hint="Install only what the person agrees to.",
         )
