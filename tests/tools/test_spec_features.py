@@ -17,6 +17,7 @@ from mcp_types import (
     ElicitRequestParams,
     ElicitResult,
     ResourceLink,
+    ResourceTemplateReference,
     TextResourceContents,
 )
 
@@ -254,3 +255,55 @@ async def test_a_kernelspec_that_is_not_installed_is_chosen_by_the_person(tmp_pa
         assert done["cells"][0]["outputs"][0]["text"] == "42\n"
         meta = json.loads((root / "k.ipynb").read_text())["metadata"]
         assert meta["kernelspec"]["name"] == "python3"
+
+
+# -- completions, icons, caching hints --------------------------------------------------------
+
+
+async def test_resource_template_arguments_complete_to_notebooks_and_cells(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    many_cells(root, 3)
+    many_cells(root / "sub", 12)
+    figures(root / "sub")
+    cell_template = ResourceTemplateReference(uri="nbrelay://notebook/{+path}/cells/{cell}")
+    async with await _served(tmp_path) as c:
+        found = await c.complete(cell_template, {"name": "path", "value": "sub/"})
+        assert found.completion.values == ["sub/fig.ipynb", "sub/n.ipynb"]
+        every = await c.complete(cell_template, {"name": "path", "value": ""})
+        assert set(every.completion.values) == {"n.ipynb", "sub/fig.ipynb", "sub/n.ipynb"}
+        cells = await c.complete(
+            cell_template,
+            {"name": "cell", "value": "c1"},
+            context_arguments={"path": "sub/n.ipynb"},
+        )
+        assert cells.completion.values == ["c1", "c10", "c11"]
+        indexes = await c.complete(
+            cell_template, {"name": "cell", "value": "1"}, context_arguments={"path": "sub/n.ipynb"}
+        )
+        assert indexes.completion.values == ["1", "10", "11"]
+        none = await c.complete(
+            cell_template, {"name": "cell", "value": ""}, context_arguments={"path": "no.ipynb"}
+        )
+        assert none.completion.values == []
+        outside = await c.complete(cell_template, {"name": "path", "value": "../"})
+        assert outside.completion.values == []
+
+
+@pytest.mark.parametrize("client_mode", ["auto", "legacy"])
+async def test_the_server_has_an_icon_and_its_lists_caching_hints(
+    tmp_path: Path, client_mode: str
+) -> None:
+    async with await _served(tmp_path, mode=client_mode) as c:
+        [icon] = c.server_info.icons or []
+        assert icon.mime_type == "image/svg+xml"
+        assert icon.src.startswith("data:image/svg+xml;base64,")
+        assert base64.b64decode(icon.src.split(",", 1)[1]).startswith(b"<svg")
+        if client_mode == "auto":  # the hints are 2026-07-28's
+            listed = await c.session.list_tools()
+            assert (listed.ttl_ms, listed.cache_scope) == (600_000, "private")
+            templates = await c.session.list_resource_templates()
+            assert templates.ttl_ms == 600_000
+            many_cells(tmp_path / "root", 1)
+            read = await c.session.read_resource("nbrelay://notebook/n.ipynb")
+            assert (read.ttl_ms, read.cache_scope) == (0, "private")
