@@ -295,6 +295,7 @@ async def test_the_server_has_an_icon_and_its_lists_caching_hints(
     tmp_path: Path, client_mode: str
 ) -> None:
     async with await _served(tmp_path, mode=client_mode) as c:
+        assert c.server_info is not None
         [icon] = c.server_info.icons or []
         assert icon.mime_type == "image/svg+xml"
         assert icon.src.startswith("data:image/svg+xml;base64,")
