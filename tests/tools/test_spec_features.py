@@ -308,3 +308,67 @@ async def test_the_server_has_an_icon_and_its_lists_caching_hints(
             many_cells(tmp_path / "root", 1)
             read = await c.session.read_resource("nbrelay://notebook/n.ipynb")
             assert (read.ttl_ms, read.cache_scope) == (0, "private")
+
+
+# -- through the other ways in ----------------------------------------------------------------
+
+SHOW_PNG = (
+    "import base64\nfrom IPython.display import Image, display\n"
+    "display(Image(data=base64.b64decode({b64!r})))"
+)
+
+
+async def test_a_run_that_drew_an_image_links_to_it(tmp_path: Path) -> None:
+    from nbrelay.notebook.model import new_notebook
+
+    root = tmp_path / "root"
+    root.mkdir()
+    source = SHOW_PNG.format(b64=base64.b64encode(png()).decode("ascii"))
+    write_notebook(root / "r.ipynb", new_notebook([code(source, "c0")]))
+    async with await _served(tmp_path) as c:
+        ran = await c.call_tool("execute", {"path": "r.ipynb", "cells": ["c0"]})
+        assert "read_output(" in data_of(ran)["cells"][0]["outputs"][0]["text"]
+        [link] = links_of(ran)
+        assert link.uri == "nbrelay://notebook/r.ipynb/cells/c0/outputs/0.png"
+        assert link.size == len(png())
+        blob = (await c.read_resource(link.uri)).contents[0]
+        assert isinstance(blob, BlobResourceContents)
+        assert base64.b64decode(blob.blob) == png()
+        # Scratch code is not in the notebook: nothing to link.
+        scratch = await c.call_tool("execute", {"path": "r.ipynb", "code": source})
+        assert links_of(scratch) == []
+
+
+@pytest.mark.jupyter
+async def test_the_extension_asks_over_http_and_never_blocks_a_client_that_cannot_answer(
+    ext_session_server: Any,
+) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.extension.conftest import mcp_url
+    from tests.servers import Folders
+
+    server = ext_session_server
+    name, folder = Folders("spec").fresh(server.root)
+    many_cells(folder)
+    path = f"{name}/n.ipynb"
+    headers = {"Authorization": f"token {server.token}"}
+    no = Person("decline")
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=120) as http,
+        Client(
+            streamable_http_client(mcp_url(server), http_client=http), elicitation_callback=no
+        ) as c,
+    ):
+        refused = await c.call_tool("delete_cells", {"path": path, "cells": ["0:6"]})
+        assert "6 cells of" in text_of(refused)
+        assert "were not deleted (the person declined" in text_of(refused)
+        assert no.asked == [f"Delete 6 cells of {path}? (undo can restore them)"]
+        assert len(json.loads((folder / "n.ipynb").read_text())["cells"]) == 8
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=120) as http,
+        Client(streamable_http_client(mcp_url(server), http_client=http)) as c,
+    ):
+        done = data_of(await c.call_tool("delete_cells", {"path": path, "cells": ["0:6"]}))
+        assert len(done["removed"]) == 6
