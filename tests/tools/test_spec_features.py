@@ -372,3 +372,56 @@ async def test_the_extension_asks_over_http_and_never_blocks_a_client_that_canno
     ):
         done = data_of(await c.call_tool("delete_cells", {"path": path, "cells": ["0:6"]}))
         assert len(done["removed"]) == 6
+
+
+def sources_on_disk(root: Path, name: str = "m.ipynb") -> list[str]:
+    return [
+        c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+        for c in json.loads((root / name).read_text())["cells"]
+    ]
+
+
+@pytest.mark.parametrize("client_mode", ["auto", "legacy"])
+async def test_a_conflict_with_a_persons_edit_is_settled_by_the_person(
+    tmp_path: Path, client_mode: str
+) -> None:
+    from nbrelay.notebook.model import new_notebook
+
+    root = tmp_path / "root"
+    root.mkdir()
+    person = Person()
+    mine, theirs = "a = 1\nb = 200\nc = 3", "a = 1\nb = 20\nc = 3"
+
+    async def conflict(c: Client) -> CallToolResult:
+        write_notebook(root / "m.ipynb", new_notebook([code("a = 1\nb = 2\nc = 3", "c0")]))
+        data_of(await c.call_tool("read_cell", {"path": "m.ipynb", "cell": "c0"}))
+        nb = json.loads((root / "m.ipynb").read_text())
+        nb["cells"][0]["source"] = theirs  # a person's edit, on the same line
+        (root / "m.ipynb").write_text(json.dumps(nb))
+        return await c.call_tool("edit_cell", {"path": "m.ipynb", "cell": "c0", "source": mine})
+
+    async with await _served(tmp_path, mode=client_mode) as c:  # cannot answer: refused
+        refused = await conflict(c)
+        assert "changes the same lines" in text_of(refused)
+        assert sources_on_disk(root) == [theirs]
+    async with await _served(tmp_path, mode=client_mode, elicitation_callback=person) as c:
+        person.action = "decline"
+        refused = await conflict(c)
+        assert "changes the same lines" in text_of(refused)
+        assert sources_on_disk(root) == [theirs]
+        assert person.asked[-1].startswith("Cell c0 of m.ipynb was changed by someone else")
+        assert "+b = 20" in person.asked[-1]
+        assert person.schemas[-1]["properties"]["keep"]["enum"] == ["mine", "theirs", "both"]
+        person.action = "accept"
+        person.content = {"keep": "theirs"}
+        kept = await conflict(c)
+        assert "keeps the other change (the person chose theirs)" in text_of(kept)
+        assert sources_on_disk(root) == [theirs]
+        person.content = {"keep": "mine"}
+        data_of(await conflict(c))
+        assert sources_on_disk(root) == [mine]
+        person.content = {"keep": "both"}
+        both = data_of(await conflict(c))
+        assert sources_on_disk(root) == [theirs, mine]
+        assert [x["index"] for x in both["changed"]] == [1]
+        assert len(person.asked) == 4
