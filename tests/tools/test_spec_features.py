@@ -425,3 +425,28 @@ async def test_a_conflict_with_a_persons_edit_is_settled_by_the_person(
         assert sources_on_disk(root) == [theirs, mine]
         assert [x["index"] for x in both["changed"]] == [1]
         assert len(person.asked) == 4
+
+
+async def test_a_person_who_does_not_answer_in_time_does_not_hold_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    from nbrelay.tools import asking
+
+    monkeypatch.setattr(asking, "ASK_SECONDS", 0.5)
+    root = tmp_path / "root"
+    root.mkdir()
+    many_cells(root)
+    asked: list[str] = []
+
+    async def away(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params.message)
+        await anyio.sleep(3)
+        return ElicitResult(action="decline")
+
+    async with await _served(tmp_path, mode="legacy", elicitation_callback=away) as c:
+        done = data_of(await c.call_tool("delete_cells", {"path": "n.ipynb", "cells": ["0:6"]}))
+        assert len(done["removed"]) == 6  # as before it could ask
+        assert asked == ["Delete 6 cells of n.ipynb? (undo can restore them)"]
+        assert ids_on_disk(root) == ["c6", "c7"]
