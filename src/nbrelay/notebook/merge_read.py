@@ -19,6 +19,15 @@ from nbrelay.notebook.model import Notebook
 _MAX_SHOWN_CHANGE = 3000
 
 
+class MergeConflict(ConflictError):
+    """A whole new source for ``cell`` changes the same lines as someone else's change made
+    since the caller read it (``theirs``: that change, as a diff)."""
+
+    def __init__(self, message: str, *, current: str, hint: str, cell: str, theirs: str) -> None:
+        super().__init__(message, current=current, hint=hint)
+        self.cell, self.theirs = cell, theirs
+
+
 def merge_with_read(plan: Plan, nb: Notebook, read: Mapping[str, str] | None) -> Plan:
     """Merge the whole new sources of ``plan`` with what changed since the caller's last read.
 
@@ -66,12 +75,14 @@ def merge_with_read(plan: Plan, nb: Notebook, read: Mapping[str, str] | None) ->
                 else f"{c.base_start + 1}-{c.base_end}"
                 for c in result.conflicts
             )
-            raise ConflictError(
+            raise MergeConflict(
                 f"cell {cell_number(index)} ({edit.id}) was changed since you last read it, and your new "
                 f"source changes the same lines (line {lines} of the source you read). Nothing "
                 f"was changed. The other change:\n{theirs}\n",
                 current="",
                 hint=act("reread_cell"),
+                cell=edit.id,
+                theirs=theirs,
             )
         changes = {**edit.changes, "source": result.text}
         out.append(replace(edit, changes=changes, base_source=base, intended=ours))

@@ -39,7 +39,7 @@ from pydantic import BaseModel
 
 from nbrelay.caller import acting, current
 from nbrelay.errors import CANONICAL_WORDS, NbrelayError, Vocabulary
-from nbrelay.tools import sdk
+from nbrelay.tools import asking, sdk
 from nbrelay.tools.schemas import brief_schema, example_of, slim_schema, without_example
 from nbrelay.tools.validation import Arguments, Wording
 
@@ -116,6 +116,8 @@ class Registrar:
     argument_errors: Wording = "nbrelay"  # how a refused argument is worded (validation.py)
     # The notebook a profile's path-less tools act on (notebook-lr's current one), for the view.
     current_notebook: Callable[[], str] | None = None
+    # What the profile adds to every result (the canonical profile's resource links).
+    finish: Callable[[Any], Awaitable[Any]] | None = None
     tools: list[Tool] = field(default_factory=list)
     kinds: dict[str, Kind] = field(default_factory=dict)
     arguments: dict[str, Arguments] = field(default_factory=dict)
@@ -239,13 +241,16 @@ def _guard(
         if ctx is None:  # the tool declares its own Context parameter
             ctx = next((v for v in passed.values() if isinstance(v, Context)), None)
         # The caller is built here, once per call, and is current while the tool runs.
-        with acting(sdk.caller_of(ctx) if ctx is not None else current()):
+        with acting(sdk.caller_of(ctx) if ctx is not None else current()), asking.through(ctx):
             try:
                 if raw is None:
                     raise RuntimeError("the MCP SDK did not hand the call's arguments over")
                 values = slot["arguments"].validate(raw)
                 value = await fn(*args, **values, **passed)
-                return to_result(value, keep_none=keep_none, text=text)
+                result = to_result(value, keep_none=keep_none, text=text)
+                return await reg.finish(result) if reg.finish is not None else result
+            except asking.InputNeeded as needed:  # a question for the person (2026-07-28)
+                return needed.result
             except NbrelayError as exc:
                 raise ToolError(reg.explain(exc)) from exc
             except (ToolError, anyio.get_cancelled_exc_class()):

@@ -29,7 +29,15 @@ from typing import Any, ParamSpec, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
-from mcp_types import SubscribeRequestParams, UnsubscribeRequestParams
+from mcp_types import (
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    PromptReference,
+    ResourceTemplateReference,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
+)
 
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookInvalid
 from nbrelay.notebook import render
@@ -93,8 +101,51 @@ def _output(snap: Snapshot, cell: str, output: int) -> tuple[int, str, dict[str,
     return i, str(found["id"]), outs[output]
 
 
+# What completion/complete answers with at most (the spec's limit), and how many notebooks a
+# path completion looks at (a big root is not walked whole for a keystroke).
+COMPLETIONS = 100
+COMPLETION_WALK = 5000
+
+
+async def complete(
+    ws: Workspace,
+    ref: PromptReference | ResourceTemplateReference,
+    argument: CompletionArgument,
+    context: CompletionContext | None,
+) -> Completion | None:
+    """Completions for the notebook resource templates' arguments: ``path`` (notebooks under
+    the root whose path starts with what was typed) and ``cell`` (the notebook's cell ids, then
+    its indexes, given its ``path`` among the arguments already resolved)."""
+    if not isinstance(ref, ResourceTemplateReference) or not ref.uri.startswith(SCHEME):
+        return None
+    typed = argument.value
+    try:
+        if argument.name == "path":
+            folder = typed.rpartition("/")[0]
+            found = await ws.notebooks.list_notebooks(folder, limit=COMPLETION_WALK)
+            values = [e.path for e in found if e.path.startswith(typed)]
+        elif argument.name == "cell":
+            path = (context.arguments or {}).get("path") if context is not None else None
+            if not path:
+                return Completion(values=[])
+            ids = (await ws.notebooks.read(path)).notebook.ids
+            values = [c for c in ids if c.startswith(typed)]
+            values += [str(i) for i in range(len(ids)) if str(i).startswith(typed)]
+        else:
+            return None
+    except NbrelayError:  # no such folder or notebook: nothing to offer
+        return Completion(values=[])
+    return Completion(
+        values=values[:COMPLETIONS],
+        total=len(values),
+        has_more=len(values) > COMPLETIONS,
+    )
+
+
 def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
-    """Register the notebook resources on ``server`` and the legacy subscribe handlers."""
+    """Register the notebook resources on ``server``, completions of their arguments and the
+    legacy subscribe handlers."""
+    server.completion()(functools.partial(complete, ws))  # type: ignore[no-untyped-call]
     sdk.add_request_handler(server, "resources/subscribe", SubscribeRequestParams, feed.subscribe)
     sdk.add_request_handler(
         server, "resources/unsubscribe", UnsubscribeRequestParams, feed.unsubscribe

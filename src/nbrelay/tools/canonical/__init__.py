@@ -12,7 +12,7 @@ The tools are module-level functions taking the workspace first, grouped by what
 
 from __future__ import annotations
 
-from nbrelay.tools import apps
+from nbrelay.tools import apps, links
 from nbrelay.tools._boundary import Registrar, ToolTable
 from nbrelay.tools.arguments import SYNONYMS, compact_listing
 from nbrelay.tools.canonical import (
@@ -70,6 +70,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     """Register the canonical tools."""
     reg.brief = True
     reg.text = canonical_text  # runs as a person would write them, not as JSON
+    reg.finish = links.adder(ws)
     reg.add(TOOLS, ws, example=False)
     for args in reg.arguments.values():  # edit_cell(type=...) as insert_cells' items take it
         args.synonyms = {

@@ -9,13 +9,20 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from nbrelay.tools import results
+from nbrelay.notebook.address import resolve_many
+from nbrelay.notebook.edits import CellSpec
+from nbrelay.notebook.merge_read import MergeConflict
+from nbrelay.stores.base import EditOutcome
+from nbrelay.tools import asking, results
 from nbrelay.tools.arguments import NbPath, NewCells, Ref, Refs, Version, specs
 from nbrelay.tools.results import EditResult
 from nbrelay.tools.runs import edited
 from nbrelay.workspace import Workspace
+
+# Deleting more cells than this asks the person first (where the client can ask them).
+ASK_OVER = 5
 
 
 async def insert_cells(
@@ -65,19 +72,64 @@ async def edit_cell(
     """
     if execute:
         ws.kernels.require_execution()
-    outcome = await ws.editing.edit_cell(
-        path,
-        cell,
-        source=source,
-        find=find,
-        replace=replace,
-        replace_all=replace_all,
-        cell_type=cell_type,
-        metadata=metadata,
-        tags=tags,
-        expected_version=expected_version,
-    )
+    changes: dict[str, Any] = {
+        "find": find,
+        "replace": replace,
+        "replace_all": replace_all,
+        "cell_type": cell_type,
+        "metadata": metadata,
+        "tags": tags,
+    }
+    try:
+        outcome = await ws.editing.edit_cell(
+            path, cell, source=source, expected_version=expected_version, **changes
+        )
+    except MergeConflict as conflict:
+        if source is None or not asking.can_ask():
+            raise
+        outcome = await settle(ws, path, conflict, source, changes)
     return await edited(ws, path, outcome, ctx, execute=execute)
+
+
+class Keep(BaseModel):
+    """What the person keeps of two changes to the same lines of a cell."""
+
+    keep: Literal["mine", "theirs", "both"] = Field(
+        default="both",
+        title="Keep",
+        description="mine: the agent's source replaces the other change; theirs: the other "
+        "change stays and the agent's is dropped; both: the other change stays in the cell and "
+        "the agent's source goes into a new cell just below it.",
+    )
+
+
+async def settle(
+    ws: Workspace, path: str, conflict: MergeConflict, source: str, changes: dict[str, Any]
+) -> EditOutcome:
+    """A whole new source that conflicts with someone else's change to the same lines: ask the
+    person which to keep. No answer (declined, cancelled, or a client that cannot ask): the edit
+    is refused as before, nothing changed."""
+    rel = ws.notebooks.relative(path)
+    answer = await asking.ask(
+        "merge",
+        f"Cell {conflict.cell} of {rel} was changed by someone else since the agent read it, "
+        f"on the lines the agent is rewriting. The other change:\n{conflict.theirs}\n"
+        "Keep which?",
+        Keep,
+    )
+    if answer is None or not answer.accepted or answer.data is None:
+        raise conflict
+    if answer.data.keep == "theirs":
+        raise asking.Declined(
+            f"cell {conflict.cell!r} keeps the other change (the person chose theirs); your "
+            "source was not written",
+            hint="Read the cell again before you edit it.",
+        )
+    snap = await ws.notebooks.read(rel)  # the other change is now what the caller has read
+    if answer.data.keep == "mine":
+        return await ws.editing.edit_cell(rel, conflict.cell, source=source, **changes)
+    kind = str(snap.notebook.cells[snap.notebook.ids.index(conflict.cell)].get("cell_type"))
+    return await ws.editing.insert_cells(rel, [CellSpec(kind, source)], after=conflict.cell)
 
 
 async def delete_cells(
@@ -87,6 +139,16 @@ async def delete_cells(
 
     Example: delete_cells(path="eda.ipynb", cells=[0, "a1b2c3d4", "5:8"]).
     """
+    if asking.can_ask():
+        snap = await ws.notebooks.read(path)
+        n = len(set(resolve_many(snap.notebook.ids, cells)))
+        if n > ASK_OVER:
+            await asking.confirm(
+                "delete_cells",
+                f"Delete {n} cells of {snap.path}? (undo can restore them)",
+                refused=f"{n} cells of {snap.path!r} were not deleted",
+                hint="Delete fewer cells at a time, or ask the person first.",
+            )
     return results.edit_result(
         await ws.editing.delete_cells(path, cells, expected_version=expected_version)
     )

@@ -6,15 +6,15 @@ past ``wait`` seconds, return a handle to poll. Cancelling the MCP request inter
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
-from nbrelay.tools import apps
+from nbrelay.tools import apps, asking
 from nbrelay.tools._boundary import to_result
 from nbrelay.tools.arguments import NbPath, Ref, Wait
 from nbrelay.tools.run_text import canonical_text
@@ -63,6 +63,7 @@ async def execute(
             hint='To run every cell pass cells=[":"] (or cells="all"); some cells: '
             'cells=[0, "a1b2c3d4", "2:5"]; scratch code: code="print(1)".',
         )
+    await choose_kernel(ws, path)
     job = await ws.runs.execute(
         path, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error
     )
@@ -74,6 +75,38 @@ async def execute(
         shaped = to_result(result, text=canonical_text)
         return apps.with_view(ctx, shaped, await ws.notebooks.read(job.path), ran=ran, **going)
     return result
+
+
+async def choose_kernel(ws: Workspace, path: str) -> None:
+    """A notebook that names a kernelspec this server does not have, and has no kernel running:
+    ask the person which installed one to run it with, and switch the notebook to it (one undo
+    step). Declined, or a client that cannot answer: nothing changes, and the run is refused as
+    before, with the installed kernelspecs in its hint."""
+    if not asking.can_ask():
+        return
+    rel = ws.notebooks.relative(path)
+    if ws.kernels.kernel_info(rel) is not None:
+        return
+    wanted = (await ws.notebooks.read(rel)).notebook.kernel_name
+    _, specs = await ws.kernels.list_kernels()
+    names = [s.name for s in specs]
+    if not wanted or not names or wanted in names:
+        return
+    installed: Any = Literal.__getitem__(tuple(names))  # one of the installed names
+    choice: type[BaseModel] = create_model(
+        "KernelChoice",
+        kernel=(
+            installed,
+            Field(default=names[0], title="Kernel", description="An installed kernelspec."),
+        ),
+    )
+    answer = await asking.ask(
+        "kernel",
+        f"{rel} asks for the kernel {wanted!r}, which is not installed here. Run it with:",
+        choice,
+    )
+    if answer is not None and answer.accepted and answer.data is not None:
+        await ws.kernels.switch_kernel(rel, str(answer.data.model_dump()["kernel"]))
 
 
 # Polling a run belongs with running code: --no-execute and --read-only drop it.

@@ -8,10 +8,11 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from nbrelay.kernels.base import KernelInfo
+from nbrelay.tools import asking
 from nbrelay.tools.arguments import NbPath
 from nbrelay.tools.results import ExecutionResult, iso
 from nbrelay.tools.runs import finished, progress_reporter
-from nbrelay.workspace import Workspace
+from nbrelay.workspace import Workspace, validate_requirements
 
 
 # A kernel as results show it. Its working folder is the notebook's (never shown: on a server it
@@ -84,6 +85,17 @@ async def restart_kernel(
 
     Example: restart_kernel(path="a.ipynb", run_all=true).
     """
+    if asking.can_ask():
+        rel = ws.notebooks.relative(path)
+        running = ws.kernels.kernel_info(rel)
+        if running is not None and running.state != "dead":
+            act = "Shut down" if shutdown else "Restart"
+            await asking.confirm(
+                "restart_kernel",
+                f"{act} the kernel of {rel}? Its variables will be lost.",
+                refused=f"the kernel of {rel!r} was not {'shut down' if shutdown else 'restarted'}",
+                hint="Its variables are kept; save_kernel_state can keep them across a restart.",
+            )
     if shutdown:
         stopped = await ws.kernels.shutdown_kernel(path)
         note = "kernel shut down" if stopped else "the notebook had no running kernel"
@@ -119,6 +131,14 @@ async def install_packages(
     Sends progress; returns what was installed, with versions (pip's log on failure).
     Example: install_packages(path="a.ipynb", packages=["polars>=1"]).
     """
+    if asking.can_ask():
+        listed = ", ".join(validate_requirements(packages))  # bad input is refused, not asked
+        await asking.confirm(
+            "install_packages",
+            f"Install {listed} into the Python of {ws.notebooks.relative(path)}'s kernel (pip)?",
+            refused=f"nothing was installed ({listed})",
+            hint="Install only what the person agrees to.",
+        )
     done = await ws.inspect.install_packages(path, packages, progress=progress_reporter(ctx))
     return InstallResult(
         path=ws.notebooks.relative(path),
