@@ -65,6 +65,7 @@ FILES: dict[str, tuple[str, ...]] = {
     "limits/test_sessions.py": ("kernel",),
     "profiles/test_error_words.py": ("kernel", "browser"),  # every tool of every profile
     "services/test_visualize.py": ("kernel",),
+    "tools/test_tasks.py": ("kernel", "browser", "jupyter", "process"),  # every task kind, mode
 }
 
 # Tests (``folder/file.py::name``, shell patterns) that start these; the rest are found from
@@ -107,6 +108,10 @@ TESTS: dict[str, tuple[str, ...]] = {
     ),
     "tools/test_arguments.py::test_the_reported_cases_over_stdio": ("process",),
     "tools/test_execution.py::test_an_image_in_a_result_says_how_to_get_it": ("kernel",),
+    "tools/test_spec_features.py::test_a_saved_pdf_export_links_*": ("kernel", "browser"),
+    "tools/test_spec_features.py::test_restart_and_install_ask_*": ("kernel",),
+    "tools/test_spec_features.py::test_a_kernelspec_that_is_not_installed_*": ("kernel",),
+    "tools/test_spec_features.py::test_a_run_that_drew_an_image_links_to_it": ("kernel",),
     "tools/test_execution.py::test_kernel_state_survives_a_restart_through_save_and_restore": (
         "kernel",
     ),

@@ -96,7 +96,7 @@ async def test_new_cells_take_cell_type_as_a_synonym_of_type(client: Client, roo
         path="s.ipynb",
         cells=[{"cell_type": "markdown", "type": "code", "source": "# no"}],
     )
-    assert "type 'code' and cell_type 'markdown'" in error
+    assert "cell_type 'markdown' and type 'code'" in error
     assert (root / "s.ipynb").read_bytes() == before
     error = await call_error(
         client, "insert_cells", path="s.ipynb", cells=[{"cell_type": "heading", "source": "# no"}]
