@@ -49,7 +49,7 @@ COMPAT_INSTRUCTIONS = (
 )
 
 ProfileRegister = Callable[[Registrar, Workspace], None]
-ProfileResources = Callable[[MCPServer[Any], Workspace, resources.ChangeFeed], None]
+ProfileResources = Callable[[MCPServer[Any], Workspace, resources.ChangeFeed, Registrar], None]
 
 
 def _lazy(module: str, name: str = "register") -> Any:
@@ -205,8 +205,9 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
         # MCP Apps: the notebook view (nbrelay.tools.apps)
         extensions=[apps.extension(settings.profile, reg.tools, current=reg.current_notebook)],
     )
-    resources.register(server, ws, feed)
+    # Resources go through the tools' boundary: their errors are worded for the same profile.
+    resources.register(server, ws, feed, reg)
     extra = PROFILE_RESOURCES.get(settings.profile)
     if extra is not None:
-        extra(server, ws, feed)
+        extra(server, ws, feed, reg)
     return server

@@ -1,4 +1,4 @@
-"""Tool registration: the one place where nbrelay errors become MCP tool errors.
+"""Tool and resource registration: the one place where nbrelay errors become MCP errors.
 
 ``Registrar.tool(kind=...)`` registers an ``async def`` whose docstring (cleaned with
 ``inspect.cleandoc``) is the description the model reads. The wrapper
@@ -11,6 +11,10 @@
   and passes MCP content (images) through;
 * validates the call's arguments itself (``nbrelay.tools.validation.Arguments``; the SDK hands
   them over untouched, see ``nbrelay.tools.sdk``).
+
+Resource readers go through the same boundary (``Registrar.resource``): their ``NbrelayError``
+becomes a ``ResourceError`` in the same profile's words (resource URIs number cells from 0 in
+every profile).
 
 Output schemas are declared only with ``output_schemas`` (``--output-schemas``).
 ``kind`` sets the annotations (``read``, ``write``, ``destructive``, ``execute``) and lets the
@@ -27,17 +31,17 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, ParamSpec, cast
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from nbrelay.caller import acting, current
-from nbrelay.errors import CANONICAL_WORDS, NbrelayError, Vocabulary
+from nbrelay.errors import CANONICAL_WORDS, NEUTRAL, NbrelayError, Vocabulary
 from nbrelay.tools import sdk
 from nbrelay.tools.schemas import brief_schema, example_of, slim_schema, without_example
 from nbrelay.tools.validation import Arguments
@@ -50,6 +54,7 @@ logger = logging.getLogger("nbrelay")
 # it talks to a kernel that runs code.
 Kind = Literal["read", "inspect", "write", "destructive", "execute"]
 P = ParamSpec("P")
+T = TypeVar("T")
 # A profile's tools: module-level functions ``fn(state, ...)`` and their kinds, in the order
 # tools/list shows them; a third item is the tool's ``_meta`` (an MCP Apps view). ``"runs"``: a
 # tool that runs code by default (exec=true), registered with the kind the profile gives for it
@@ -118,6 +123,19 @@ class Registrar:
     def explain(self, exc: NbrelayError) -> str:
         """An error's text in this profile's words (for profiles that return errors as fields)."""
         return exc.render(self.words)
+
+    def resource(self, fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+        """A resource reader whose ``NbrelayError`` becomes a ``ResourceError`` (its message
+        reaches the client) in this profile's words, as a tool's error would be."""
+
+        @functools.wraps(fn)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return await fn(*args, **kwargs)
+            except NbrelayError as exc:
+                raise ResourceError(exc.render(resource_words(self.words))) from exc
+
+        return wrapper
 
     def add(
         self, tools: ToolTable, state: Any, *, runs: Kind = "execute", example: bool = True
@@ -190,6 +208,15 @@ class Registrar:
             return fn
 
         return decorator
+
+
+def resource_words(words: Vocabulary) -> Vocabulary:
+    """A profile's words for its resources: the same actions, cells numbered from 0 (as in
+    every resource URI)."""
+    if words.index_base == 0:
+        return words
+    rules = {k: NEUTRAL[k] for k in ("index_rule", "insert_rule")}
+    return Vocabulary({**words.words, **rules}, index_base=0)
 
 
 def bind(fn: Callable[..., Awaitable[Any]], state: Any) -> Callable[..., Awaitable[Any]]:

@@ -23,41 +23,21 @@ are built in ``nbrelay.tools.uris``.
 from __future__ import annotations
 
 import base64
-import functools
-from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import SubscribeRequestParams, UnsubscribeRequestParams
 
-from nbrelay.errors import InvalidArgument, NbrelayError, NotebookInvalid
+from nbrelay.errors import InvalidArgument, NotebookInvalid
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools import results, sdk
-from nbrelay.tools._boundary import compact_json
+from nbrelay.tools._boundary import Registrar, compact_json
 from nbrelay.tools.feed import ChangeFeed as ChangeFeed
 from nbrelay.tools.uris import IMAGE_EXTENSIONS, SCHEME
 from nbrelay.tools.uris import output_uri as output_uri
 from nbrelay.workspace import Workspace
-
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
-
-
-def guarded(fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
-    """A resource reader whose ``NbrelayError`` becomes a ``ResourceError``, whose message
-    reaches the client (used by every profile's resources)."""
-
-    @functools.wraps(fn)
-    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        try:
-            return await fn(*args, **kwargs)
-        except NbrelayError as exc:
-            raise ResourceError(str(exc)) from exc
-
-    return wrapper
 
 
 def _json(model: Any) -> str:
@@ -93,8 +73,9 @@ def _output(snap: Snapshot, cell: str, output: int) -> tuple[int, str, dict[str,
     return i, str(found["id"]), outs[output]
 
 
-def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
-    """Register the notebook resources on ``server`` and the legacy subscribe handlers."""
+def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Registrar) -> None:
+    """Register the notebook resources on ``server`` and the legacy subscribe handlers; their
+    errors go through ``reg``'s boundary (in its profile's words)."""
     sdk.add_request_handler(server, "resources/subscribe", SubscribeRequestParams, feed.subscribe)
     sdk.add_request_handler(
         server, "resources/unsubscribe", UnsubscribeRequestParams, feed.unsubscribe
@@ -107,7 +88,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
             description=f"A {mime} output of a cell, as a blob.",
             mime_type=mime,
         )
-        @guarded
+        @reg.resource
         async def read_image(path: str, cell: str, output: int) -> bytes:
             snap = await ws.read(path)
             _, cid, out = _output(snap, cell, output)
@@ -138,7 +119,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="One output of a cell with its whole text; images are linked by URI.",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_output(path: str, cell: str, output: int) -> str:
         snap = await ws.read(path)
         i, cid, out = _output(snap, cell, output)
@@ -167,7 +148,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="One cell: source, metadata, outputs (as read_cell returns it).",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_cell(path: str, cell: str) -> str:
         snap = await ws.read(path)
         i = resolve_one(snap.notebook.ids, cell)
@@ -185,7 +166,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         "moved), recorded while a client listens; ?since=VERSION gives the later ones.",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_changes(path: str, since: str | None = None) -> str:
         rel = ws.relative(path)
         snap = await ws.read(rel)
@@ -204,7 +185,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="The notebook printed to PDF (with outputs).",
         mime_type="application/pdf",
     )
-    @guarded
+    @reg.resource
     async def read_pdf(path: str) -> bytes:
         done = await ws.export_notebook(path, "pdf")
         return done.exported.data
@@ -216,7 +197,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         "start time, seconds, execution count.",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_history(path: str) -> str:
         rel = ws.relative(path)
         await ws.read(rel)  # the notebook must exist
@@ -228,6 +209,6 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="A notebook: version and an overview of every cell (as read_notebook).",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_state(path: str) -> str:
         return _json(notebook_state(ws, await ws.read(path)))

@@ -30,6 +30,7 @@ from nbrelay.tools import sdk
 from nbrelay.tools._boundary import Registrar, ToolTable
 from nbrelay.tools.jupyter_mcp_server import cells, notebooks
 from nbrelay.tools.jupyter_mcp_server.state import InUse
+from nbrelay.tools.jupyter_mcp_server.views import WORDS
 from nbrelay.workspace import Workspace
 
 TOOLS: ToolTable = [
@@ -122,6 +123,7 @@ _SHAPES = {
 def register(reg: Registrar, ws: Workspace) -> None:
     """Register the jupyter-mcp-server tools."""
     reg.exact = True
+    reg.words = WORDS
     state = InUse(ws)
     reg.current_notebook = lambda: state.paths.get(state.current or "", "")
     before = len(reg.tools)
