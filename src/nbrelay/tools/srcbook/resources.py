@@ -12,7 +12,7 @@ from nbrelay.errors import NbrelayError
 from nbrelay.notebook import render
 from nbrelay.tools import resources
 from nbrelay.tools._boundary import Registrar, compact_json
-from nbrelay.tools.srcbook_results import view
+from nbrelay.tools.srcbook.views import view
 from nbrelay.workspace import Workspace
 from nbrelay.workspace.srcbook_sessions import sessions_of
 
