@@ -9,14 +9,15 @@ the parts that do the work, each with its dependencies given explicitly:
 * ``transfer`` (``Transfer``): export and import;
 * ``notebook_sessions`` (``Sessions``) and ``documents`` (``Documents``).
 
-All state is per workspace, held by these parts.
+All state is per workspace, held by these parts; state that a layer above keeps per workspace
+(a profile's session registry, the tools' overview memo) is ``attached`` to it, and goes with it.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Self
+from typing import Any, Self, TypeVar, cast
 
 import anyio
 
@@ -37,6 +38,8 @@ from nbrelay.workspace.slots import KernelSlots
 from nbrelay.workspace.state_files import StateFiles
 from nbrelay.workspace.transfer import Transfer
 
+T = TypeVar("T")
+
 
 class Workspace:
     """The one service API every tool of every profile calls (see the module docstring)."""
@@ -55,6 +58,7 @@ class Workspace:
         folders."""
         self.settings = settings
         self.store = store
+        self._attached: dict[type[Any], Any] = {}
         self.notebooks = Notebooks(settings, store, id_factory)
         self.state_files = StateFiles(settings, lambda: self.notebooks.capabilities)
         jobs = JobBook()
@@ -148,6 +152,15 @@ class Workspace:
         self.create_document = documents.create_document
         self.delete_document = documents.delete_document
         self.move_document = documents.move_document
+
+    def attached(self, kind: type[T], make: Callable[[Self], T]) -> T:
+        """The one ``kind`` of state a layer above keeps for this workspace (a profile's session
+        registry, the tools' overview memo): made by ``make`` on first use, gone with the
+        workspace."""
+        found = self._attached.get(kind)
+        if found is None:
+            found = self._attached[kind] = make(self)
+        return cast(T, found)
 
     @property
     def capabilities(self) -> Capabilities:
