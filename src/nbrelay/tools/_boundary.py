@@ -55,6 +55,9 @@ logger = logging.getLogger("nbrelay")
 Kind = Literal["read", "inspect", "write", "destructive", "execute"]
 P = ParamSpec("P")
 T = TypeVar("T")
+# The name under which a resource reader gets the request's Context (no URI has a variable so
+# named; the SDK refuses names that start with "_").
+_RESOURCE_CONTEXT = "nbrelay_context"
 # A profile's tools: module-level functions ``fn(state, ...)`` and their kinds, in the order
 # tools/list shows them; a third item is the tool's ``_meta`` (an MCP Apps view). ``"runs"``: a
 # tool that runs code by default (exec=true), registered with the kind the profile gives for it
@@ -125,16 +128,28 @@ class Registrar:
         return exc.render(self.words)
 
     def resource(self, fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-        """A resource reader whose ``NbrelayError`` becomes a ``ResourceError`` (its message
-        reaches the client) in this profile's words, as a tool's error would be."""
+        """A resource reader that acts for the client reading it (what it read counts as that
+        client's read, as a tool's would) and whose ``NbrelayError`` becomes a
+        ``ResourceError`` (its message reaches the client) in this profile's words."""
 
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-            try:
-                return await fn(*args, **kwargs)
-            except NbrelayError as exc:
-                raise ResourceError(exc.render(resource_words(self.words))) from exc
+            ctx = cast(dict[str, Any], kwargs).pop(_RESOURCE_CONTEXT, None)
+            with acting(sdk.caller_of(ctx) if ctx is not None else current()):
+                try:
+                    return await fn(*args, **kwargs)
+                except NbrelayError as exc:
+                    raise ResourceError(exc.render(resource_words(self.words))) from exc
 
+        # The SDK passes the request's Context to a parameter annotated with it.
+        signature = inspect.signature(fn)
+        context = inspect.Parameter(
+            _RESOURCE_CONTEXT, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Context
+        )
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*signature.parameters.values(), context]
+        )
+        wrapper.__annotations__ = {**fn.__annotations__, _RESOURCE_CONTEXT: Context}
         return wrapper
 
     def add(
