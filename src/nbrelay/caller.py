@@ -7,9 +7,9 @@ token, or in Jupyter its user), which whoever authenticates puts in the ASGI sco
 ``IDENTITY_SCOPE_KEY``; the client's connection (stdio, the in-process client). ``ANYONE`` (key
 "") is a call from no known client: work nbrelay does on its own, or a call made without MCP.
 
-The boundary makes the caller current for the call (``acting``); the modules that keep state per
-caller read it with ``current()``. A background task started during a call (a run saving its
-outputs) acts for the caller that started it.
+The boundary makes the caller current for a tool call or a resource read (``acting``); the
+modules that keep state per caller read it with ``current()``. A background task started during
+a call (a run saving its outputs) acts for the caller that started it.
 """
 
 from __future__ import annotations

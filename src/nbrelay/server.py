@@ -75,7 +75,7 @@ def icons() -> list[Icon]:
 
 
 ProfileRegister = Callable[[Registrar, Workspace], None]
-ProfileResources = Callable[[MCPServer[Any], Workspace, resources.ChangeFeed], None]
+ProfileResources = Callable[[MCPServer[Any], Workspace, resources.ChangeFeed, Registrar], None]
 
 
 def _lazy(module: str, name: str = "register") -> Any:
@@ -238,8 +238,9 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
             apps.extension(settings.profile, reg.tools, current=reg.current_notebook),
         ],
     )
-    resources.register(server, ws, feed)
+    # Resources go through the tools' boundary: their errors are worded for the same profile.
+    resources.register(server, ws, feed, reg)
     extra = PROFILE_RESOURCES.get(settings.profile)
     if extra is not None:
-        extra(server, ws, feed)
+        extra(server, ws, feed, reg)
     return server

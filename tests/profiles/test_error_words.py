@@ -194,3 +194,56 @@ async def test_errors_name_only_the_profiles_own_tools_and_index_base(
                 ]
     assert seen > len(mine), f"only {seen} errors were reached"
     assert not problems, "\n".join(sorted(set(problems))[:40])
+
+
+# Resource reads that fail: a missing notebook, cells and outputs that are not there, a bad path.
+BAD_RESOURCES = (
+    "nbrelay://notebook/missing.ipynb",
+    "nbrelay://notebook/missing.ipynb/cells/0",
+    "nbrelay://notebook/../outside.ipynb",
+    "nbrelay://notebook/ok.ipynb/cells/99",
+    "nbrelay://notebook/ok.ipynb/cells/zzzz",
+    "nbrelay://notebook/ok.ipynb/cells/0/outputs/5",
+    "nbrelay://notebook/ok.ipynb/cells/0/outputs/0.png",
+    "nbrelay://notebook/missing.ipynb/history",
+    "nbrelay://notebook/missing.ipynb/changes",
+    "notebook://session/nosuchsession/state",
+    "notebook://session/nosuchsession/history",
+    "notebook://session/nosuchsession/events",
+)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_resource_errors_name_only_the_profiles_own_tools(
+    profile: str, surface: list[Tool], root: Path, tmp_path: Path
+) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    every_tool = {t.name for t in surface}
+    _prepare(root)
+    problems: list[str] = []
+    seen = 0
+    async with connect(profile, root, tmp_path / "locks", mode="auto", kernel_pool=0) as client:
+        mine = {t.name for t in (await client.list_tools()).tools}
+        templates = (await client.list_resource_templates()).resource_templates
+        schemes = {t.uri_template.split("://")[0] for t in templates}
+        for uri in BAD_RESOURCES:
+            if uri.split("://")[0] not in schemes:
+                continue
+            with pytest.raises(MCPError) as failed:
+                await client.read_resource(uri)
+            text = failed.value.error.message
+            seen += 1
+            assert "internal error" not in text, f"{uri}: {text}"
+            if uri.endswith("/cells/99"):  # resource URIs number cells from 0 in every profile
+                assert "index 99 " in text, text
+                assert "1-based" not in text, text
+            named = {w for w in re.findall(r"\w+", text) if w in every_tool and "_" in w}
+            named |= {
+                w for pair in re.findall(r"\(([a-z]+)\)|\b([a-z]+)\(", text) for w in pair
+            } & every_tool
+            problems += [
+                f"{uri} names {w!r}, not a tool of {profile}: {text}" for w in named - mine
+            ]
+    assert seen >= 9
+    assert not problems, "\n".join(problems)

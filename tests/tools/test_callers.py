@@ -127,3 +127,21 @@ async def test_what_one_client_viewed_does_not_count_for_another(
         done = await _outcome(a, "modify_notebook_cells", cell_content="x = 3", **edit)
         assert not done.startswith("error"), done
     assert sources(root)[0] == "x = 3"
+
+
+async def test_a_resource_read_counts_as_the_readers_read(
+    request: pytest.FixtureRequest, store_mode: str, root: Path, tmp_path: Path
+) -> None:
+    """A read the notebook, B inserted a cell at the top, A read it again as a resource: A's
+    edit by index is checked against what A saw last (the resource), so it is not refused as
+    made against cells that moved."""
+    write_notebook(root / "n.ipynb", notebook("first", "second"))
+    async with two_clients(request, store_mode, root, tmp_path, "legacy") as (a, b):
+        await call(a, "read_notebook", path="n.ipynb")
+        await call(b, "insert_cells", path="n.ipynb", index=0, cells=["B's cell"])
+        refused = await call_error(a, "edit_cell", path="n.ipynb", cell="0", source="A's edit")
+        assert "Nothing was changed" in refused or "nothing was changed" in refused.lower()
+        assert sources(root) == ["B's cell", "first", "second"]
+        await a.read_resource("nbrelay://notebook/n.ipynb")
+        await call(a, "edit_cell", path="n.ipynb", cell="0", source="A's edit")
+        assert sources(root) == ["A's edit", "first", "second"]

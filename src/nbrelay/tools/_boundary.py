@@ -1,4 +1,4 @@
-"""Tool registration: the one place where nbrelay errors become MCP tool errors.
+"""Tool and resource registration: the one place where nbrelay errors become MCP errors.
 
 ``Registrar.tool(kind=...)`` registers an ``async def`` whose docstring (cleaned with
 ``inspect.cleandoc``) is the description the model reads. The wrapper
@@ -12,6 +12,10 @@
   (images) through;
 * validates the call's arguments itself (``nbrelay.tools.validation.Arguments``; the SDK hands
   them over untouched, see ``nbrelay.tools.sdk``).
+
+Resource readers go through the same boundary (``Registrar.resource``): their ``NbrelayError``
+becomes a ``ResourceError`` in the same profile's words (resource URIs number cells from 0 in
+every profile).
 
 Output schemas are declared only with ``output_schemas`` (``--output-schemas``).
 ``kind`` sets the annotations (``read``, ``write``, ``destructive``, ``execute``) and lets the
@@ -28,17 +32,17 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, ParamSpec, cast
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from nbrelay.caller import acting, current
-from nbrelay.errors import CANONICAL_WORDS, NbrelayError, Vocabulary
+from nbrelay.errors import CANONICAL_WORDS, NEUTRAL, NbrelayError, Vocabulary
 from nbrelay.tools import asking, sdk
 from nbrelay.tools.schemas import brief_schema, example_of, slim_schema, without_example
 from nbrelay.tools.validation import Arguments, Wording
@@ -51,6 +55,10 @@ logger = logging.getLogger("nbrelay")
 # it talks to a kernel that runs code.
 Kind = Literal["read", "inspect", "write", "destructive", "execute"]
 P = ParamSpec("P")
+T = TypeVar("T")
+# The name under which a resource reader gets the request's Context (no URI has a variable so
+# named; the SDK refuses names that start with "_").
+_RESOURCE_CONTEXT = "nbrelay_context"
 # A profile's tools: module-level functions ``fn(state, ...)`` and their kinds, in the order
 # tools/list shows them; a third item is the tool's ``_meta`` (an MCP Apps view). ``"runs"``: a
 # tool that runs code by default (exec=true), registered with the kind the profile gives for it
@@ -130,6 +138,31 @@ class Registrar:
         """An error's text in this profile's words (for profiles that return errors as fields)."""
         return exc.render(self.words)
 
+    def resource(self, fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+        """A resource reader that acts for the client reading it (what it read counts as that
+        client's read, as a tool's would) and whose ``NbrelayError`` becomes a
+        ``ResourceError`` (its message reaches the client) in this profile's words."""
+
+        @functools.wraps(fn)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            ctx = cast(dict[str, Any], kwargs).pop(_RESOURCE_CONTEXT, None)
+            with acting(sdk.caller_of(ctx) if ctx is not None else current()):
+                try:
+                    return await fn(*args, **kwargs)
+                except NbrelayError as exc:
+                    raise ResourceError(exc.render(resource_words(self.words))) from exc
+
+        # The SDK passes the request's Context to a parameter annotated with it.
+        signature = inspect.signature(fn)
+        context = inspect.Parameter(
+            _RESOURCE_CONTEXT, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Context
+        )
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*signature.parameters.values(), context]
+        )
+        wrapper.__annotations__ = {**fn.__annotations__, _RESOURCE_CONTEXT: Context}
+        return wrapper
+
     def add(
         self, tools: ToolTable, state: Any, *, runs: Kind = "execute", example: bool = True
     ) -> None:
@@ -205,6 +238,15 @@ class Registrar:
             return fn
 
         return decorator
+
+
+def resource_words(words: Vocabulary) -> Vocabulary:
+    """A profile's words for its resources: the same actions, cells numbered from 0 (as in
+    every resource URI)."""
+    if words.index_base == 0:
+        return words
+    rules = {k: NEUTRAL[k] for k in ("index_rule", "insert_rule")}
+    return Vocabulary({**words.words, **rules}, index_base=0)
 
 
 def bind(fn: Callable[..., Awaitable[Any]], state: Any) -> Callable[..., Awaitable[Any]]:

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import base64
 import functools
-from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
 from mcp_types import (
     Completion,
     CompletionArgument,
@@ -44,28 +42,11 @@ from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.stores.base import Snapshot
 from nbrelay.tools import results, sdk
-from nbrelay.tools._boundary import compact_json
+from nbrelay.tools._boundary import Registrar, compact_json
 from nbrelay.tools.feed import ChangeFeed as ChangeFeed
 from nbrelay.tools.uris import IMAGE_EXTENSIONS, SCHEME
 from nbrelay.tools.uris import output_uri as output_uri
 from nbrelay.workspace import Workspace
-
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
-
-
-def guarded(fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
-    """A resource reader whose ``NbrelayError`` becomes a ``ResourceError``, whose message
-    reaches the client (used by every profile's resources)."""
-
-    @functools.wraps(fn)
-    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        try:
-            return await fn(*args, **kwargs)
-        except NbrelayError as exc:
-            raise ResourceError(str(exc)) from exc
-
-    return wrapper
 
 
 def _json(model: Any) -> str:
@@ -142,9 +123,10 @@ async def complete(
     )
 
 
-def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
+def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Registrar) -> None:
     """Register the notebook resources on ``server``, completions of their arguments and the
-    legacy subscribe handlers."""
+    legacy subscribe handlers; the resources' errors go through ``reg``'s boundary (in its
+    profile's words)."""
     server.completion()(functools.partial(complete, ws))  # type: ignore[no-untyped-call]
     sdk.add_request_handler(server, "resources/subscribe", SubscribeRequestParams, feed.subscribe)
     sdk.add_request_handler(
@@ -158,7 +140,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
             description=f"A {mime} output of a cell, as a blob.",
             mime_type=mime,
         )
-        @guarded
+        @reg.resource
         async def read_image(path: str, cell: str, output: int) -> bytes:
             snap = await ws.notebooks.read(path)
             _, cid, out = _output(snap, cell, output)
@@ -189,7 +171,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="One output of a cell with its whole text; images are linked by URI.",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_output(path: str, cell: str, output: int) -> str:
         snap = await ws.notebooks.read(path)
         i, cid, out = _output(snap, cell, output)
@@ -218,7 +200,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="One cell: source, metadata, outputs (as read_cell returns it).",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_cell(path: str, cell: str) -> str:
         snap = await ws.notebooks.read(path)
         i = resolve_one(snap.notebook.ids, cell)
@@ -236,7 +218,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         "moved), recorded while a client listens; ?since=VERSION gives the later ones.",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_changes(path: str, since: str | None = None) -> str:
         rel = ws.notebooks.relative(path)
         snap = await ws.notebooks.read(rel)
@@ -255,7 +237,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="The notebook printed to PDF (with outputs).",
         mime_type="application/pdf",
     )
-    @guarded
+    @reg.resource
     async def read_pdf(path: str) -> bytes:
         done = await ws.transfer.export_notebook(path, "pdf")
         return done.exported.data
@@ -267,7 +249,7 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         "start time, seconds, execution count.",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_history(path: str) -> str:
         rel = ws.notebooks.relative(path)
         await ws.notebooks.read(rel)  # the notebook must exist
@@ -279,6 +261,6 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed) -> None:
         description="A notebook: version and an overview of every cell (as read_notebook).",
         mime_type="application/json",
     )
-    @guarded
+    @reg.resource
     async def read_state(path: str) -> str:
         return _json(notebook_state(ws, await ws.notebooks.read(path)))

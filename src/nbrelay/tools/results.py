@@ -7,8 +7,7 @@ out of results, so optional fields cost nothing when unused.
 from __future__ import annotations
 
 import json
-import weakref
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -17,6 +16,7 @@ from nbrelay.notebook.model import Cell
 from nbrelay.notebook.search import Match
 from nbrelay.stores.base import EditOutcome, Entry, Snapshot
 from nbrelay.timestamps import utc_iso
+from nbrelay.workspace import Workspace
 from nbrelay.workspace.notebooks import SEARCH_SECONDS, ManyFound
 
 
@@ -242,18 +242,13 @@ class OverviewMemo:
 
     NOTEBOOKS = 32  # notebooks remembered; the one read longest ago is forgotten first
 
-    _owners: ClassVar[weakref.WeakKeyDictionary[Any, OverviewMemo]] = weakref.WeakKeyDictionary()
-
     def __init__(self) -> None:
         self._by_path: dict[str, dict[int, tuple[Cell, dict[str, Any]]]] = {}
 
     @classmethod
-    def of(cls, owner: Any) -> OverviewMemo:
-        """The memo of ``owner`` (a workspace): one per server."""
-        memo = cls._owners.get(owner)
-        if memo is None:
-            memo = cls._owners[owner] = cls()
-        return memo
+    def of(cls, ws: Workspace) -> OverviewMemo:
+        """The memo of a workspace (attached to it): one per server."""
+        return ws.attached(cls, lambda _: cls())
 
     def views(self, path: str, cells: list[Cell], start: int, end: int) -> list[CellView]:
         known = self._by_path.pop(path, {})

@@ -11,14 +11,15 @@ them; tools call the parts themselves (``ws.editing.insert_cells``, ``ws.runs.ex
 * ``notebook_sessions`` (``Sessions``) and ``documents`` (``Documents``);
 * ``state_files`` (``StateFiles``): where saved kernel state is kept.
 
-All state is per workspace, held by these parts.
+All state is per workspace, held by these parts; state that a layer above keeps per workspace
+(a profile's session registry, the tools' overview memo) is ``attached`` to it, and goes with it.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Self
+from typing import Any, Self, TypeVar, cast
 
 import anyio
 
@@ -40,6 +41,8 @@ from nbrelay.workspace.slots import KernelSlots
 from nbrelay.workspace.state_files import StateFiles
 from nbrelay.workspace.transfer import Transfer
 
+T = TypeVar("T")
+
 
 class Workspace:
     """The parts every tool of every profile calls (see the module docstring)."""
@@ -58,6 +61,7 @@ class Workspace:
         folders."""
         self.settings = settings
         self.store = store
+        self._attached: dict[type[Any], Any] = {}
         self.notebooks = Notebooks(settings, store, id_factory)
         self.state_files = StateFiles(settings, lambda: self.notebooks.capabilities)
         self.journal = RunJournal(self.notebooks.capabilities.state_key)
@@ -76,6 +80,15 @@ class Workspace:
         self.transfer = Transfer(settings, self.notebooks)
         self.notebook_sessions = Sessions(self.notebooks, self.kernels)
         self.documents = Documents(self.notebooks, self.transfer, self.notebook_sessions)
+
+    def attached(self, kind: type[T], make: Callable[[Self], T]) -> T:
+        """The one ``kind`` of state a layer above keeps for this workspace (a profile's session
+        registry, the tools' overview memo): made by ``make`` on first use, gone with the
+        workspace."""
+        found = self._attached.get(kind)
+        if found is None:
+            found = self._attached[kind] = make(self)
+        return cast(T, found)
 
     @property
     def capabilities(self) -> Capabilities:

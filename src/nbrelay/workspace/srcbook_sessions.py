@@ -19,7 +19,6 @@ import re
 import secrets
 import time
 import unicodedata
-import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -303,15 +302,10 @@ def tsconfig_note(tsconfig: dict[str, Any]) -> str:
     return said
 
 
-_REGISTRY: weakref.WeakKeyDictionary[Workspace, Sessions] = weakref.WeakKeyDictionary()
-
-
 def sessions_of(ws: Workspace) -> Sessions:
-    """The session registry of a workspace, shared by the tools and the resources."""
-    found = _REGISTRY.get(ws)
-    if found is None:
-        found = _REGISTRY[ws] = Sessions(ws)
-    return found
+    """The session registry of a workspace (attached to it), shared by the tools and the
+    resources."""
+    return ws.attached(Sessions, Sessions)
 
 
 def prepare_import(name: str) -> Callable[[Notebook], None]:

@@ -30,6 +30,7 @@ from nbrelay.tools import sdk
 from nbrelay.tools._boundary import Registrar, ToolTable
 from nbrelay.tools.jupyter_mcp_server import cells, notebooks
 from nbrelay.tools.jupyter_mcp_server.state import InUse
+from nbrelay.tools.jupyter_mcp_server.views import WORDS
 from nbrelay.workspace import Workspace
 
 TOOLS: ToolTable = [
@@ -126,6 +127,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     # The original reads notebooks through their rooms, where a notebook without cells has the
     # one empty cell JupyterLab shows; in live and extension modes, so does this profile.
     ws.notebooks.read_room_placeholder_as_a_cell()
+    reg.words = WORDS
     state = InUse(ws)
     reg.current_notebook = lambda: state.paths.get(state.current or "", "")
     before = len(reg.tools)

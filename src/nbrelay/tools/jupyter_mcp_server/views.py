@@ -1,7 +1,7 @@
 """How datalayer's jupyter-mcp-server 2.2.4 words its answers: the brief cell table, the detailed
-listing, a cell's header, the unified diff of an edit, outputs as text, file sizes, and the three
+listing, a cell's header, the unified diff of an edit, outputs as text, file sizes, the three
 result shapes (``{kind, result}``, with ``outputs`` for outputs, with ``columns``/``items`` for a
-table). Values in, values out."""
+table), and its error words. Values in, values out."""
 
 from __future__ import annotations
 
@@ -12,10 +12,35 @@ from typing import Any
 
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 
+from nbrelay.errors import Vocabulary
 from nbrelay.notebook.edits import unified_diff
 from nbrelay.notebook.model import Cell
 
 CELL_ID_META = "io.jupyter-mcp/cell_id"
+
+_AGAIN = "Call read_notebook to see the notebook as it is now, then retry."
+# How errors say things here (see nbrelay.errors): this profile's tools, cells numbered from 0.
+WORDS = Vocabulary(
+    {
+        "index_rule": "Indexes are 0-based.",
+        "see_cells": "Call read_notebook to see the cells.",
+        "read_again": _AGAIN,
+        "stale": _AGAIN,
+        "positions": _AGAIN,
+        "reread_cell": "Read the cell again (read_cell) and redo your edit on its current source.",
+        "missing": "Call list_files to see the files, or use_notebook with mode 'create' to "
+        "make it.",
+        "list_all": "list_files with no path lists everything.",
+        "see_paths": "Give a path relative to the root; list_files shows what is there.",
+        "read_it": "Read it with read_notebook.",
+        "read_later": "Read it with read_notebook in a minute, or create it under another name.",
+        "restart": "call restart_notebook",
+        "interrupt": "restart it (restart_notebook)",
+        "start_kernel": "Run a cell with execute_cell to start one; list_kernels shows the "
+        "running kernels.",
+        "run_first": "Run it first (execute_cell)",
+    }
+)
 
 # Every escape a kernel can write (CSI, OSC, DCS and the two-character forms).
 _ANSI = re.compile(

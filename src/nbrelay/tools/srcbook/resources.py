@@ -11,8 +11,8 @@ from mcp.server.mcpserver import MCPServer
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook import render
 from nbrelay.tools import resources
-from nbrelay.tools._boundary import compact_json
-from nbrelay.tools.srcbook_results import view
+from nbrelay.tools._boundary import Registrar, compact_json
+from nbrelay.tools.srcbook.views import view
 from nbrelay.workspace import Workspace
 from nbrelay.workspace.srcbook_sessions import sessions_of
 
@@ -35,8 +35,11 @@ def session_of_uri(ws: Workspace, uri: str) -> str | None:
         return None
 
 
-def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.ChangeFeed) -> None:
-    """Register the two session resources; listeners to them hear of the session's changes."""
+def register_resources(
+    server: MCPServer[Any], ws: Workspace, feed: resources.ChangeFeed, reg: Registrar
+) -> None:
+    """Register the session resources (their errors through ``reg``'s boundary); listeners to
+    them hear of the session's changes."""
     sessions = sessions_of(ws)
 
     @server.resource(
@@ -45,7 +48,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
         mime_type="application/json",
         description="Current notebook state including all cells",
     )
-    @resources.guarded
+    @reg.resource
     async def session_state(session_id: str) -> str:
         snap = await sessions.open(session_id, touch=False)
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
@@ -79,7 +82,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
         mime_type="application/json",
         description="Historical execution results and outputs",
     )
-    @resources.guarded
+    @reg.resource
     async def session_history(session_id: str) -> str:
         snap = await sessions.open(session_id, touch=False)
         data = {"session_id": session_id, "executions": ws.runs.execution_history(snap.path)}
@@ -93,7 +96,7 @@ def register_resources(server: MCPServer[Any], ws: Workspace, feed: resources.Ch
         "notebook.cell.completed, notebook.state.changed, notebook.error), oldest first; "
         "subscribe to hear of new ones",
     )
-    @resources.guarded
+    @reg.resource
     async def session_events(session_id: str) -> str:
         await sessions.open(session_id, touch=False)
         data = {"session_id": session_id, "events": list(sessions.events.get(session_id, ()))}
