@@ -4,6 +4,7 @@ only the cells that changed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -151,7 +152,7 @@ def test_a_read_after_one_cell_changed_hashes_that_cell_not_the_notebook(
     mirror.read()
     size = len(serialize(mirror.read()[0]))
     hashed: list[int] = []
-    real = model.hashlib
+    real = hashlib
 
     class Counting:
         @staticmethod
