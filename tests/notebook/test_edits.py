@@ -174,3 +174,27 @@ def test_a_whole_source_is_merged_with_the_change_since_the_read_also_with_a_typ
     # Nothing read, or nothing changed since: the plan is as it was.
     assert merge_with_read(plan, nb, None) is plan
     assert merge_with_read(plan, nb, {"c0": "A\nb\nc\nd"}).edits == plan.edits
+
+
+def test_a_source_holding_the_cells_shortened_preview_is_refused() -> None:
+    """An overview's preview written back (with or without more text) is refused; a source that
+    truly reads like a preview, or a short cell's whole text, is not."""
+    from nbrelay.errors import InvalidArgument
+    from nbrelay.notebook.edits import plan_set_source
+    from nbrelay.notebook.model import new_cell, new_notebook
+    from nbrelay.notebook.output_text import holds_preview, source_preview
+
+    wide, tall = "a" * 700, "\n".join(str(i) for i in range(12))
+    nb = new_notebook([new_cell("code", wide, "w"), new_cell("code", tall, "t")])
+    for i, source in enumerate((wide, tall)):
+        preview = source_preview(source)
+        assert preview != source
+        for written in (preview, preview + "\nmore", "# note\n" + preview):
+            with pytest.raises(InvalidArgument, match="shortened preview"):
+                plan_set_source(nb, i, written)
+        plan_set_source(nb, i, source + "\nmore")  # the whole text, and more: taken
+        plan_set_source(nb, i, preview, merge=False)  # derived by nbrelay, not written back
+    real = "b" * 600 + "…" + "c" * 50  # its text has the "…" where a preview would cut it
+    assert not holds_preview(real + "x", real)
+    assert not holds_preview("a" * 599 + "…", wide)  # cut elsewhere: not this cell's preview
+    assert not holds_preview("short…", "short")

@@ -4,6 +4,7 @@ only the cells that changed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbrelay.errors import NotebookInvalid
-from nbrelay.notebook import ymirror
+from nbrelay.notebook import model, ymirror
 from nbrelay.notebook.edits import MoveCells
 from nbrelay.notebook.model import new_cell, new_notebook, serialize, version_of
 from nbrelay.notebook.ydoc import apply_edit, replace_all, ycell, youtput
@@ -126,9 +127,9 @@ def test_one_changed_cell_is_the_only_cell_converted_again(
     converted: list[Any] = []
     real = ymirror._convert_cell
 
-    def counted(raw: Any, name: str) -> Any:
+    def counted(raw: Any, name: str, work: Any) -> Any:
         converted.append(raw)
-        return real(raw, name)
+        return real(raw, name, work)
 
     monkeypatch.setattr(ymirror, "_convert_cell", counted)
     text = ycells[12]["source"]
@@ -137,6 +138,36 @@ def test_one_changed_cell_is_the_only_cell_converted_again(
     assert [c["id"] for c in converted] == ["c12"]
     assert nb.cells[12]["source"].startswith("# edited\n")
     assert mirror.read()[0] is nb  # nothing changed: nothing converted, the same snapshot
+    _same(mirror, ymeta, ycells)
+
+
+def test_a_read_after_one_cell_changed_hashes_that_cell_not_the_notebook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The version of a read costs the cells that changed (and the 16-byte digests of the
+    others), not the notebook's bytes: an edit in a room of 200 cells hashes no other cell."""
+    doc, ymeta, ycells = _doc()
+    mirror = Mirror(ymeta, ycells, name="t")
+    replace_all(doc, ymeta, ycells, new_notebook(_start(200)))
+    mirror.read()
+    size = len(serialize(mirror.read()[0]))
+    hashed: list[int] = []
+    real = hashlib
+
+    class Counting:
+        @staticmethod
+        def blake2b(data: Any, **kw: Any) -> Any:
+            hashed.append(len(data))
+            return real.blake2b(data, **kw)
+
+    monkeypatch.setattr(model, "hashlib", Counting)
+    for at in (100, 0, 199):  # a middle cell, and the first and last (their pieces hold more)
+        hashed.clear()
+        ycells[at]["source"].insert(0, "# edited\n")
+        nb, version, _ = mirror.read()
+        cell = len(json.dumps(nb.cells[at], indent=1)) + 200  # its bytes, and the head or tail
+        assert sum(hashed) < 2 * cell + 16 * 200, (at, sum(hashed), size)
+        assert version == version_of(serialize(nb))
     _same(mirror, ymeta, ycells)
 
 

@@ -13,7 +13,8 @@ keystroke or an outside writer's, ``O`` a cell added from outside) naming the ce
 and every cell's key names its notebook (``...b{nb}...``). An agent's own cell holds exactly one
 token (its latest version); a person's cell is ``{key}|`` followed by the keystrokes typed in it;
 each notebook has one shared cell ``Sb{nb}|`` that agents append to (reading first and passing the
-version they read) and people type into.
+version they read; once the overview shows the grown cell as a shortened preview, an agent reads
+it whole half the time and writes the preview back the other half) and people type into.
 
 What is counted at the end, from the files (``count``):
 
@@ -27,8 +28,9 @@ What is counted at the end, from the files (``count``):
   notebook other than its own;
 * lost keystrokes: a keystroke (or an outside writer's token) missing from the file, unless its
   person deleted the cell, or an outside rewrite read before it was typed replaced it;
-* silent overwrites: an edit made against a stale version that was applied without error, and a
-  cell written from outside that vanished.
+* silent overwrites: an edit made against a stale version that was applied without error, a
+  cell's shortened preview (what the overview shows of a long cell) written back as its whole
+  source that was applied, and a cell written from outside that vanished.
 """
 
 from __future__ import annotations
@@ -467,11 +469,15 @@ class Run:
         shared = [c for c in view["cells"] if c["id"] == f"shared{nb}"]
         if not shared:
             return
+        whole = await self._whole_source(agent, nb, shared[0]["source"], view["version"])
+        if whole is None:
+            return
+        source, version, preview = whole
         if kind == "stale" and not await self.interfere(agent, nb):
             return
         token = f"A{agent}.{self.next()}@{key};"
         edit = self._edit(agent, nb, kind, key, token)
-        edit.source = shared[0]["source"] + token
+        edit.source = source + token
         edit.read_at = read_at
         data = await self.call(
             agent,
@@ -479,9 +485,10 @@ class Run:
             path=path,
             cell=f"shared{nb}",
             source=edit.source,
-            expected_version=view["version"],
+            expected_version=version,
         )
         self._done(edit, data)
+        self._preview_applied(edit, data, preview)
         if kind == "stale" and data is not None:
             self.figures.silent_overwrites += 1
             self.figures.details.append(
@@ -501,9 +508,13 @@ class Run:
         shared = [c for c in view["cells"] if c["id"] == f"shared{nb}"]
         if not shared:
             return False
+        whole = await self._whole_source(other, nb, shared[0]["source"], view["version"])
+        if whole is None:
+            return False
+        source, version, preview = whole
         token = f"A{other}.{self.next()}@Sb{nb};"
         edit = self._edit(other, nb, "shared", f"Sb{nb}", token)
-        edit.source = shared[0]["source"] + token
+        edit.source = source + token
         edit.read_at = read_at
         data = await self.call(
             other,
@@ -511,10 +522,32 @@ class Run:
             path=path,
             cell=f"shared{nb}",
             source=edit.source,
-            expected_version=view["version"],
+            expected_version=version,
         )
         self._done(edit, data)
+        self._preview_applied(edit, data, preview)
         return data is not None
+
+    async def _whole_source(
+        self, agent: int, nb: int, shown: str, version: str
+    ) -> tuple[str, str, bool] | None:
+        """The shared cell's source to append to, its version, and whether it is the shortened
+        preview the overview showed: past 600 characters, an agent reads the cell whole half the
+        time, and the other half writes the preview back (nbrelay must refuse it)."""
+        cut = shown.endswith("…") or "\n… (+" in shown
+        if not cut or self.rng.random() < 0.5:
+            return shown, version, cut
+        data = await self.call(agent, "read_cell", path=self.path(nb), cell=f"shared{nb}")
+        if data is None:
+            return None
+        return str(data["cell"]["source"]), str(data["version"]), False
+
+    def _preview_applied(self, edit: Edit, data: dict[str, Any] | None, preview: bool) -> None:
+        if preview and data is not None:
+            self.figures.silent_overwrites += 1
+            self.figures.details.append(
+                f"{edit.token}: a shortened preview written back as the whole source was applied"
+            )
 
     # ----- people (live and extension modes)
     async def person(self, who: int, steps: int) -> None:

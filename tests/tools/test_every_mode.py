@@ -265,6 +265,40 @@ async def test_stale_edits_and_bad_input_change_nothing(anymode: Mode) -> None:
     assert sorted(x.name for x in m.folder.iterdir()) == [*hidden, "n.ipynb"]
 
 
+async def test_a_preview_written_back_as_the_whole_source_is_refused(anymode: Mode) -> None:
+    """read_notebook shows long cells cut short (600 characters, or 8 lines); an agent that
+    appends to what it was shown and writes that back as the whole source would delete the rest
+    of the cell, so the edit is refused, even with the version it read, and nothing changes."""
+    m, c = anymode, anymode.client
+    wide = "x = [" + ", ".join(str(i) for i in range(200)) + "]"
+    tall = "\n".join(f"line_{i} = {i}" for i in range(12))
+    write_notebook(m.folder / "n.ipynb", new_notebook([code(wide, "w"), code(tall, "t")]))
+    p = m.path("n.ipynb")
+    read = await call(c, "read_notebook", path=p)
+    shown = {x["id"]: x["source"] for x in read["cells"]}
+    assert shown["w"] != wide  # both cut short
+    assert shown["t"] != tall
+    before = (await saved(m, "n.ipynb")).cells
+    for cid in ("w", "t"):
+        text = await call_error(
+            c,
+            "edit_cell",
+            path=p,
+            cell=cid,
+            source=shown[cid] + "\n# mine",
+            expected_version=read["version"],
+        )
+        assert "holds the shortened preview of the cell" in text, text
+        assert "Nothing was changed" in text, text
+        assert "read_cell" in text, text
+    assert (await saved(m, "n.ipynb")).cells == before
+    # The whole source, as read_cell gives it, is taken.
+    whole = (await call(c, "read_cell", path=p, cell="w"))["cell"]["source"]
+    assert whole == wide
+    await call(c, "edit_cell", path=p, cell="w", source=whole + "\n# mine")
+    assert (await saved(m, "n.ipynb")).cells[0].source == wide + "\n# mine"
+
+
 @pytest.mark.kernel
 async def test_execute_saves_outputs_and_the_kernel_tools_work(anymode: Mode) -> None:
     m, c = anymode, anymode.client

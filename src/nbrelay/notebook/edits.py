@@ -31,6 +31,7 @@ from typing import Any
 
 from nbrelay.errors import InvalidArgument, act, cell_number
 from nbrelay.notebook.model import CELL_TYPES, Cell, IdFactory, Notebook, new_cell, unique_id
+from nbrelay.notebook.output_text import holds_preview
 
 
 @dataclass(frozen=True)
@@ -214,12 +215,21 @@ def plan_set_source(
 ) -> Plan:
     """Replace a cell's whole source. With ``merge`` (a source the caller wrote, rather than one
     derived from the current text) the store merges it with changes made since the caller's
-    last read of the cell (``merge_with_read``)."""
+    last read of the cell (``merge_with_read``), and a source that holds the cell's shortened
+    preview (what an overview of the notebook shows of it) is refused: written back, it would
+    delete the rest of the cell."""
     cell = nb.cells[index]
     changes: dict[str, Any] = {"source": source}
     if clear_outputs and cell.get("cell_type") == "code":
         changes.update(outputs=[], execution_count=None)
     old = cell.get("source", "")
+    if merge and isinstance(old, str) and holds_preview(source, old):
+        raise InvalidArgument(
+            f"the new source of cell {cell_number(index)} holds the shortened preview of the "
+            "cell (its text cut off with '…'), not its whole text: writing it would delete the "
+            "rest of the cell. Nothing was changed.",
+            hint=act("reread_cell"),
+        )
     return Plan(
         edits=(UpdateCell(cell["id"], changes, base_source=old, merge=merge),),
         touched=(cell["id"],),

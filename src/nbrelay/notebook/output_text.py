@@ -396,7 +396,13 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def source_preview(source: str, max_lines: int, max_chars: int) -> str:
+PREVIEW_LINES = 8  # a source's preview in an overview: its first lines …
+PREVIEW_CHARS = 600  # … and at most this many characters of them
+
+
+def source_preview(
+    source: str, max_lines: int = PREVIEW_LINES, max_chars: int = PREVIEW_CHARS
+) -> str:
     """The first lines of a source, with a note of how many lines were left out."""
     lines = source.splitlines()
     shown = "\n".join(lines[:max_lines])
@@ -406,3 +412,20 @@ def source_preview(source: str, max_lines: int, max_chars: int) -> str:
     if more > 0:
         shown += f"\n… (+{more} more lines)"
     return shown
+
+
+def holds_preview(
+    text: str, source: str, max_lines: int = PREVIEW_LINES, max_chars: int = PREVIEW_CHARS
+) -> bool:
+    """Whether ``text`` holds the shortened preview of ``source`` (``source_preview``: cut with
+    "…" after ``max_chars`` characters, or followed by "… (+N more lines)"), where the source
+    itself does not read so: a preview written back as if it were the whole source."""
+    lines = source.splitlines()
+    shown = "\n".join(lines[:max_lines])
+    if len(shown) > max_chars:
+        cut = shown[:max_chars] + "…"
+        return cut in text and not source.startswith(cut)
+    if len(lines) > max_lines:
+        cut = shown + "\n… (+"
+        return cut in text and cut not in source
+    return False

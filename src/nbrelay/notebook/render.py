@@ -19,6 +19,7 @@ from nbrelay.notebook.model import Cell
 from nbrelay.notebook.output_text import (
     ANSI,
     IMAGE_MIMES,
+    PREVIEW_LINES,
     OutputText,
     as_text,
     clean_traceback,
@@ -44,6 +45,7 @@ __all__ = [
     "HEAD",
     "IMAGE_MIMES",
     "NOTICE",
+    "PREVIEW_LINES",
     "Budget",
     "OutputText",
     "allocate",

@@ -204,22 +204,37 @@ def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> S
         )
     tail = b"\n ]" + skeleton[len(_NO_CELLS) :]
     parts = Parts(_CELLS_OPEN, known.chunks, tail)
-    entries_ = known.entries
-    if len(entries_) < 2 or known.unseamed or CELL_SEAM in tail:
+    version = cells_version(known.entries, known.middles, known.unseamed, tail, work, parts)
+    return Spliced(parts, known, version)
+
+
+def cells_version(
+    entries: Sequence[Encoded],
+    middles: Sequence[bytes],
+    unseamed: int,
+    tail: bytes,
+    work: Work,
+    parts: Sequence[bytes | memoryview] | None = None,
+) -> str:
+    """``version_of`` the notebook whose cells are ``entries`` (at least one; ``middles`` their
+    pieces' digests, ``unseamed`` how many do not fit the seams) followed by ``tail`` (from the
+    cells' closing ``\n ]`` on), hashing only what no entry holds a digest of yet: the first
+    and last cells' pieces with the head and tail, unless they are known. ``parts``: the file's
+    bytes, if already at hand (for a notebook whose seams do not fall between cells)."""
+    if len(entries) < 2 or unseamed or CELL_SEAM in tail:
+        if parts is None:
+            parts = Parts(_CELLS_OPEN, [e.chunk for e in entries], tail)
         data = b"".join(parts)
         work.bytes_hashed += len(data)
-        version = version_of(data)
-    else:
-        middles = known.middles
-        digests = b"".join(
-            (
-                entries_[0].first_digest(work),
-                b"".join(middles)[len(middles[0]) : -len(middles[-1]) or None],
-                entries_[-1].last_digest(tail, work),
-            )
+        return version_of(data)
+    digests = b"".join(
+        (
+            entries[0].first_digest(work),
+            b"".join(middles)[len(middles[0]) : -len(middles[-1]) or None],
+            entries[-1].last_digest(tail, work),
         )
-        version = version_from_digests(digests)
-    return Spliced(parts, known, version)
+    )
+    return version_from_digests(digests)
 
 
 def _changed_in_place(old: list[Cell], new: list[Cell]) -> list[int] | None:

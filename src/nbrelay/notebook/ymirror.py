@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook import validate
 from nbrelay.notebook.model import Cell, Notebook, from_dict, new_notebook, serialize, version_of
+from nbrelay.notebook.serialize import Encoded, Work, cells_version
 from nbrelay.notebook.ydoc import cell_from_y, ints, notebook_from_doc, placeholder
 
 if TYPE_CHECKING:
@@ -39,7 +40,8 @@ class _Unsure(Exception):
 @dataclass(frozen=True)
 class _Cell:
     cell: Cell | None  # None: not an object (dropped, as the whole conversion drops it)
-    chunk: bytes  # the cell as it appears in the file, indented, without separators
+    # The cell as it appears in the file and its piece's digest (``notebook.serialize``).
+    encoded: Encoded | None
     problem: str | None
 
 
@@ -107,10 +109,10 @@ def _convert_top(ymeta: pycrdt.Map[Any], name: str) -> _Top:
     return _Top(nb.data, head, tail, tuple(validate.problems(nb)))
 
 
-def _convert_cell(raw: Any, name: str) -> _Cell:
+def _convert_cell(raw: Any, name: str, work: Work) -> _Cell:
     cell = cell_from_y(raw)
     if cell is None:
-        return _Cell(None, b"", None)
+        return _Cell(None, None, None)
     cid = cell.get("id")
     if not isinstance(cid, str) or not cid:
         raise _Unsure  # the whole conversion makes ids, knowing every other cell's
@@ -119,8 +121,11 @@ def _convert_cell(raw: Any, name: str) -> _Cell:
         _, chunk, _ = _split(serialize(one), 1)
     except NbrelayError:
         raise _Unsure from None  # the whole conversion raises it, naming the right cell
+    if not chunk.startswith(b"  "):
+        raise _Unsure
     converted = one.cells[0]
-    return _Cell(converted, chunk, validate.cell_problem(converted))
+    encoded = Encoded(converted, chunk[2:], work)
+    return _Cell(converted, encoded, validate.cell_problem(converted))
 
 
 class Mirror:
@@ -142,6 +147,7 @@ class Mirror:
         # What reading cost so far: cells converted one by one, and whole conversions.
         self.cells_converted = 0
         self.whole_reads = 0
+        self.work = Work()  # cells encoded and bytes hashed for the versions
         self._subscriptions = [
             (ycells, ycells.observe_deep(self._on_cells)),
             (ymeta, ymeta.observe_deep(self._on_meta)),
@@ -223,7 +229,7 @@ class Mirror:
                 raw = json.loads(str(self.ycells))
             except ValueError:  # a value JSON cannot hold (binary): walk the document
                 raw = [y.to_py() for y in self.ycells]
-            self._cells = [_convert_cell(r, self.name) for r in raw]
+            self._cells = [_convert_cell(r, self.name, self.work) for r in raw]
             self.cells_converted += len(raw)
             self._whole = False
         else:
@@ -234,15 +240,24 @@ class Mirror:
                         one = json.loads(str(y))
                     except ValueError:
                         one = y.to_py()
-                    self._cells[i] = _convert_cell(one, self.name)
+                    self._cells[i] = _convert_cell(one, self.name, self.work)
                     self.cells_converted += 1
         kept = [c for c in self._cells if c is not None and c.cell is not None]
         cells = [c.cell for c in kept if c.cell is not None]
         ids = [c["id"] for c in cells]
         if len(set(ids)) != len(ids):
             raise _Unsure  # the whole conversion renames the later ones
-        body = b",\n".join(c.chunk for c in kept)
-        raw_file = top.head + (b"\n" + body + b"\n ]" if kept else b"]") + top.tail
+        if kept:
+            # Only the changed cells' pieces are hashed: the others' digests are kept.
+            encoded = [c.encoded for c in kept if c.encoded is not None]
+            middles = [e.middle for e in encoded]
+            unseamed = len(encoded) - sum(e.seamed for e in encoded)
+            tail = b"\n ]" + top.tail
+            version = cells_version(encoded, middles, unseamed, tail, self.work)
+        else:
+            raw_file = top.head + b"]" + top.tail
+            self.work.bytes_hashed += len(raw_file)
+            version = version_of(raw_file)
         problems = list(top.problems)
         for i, c in enumerate(kept):
             if len(problems) >= _LIMIT:
@@ -250,4 +265,4 @@ class Mirror:
             if c.problem is not None:
                 problems.append(f"cell {i} (id {ids[i]!r}) {c.problem}")
         data = {**top.data, "cells": cells}
-        return Notebook(data=data), version_of(raw_file), tuple(problems)
+        return Notebook(data=data), version, tuple(problems)

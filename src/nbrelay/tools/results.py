@@ -172,7 +172,7 @@ def cell_view(
     *,
     full: bool,
     budget: render.Budget | None,
-    preview_lines: int = 8,
+    preview_lines: int = render.PREVIEW_LINES,
     path: str | None = None,
     outputs: list[dict[str, Any]] | None = None,
 ) -> CellView:
@@ -185,7 +185,7 @@ def cell_view(
         "index": index,
         "id": str(cell["id"]),
         "type": kind,
-        "source": source if full else render.source_preview(source, preview_lines, 600),
+        "source": source if full else render.source_preview(source, preview_lines),
     }
     if kind == "code":
         count = cell.get("execution_count")
