@@ -120,6 +120,11 @@ class ServerContents(JupyterAPI):
         self.cm = contents_manager
         self.origin = "this Jupyter Server"
         self.confinement = Confinement(contents_manager)
+        # Every in-process server has the same base URL: what nbrelay keeps per server on disk
+        # (readers' last reads, undo, run journals) is keyed by its contents root instead.
+        root = getattr(contents_manager, "root_dir", None)
+        if isinstance(root, str) and root:
+            self.identity = f"server-root:{os.path.realpath(root)}"
 
     async def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:

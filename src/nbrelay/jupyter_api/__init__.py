@@ -89,6 +89,8 @@ class JupyterAPI:
 
     def __init__(self, url: str, token: Secret | None, *, timeout: float = 30.0) -> None:
         self.base = base_url(url)
+        # Which server this is, for what nbrelay keeps about it on disk (its URL by default).
+        self.identity = self.base
         parts = urlsplit(self.base)
         self.origin = f"{parts.scheme}://{parts.netloc}"
         ws_scheme = "wss" if parts.scheme == "https" else "ws"

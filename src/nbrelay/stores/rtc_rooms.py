@@ -130,7 +130,7 @@ class RoomHost(LockedEdits):
         # process; over the network the server asks it itself.
         self._access = access
         # What each MCP session (reader) last saw: the guard against stale positions.
-        self.state_key = f"jupyter:{api.base}#{self.paths.folder}"
+        self.state_key = f"jupyter:{api.identity}#{self.paths.folder}"
         self._seen = Readers(Shelf(self.state_key))
         self._seen_reloads: dict[str, tuple[SharedRoom, int]] = {}
         self._rooms: dict[str, SharedRoom] = {}
