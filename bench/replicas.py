@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -30,8 +31,6 @@ from mcp import Client
 from nbrelay.config import Settings
 from nbrelay.notebook.model import new_cell, new_notebook, serialize
 from nbrelay.server import build_server, build_workspace
-from nbrelay.stores.editing import Readers
-from nbrelay.workspace.caller_state import CallerState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -69,11 +68,9 @@ async def paired(
 async def in_process(folder: Path) -> tuple[float, float]:
     (folder / "s.ipynb").write_bytes(notebook_bytes())
     (folder / "m.ipynb").write_bytes(notebook_bytes())
-    shared = Settings(root=folder, kernel_pool=0, lock_dir=folder / ".locks")
-    alone = build_workspace(shared)
-    # The same server with each client's reads and undo history in memory only.
-    alone.store._seen = Readers()  # type: ignore[attr-defined]
-    alone.notebooks.callers = CallerState(shared.undo_depth)
+    shared = Settings(root=folder, kernel_pool=0, lock_dir=folder / ".locks", shared_state=True)
+    # The same server with each client's reads and undo history in memory only (the default).
+    alone = build_workspace(replace(shared, shared_state=False))
     rounds = 30 if QUICK else 150
     async with (
         Client(build_server(shared)) as with_shared,
@@ -118,8 +115,8 @@ def over_http(folder: Path) -> tuple[float, float]:
         (root / f"w{n}.ipynb").write_bytes(notebook_bytes())
     seconds = 8.0 if QUICK else 30.0
     with (
-        http_server(root, folder, name="a") as a,
-        http_server(root, folder, name="b", token=a.token) as b,
+        http_server(root, folder, "--shared-state", name="a") as a,
+        http_server(root, folder, "--shared-state", name="b", token=a.token) as b,
     ):
         one = anyio.run(throughput, [a.url], a.token, seconds)
         two = anyio.run(throughput, [a.url, b.url], a.token, seconds)

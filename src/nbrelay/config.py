@@ -71,6 +71,7 @@ class Settings:
     output_schemas: bool = _default("output_schemas")
     output_budget: int = _default("output_budget")
     undo_depth: int = _default("undo_depth")
+    shared_state: bool = _default("shared_state")
     lock_timeout: float = _default("lock_timeout")
     lock_dir: Path | None = _default("lock_dir")
     browser: Path | None = _default("browser")

@@ -80,6 +80,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("undo_depth", int, 50, "Changes per notebook that undo can revert.", lo=0, hi=10_000),
     Option(
+        "shared_state",
+        bool,
+        False,
+        "Keep what each client last read and its undo history on disk, so several nbrelay "
+        "processes on one root (replicas behind one address) guard and undo alike. Off: kept "
+        "in memory (one process; an edit then costs no extra write).",
+    ),
+    Option(
         "lock_timeout",
         float,
         10.0,

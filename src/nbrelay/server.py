@@ -146,7 +146,12 @@ def build_workspace(settings: Settings) -> Workspace:
         )
     if settings.jupyter_url:
         return _live_workspace(settings, settings.jupyter_url)
-    store = FileStore(settings.root, lock_dir=settings.lock_dir, lock_timeout=settings.lock_timeout)
+    store = FileStore(
+        settings.root,
+        lock_dir=settings.lock_dir,
+        lock_timeout=settings.lock_timeout,
+        shared_state=settings.shared_state,
+    )
     if settings.kernel_gateway_url:
         kernels = _gateway_kernels(settings, settings.kernel_gateway_url)
         return Workspace(settings, store, kernels=kernels)
@@ -172,7 +177,12 @@ def _live_workspace(settings: Settings, url: str) -> Workspace:
     from nbrelay.stores.rtc import RTCStore
 
     api = JupyterAPI(url, load_token(settings))
-    store = RTCStore(api, agent_name=settings.agent_name, save_each_edit=settings.live_save_wait)
+    store = RTCStore(
+        api,
+        agent_name=settings.agent_name,
+        save_each_edit=settings.live_save_wait,
+        shared_state=settings.shared_state,
+    )
     kernels = RemoteKernels(api, server_path=store.paths.server)
     return Workspace(settings, store, kernels=kernels)
 

@@ -46,8 +46,8 @@ async def test_reads_through_one_replica_guard_and_undo_through_the_other(tmp_pa
     nb = root / "n.ipynb"
     write_notebook(nb, notebook("a", FIVE))
     with (
-        http_server(root, tmp_path, name="a") as a,
-        http_server(root, tmp_path, name="b", token=a.token) as b,
+        http_server(root, tmp_path, "--shared-state", name="a") as a,
+        http_server(root, tmp_path, "--shared-state", name="b", token=a.token) as b,
     ):
         async with http_client(a.url, a.token) as via_a, http_client(b.url, b.token) as via_b:
             # Read through A; a person changes line 1; a whole-source edit through B changes
@@ -73,3 +73,20 @@ async def test_reads_through_one_replica_guard_and_undo_through_the_other(tmp_pa
             text = await call_error(via_a, "delete_cells", path="n.ipynb", cells=[0])
             assert "since you last read it" in text
             assert sources(nb) == ["changed", theirs]
+
+
+async def test_one_process_keeps_reads_and_undo_in_memory(tmp_path: Path, runtime: Path) -> None:
+    # Without --shared-state nothing of a client's reads or undo history is written to disk:
+    # an edit costs no write besides the notebook's (the journal of runs is another matter).
+    root = tmp_path / "root"
+    write_notebook(root / "n.ipynb", notebook("a", FIVE))
+    with http_server(root, tmp_path, name="alone") as alone:
+        async with http_client(alone.url, alone.token) as client:
+            await call(client, "read_notebook", path="n.ipynb")
+            await call(client, "edit_cell", path="n.ipynb", cell="c0", source="b")
+            await call(client, "undo", path="n.ipynb")
+    assert sources(root / "n.ipynb")[0] == "a"
+    kept = [p for p in runtime.rglob("*") if p.is_file() and "seen" in p.parts]
+    kept += [p for p in runtime.rglob("*") if p.is_file() and "callers" in p.parts]
+    assert kept == []
+    assert runtime.is_dir()  # the processes did use this runtime folder

@@ -78,15 +78,22 @@ class FileStore(LockedEdits, NotebookStore):
     mode = "files"
 
     def __init__(
-        self, root: Path, *, lock_dir: Path | None = None, lock_timeout: float = 10.0
+        self,
+        root: Path,
+        *,
+        lock_dir: Path | None = None,
+        lock_timeout: float = 10.0,
+        shared_state: bool = False,
     ) -> None:
+        """``shared_state``: what each reader last read is kept on disk for every process on
+        the root (replicas), not only in this process's memory."""
         self.fs = RootDir(root, lock_dir=lock_dir, lock_timeout=lock_timeout)
         self.root = self.fs.root
         self.documents = FileDocuments(self.fs, self)
         self.open_kernel_folder = self.documents.open_kernel_folder  # the local kernels' binding
         self._cache: dict[str, _Cached] = {}
         self.work: Work = self.fs.work  # cells encoded and bytes hashed, for the tests to count
-        self._seen = Readers(Shelf(self.state_key))
+        self._seen = Readers(Shelf(self.state_key) if shared_state else None)
         # The last written notebook's cells as serialised (by cell identity), so that an edit
         # re-encodes only the cells it made; see _serialize.
         self._cell_bytes: dict[str, CellBytes] = {}

@@ -104,6 +104,7 @@ class RTCStore(RoomHost):
         save_delay: float = 0.5,
         save_each_edit: bool = False,
         access: Access | None = None,
+        shared_state: bool = False,
     ) -> None:
         if way is None:
             from nbrelay.stores.rtc_websocket import WebSocketWay
@@ -117,6 +118,7 @@ class RTCStore(RoomHost):
             save_delay=save_delay,
             save_each_edit=save_each_edit,
             access=access,
+            shared_state=shared_state,
         )
 
     @property

@@ -110,6 +110,7 @@ class RoomHost(LockedEdits):
         save_delay: float = 0.5,
         save_each_edit: bool = False,
         access: Access | None = None,
+        shared_state: bool = False,
     ) -> None:
         self.api = api
         self.way = way
@@ -131,7 +132,7 @@ class RoomHost(LockedEdits):
         self._access = access
         # What each MCP session (reader) last saw: the guard against stale positions.
         self.state_key = f"jupyter:{api.identity}#{self.paths.folder}"
-        self._seen = Readers(Shelf(self.state_key))
+        self._seen = Readers(Shelf(self.state_key) if shared_state else None)
         self._seen_reloads: dict[str, tuple[SharedRoom, int]] = {}
         self._rooms: dict[str, SharedRoom] = {}
         self._reconnected: set[str] = set()  # rooms joined again since the agent was told

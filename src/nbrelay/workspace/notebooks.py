@@ -112,12 +112,12 @@ class Notebooks:
         self.settings = settings
         self.store = store
         self.id_factory = id_factory
-        # What each caller viewed and may undo: shared by every process on the root when the
-        # store names its root (replicas behind one address), else this process's.
+        # What each caller viewed and may undo: with --shared-state, shared by every process
+        # on the root (replicas behind one address), else this process's.
         key = store.capabilities.state_key
         self.callers: CallerState = (
             SharedCallerState(settings.undo_depth, key)
-            if key is not None
+            if key is not None and settings.shared_state
             else CallerState(settings.undo_depth)
         )
 
