@@ -197,11 +197,23 @@ def outputs_of(cell: Any, *, random: bool = False) -> list[Any]:
     shown: list[Any] = [cell.get("execution_count")]
     if random:
         return [*shown, *((o["output_type"], sorted(o.get("data", {}))) for o in cell.outputs)]
+    streamed: list[str] = []  # the raw text of the stream being shown last
     for out in cell.get("outputs", []):
         kind = out["output_type"]
         if kind == "stream":
-            shown.append((kind, out["name"], masked(out["text"])))
-        elif kind == "error":
+            # Adjacent writes to one stream are one output, as JupyterLab shows them: how a
+            # kernel splits a print into messages depends on timing (nbclient keeps the pieces).
+            text = "".join(out["text"]) if isinstance(out["text"], list) else str(out["text"])
+            last = shown[-1]
+            if streamed and isinstance(last, tuple) and last[:2] == (kind, out["name"]):
+                streamed.append(text)
+                shown[-1] = (kind, out["name"], masked("".join(streamed)))
+                continue
+            streamed = [text]
+            shown.append((kind, out["name"], masked(text)))
+            continue
+        streamed = []
+        if kind == "error":
             shown.append((kind, out["ename"], masked(out["evalue"])))
         else:
             data = {mime: masked(value) for mime, value in out.get("data", {}).items()}

@@ -42,7 +42,7 @@ from tests.tools.tasks_client import (
 
 pytestmark = pytest.mark.anyio
 
-_folders = Folders("t")
+_folders = Folders("task")  # its own prefix: tests/live/fixtures.py counts "t" folders
 SLOW = "import time\nfor i in range(600):\n    print('tick', i, flush=True)\n    time.sleep(0.1)"
 
 
