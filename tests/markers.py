@@ -83,6 +83,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "limits/test_limits.py::test_cpu_time_over_the_limit_*": ("kernel",),
     "limits/test_limits.py::test_network_can_be_cut_off_without_the_file_sandbox": ("kernel",),
     "limits/test_limits.py::test_the_sandbox_leaves_no_temporary_files": ("kernel",),
+    "limits/test_limits.py::test_unix_sockets_stay_reachable_*": ("kernel",),
     "profiles/test_ipynb_mcp.py::test_agent_workflow_on_real_kernel_outputs": ("kernel",),
     "profiles/test_*.py::test_nbrelay_serve_over_stdio": ("process",),
     "profiles/test_srcbook.py::test_storage_directory_is_the_sessions_folder": ("process",),
