@@ -37,3 +37,14 @@ def root(tmp_path: Path) -> Path:
     served = tmp_path / "root"
     served.mkdir()
     return served
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private runtime folder (journals, lock files, shared state) for the test's nbrelay
+    processes, which share it; its path. Modules that start processes use it for every test
+    (``pytest.mark.usefixtures("runtime")``)."""
+    folder = tmp_path / "run-user"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    return folder / "nbrelay"

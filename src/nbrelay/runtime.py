@@ -26,7 +26,8 @@ import logging
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from nbrelay.errors import PathError
@@ -262,3 +263,48 @@ def open_file(dir_fd: int, name: str, flags: int, where: str) -> int:
 def make_temp_folder(prefix: str) -> str:
     """A new, uniquely named folder (mode 0700) in the checked runtime folder."""
     return tempfile.mkdtemp(prefix=prefix, dir=str(folder_path()))
+
+
+# -- groups of state files --------------------------------------------------------------------
+# A state folder (the shared readers' reads, callers' undo histories) holds one group of files
+# per entry, named ``<base><suffix>``; the group's first suffix is its head, whose mtime says
+# when the entry was last used.
+
+STATE_RETENTION = 7 * 24 * 3600.0  # seconds a group may go unused before it is removed
+STATE_MAX_GROUPS = 10_000  # past this, the least recently used groups are removed
+
+
+def remove_group(dir_fd: int, base: str, suffixes: Sequence[str]) -> None:
+    """Remove the files of one group (those already gone are no error)."""
+    for suffix in suffixes:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(base + suffix, dir_fd=dir_fd)
+
+
+def groups(dir_fd: int, head: str) -> Iterator[tuple[str, int]]:
+    """Each group's base name and an open descriptor of its head (read only, closed after)."""
+    for name in os.listdir(dir_fd):
+        if not name.endswith(head):
+            continue
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            continue
+        try:
+            yield name[: -len(head)], fd
+        finally:
+            os.close(fd)
+
+
+def expire_groups(dir_fd: int, suffixes: Sequence[str]) -> None:
+    """Remove the groups unused for ``STATE_RETENTION`` seconds, and the least recently used
+    past ``STATE_MAX_GROUPS``."""
+    now = time.time()
+    used: list[tuple[float, str]] = []
+    for base, fd in groups(dir_fd, suffixes[0]):
+        with contextlib.suppress(OSError):
+            used.append((os.fstat(fd).st_mtime, base))
+    used.sort(reverse=True)
+    for k, (mtime, base) in enumerate(used):
+        if k >= STATE_MAX_GROUPS or now - mtime > STATE_RETENTION:
+            remove_group(dir_fd, base, suffixes)

@@ -16,18 +16,9 @@ import pytest
 from tests.helpers import call, call_error, notebook, write_notebook
 from tests.http.harness import http_client, http_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("runtime")]
 
 FIVE = "l1 = 1\nl2 = 2\nl3 = 3\nl4 = 4\nl5 = 5"
-
-
-@pytest.fixture(autouse=True)
-def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private runtime folder for the test's nbrelay processes (they share it)."""
-    folder = tmp_path / "run-user"
-    folder.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
-    return folder / "nbrelay"
 
 
 def sources(path: Path) -> list[str]:

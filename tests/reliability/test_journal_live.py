@@ -34,14 +34,7 @@ SLOW = (
     "print('done')"
 )
 
-
-@pytest.fixture(autouse=True)
-def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private runtime folder for the test's nbrelay processes (they share it)."""
-    folder = tmp_path / "run-user"
-    folder.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
-    return folder / "nbrelay"
+pytestmark = pytest.mark.usefixtures("runtime")
 
 
 def lines_of(result: dict[str, Any]) -> list[str]:

@@ -8,7 +8,8 @@ one pair of files per reader and notebook named by a digest of both: ``<digest>.
 version and cell order, small) and ``<digest>.s`` (the cells' sources, written only when the
 version changed). Each file is written under an ``flock`` of the ``.v`` file; a file cut by a
 crash reads as nothing seen (the guard then errs on the safe side). Pairs untouched for
-``RETENTION`` seconds are removed, and past ``MAX_PAIRS`` the least recently used.
+``runtime.STATE_RETENTION`` seconds are removed, and past ``runtime.STATE_MAX_GROUPS`` the least
+recently used.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from pathlib import Path
 from nbrelay import runtime
 from nbrelay.errors import NbrelayError
 
-RETENTION = 7 * 24 * 3600.0
-MAX_PAIRS = 10_000
 _SWEEP_EVERY = 3600.0
+_PAIR = (".v", ".s")
 
 
 @dataclass(frozen=True)
@@ -139,36 +139,12 @@ class Shelf:
     def forget(self, path: str) -> None:
         """Forget every reader's read of ``path`` (the notebook went away)."""
         with runtime.folder_fd(self._base, *self._parts) as dfd:
-            for name in os.listdir(dfd):
-                if not name.endswith(".v"):
-                    continue
-                with contextlib.suppress(OSError):
-                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-                    try:
-                        head = self._load(fd)
-                    finally:
-                        os.close(fd)
-                    if isinstance(head, dict) and head.get("path") == path:
-                        _unlink_pair(dfd, name[:-2])
+            for base, fd in runtime.groups(dfd, _PAIR[0]):
+                head = self._load(fd)
+                if isinstance(head, dict) and head.get("path") == path:
+                    runtime.remove_group(dfd, base, _PAIR)
 
     def _sweep(self, dfd: int) -> None:
-        now = time.time()
-        if now - self._swept < _SWEEP_EVERY:
-            return
-        self._swept = now
-        pairs: list[tuple[float, str]] = []
-        for name in os.listdir(dfd):
-            if name.endswith(".v"):
-                with contextlib.suppress(OSError):
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    pairs.append((st.st_mtime, name[:-2]))
-        pairs.sort(reverse=True)
-        for k, (mtime, base) in enumerate(pairs):
-            if k >= MAX_PAIRS or now - mtime > RETENTION:
-                _unlink_pair(dfd, base)
-
-
-def _unlink_pair(dfd: int, base: str) -> None:
-    for suffix in (".v", ".s"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(base + suffix, dir_fd=dfd)
+        if time.time() - self._swept >= _SWEEP_EVERY:
+            self._swept = time.time()
+            runtime.expire_groups(dfd, _PAIR)

@@ -15,8 +15,9 @@ for a token; nothing names the caller in clear):
 
 Every update holds an ``flock`` on the ``.json`` file, so concurrent processes serialise. A file
 cut by a crash reads as empty: the caller is then asked to read the notebook again (the guard
-errs on the safe side) and its undo history is gone. Files untouched for ``RETENTION`` seconds
-are removed, and past ``MAX_PAIRS`` the least recently used.
+errs on the safe side) and its undo history is gone. Files untouched for
+``runtime.STATE_RETENTION`` seconds are removed, and past ``runtime.STATE_MAX_GROUPS`` the least
+recently used.
 """
 
 from __future__ import annotations
@@ -36,9 +37,8 @@ from nbrelay.caller import PerCaller
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook import history
 
-RETENTION = 7 * 24 * 3600.0
-MAX_PAIRS = 10_000
 _SWEEP_EVERY = 3600.0
+_PAIR = (".json", ".undo")
 
 
 class CallerState:
@@ -232,33 +232,16 @@ class SharedCallerState(CallerState):
     def forget(self, rel: str) -> None:
         """Drop every caller's state of ``rel`` (the notebook went away)."""
         with runtime.folder_fd(self._base, *self._parts) as dfd:
-            for name in os.listdir(dfd):
-                if not name.endswith(".json"):
-                    continue
+            for base, fd in runtime.groups(dfd, _PAIR[0]):
                 with contextlib.suppress(OSError, ValueError):
-                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-                    try:
-                        meta = json.loads(os.pread(fd, 1 << 20, 0) or b"{}")
-                    finally:
-                        os.close(fd)
+                    meta = json.loads(os.pread(fd, 1 << 20, 0) or b"{}")
                     if isinstance(meta, dict) and meta.get("path") == rel:
-                        _unlink_pair(dfd, name[: -len(".json")])
+                        runtime.remove_group(dfd, base, _PAIR)
 
     def _sweep(self, dfd: int) -> None:
-        now = time.time()
-        if now - self._swept < _SWEEP_EVERY:
-            return
-        self._swept = now
-        pairs: list[tuple[float, str]] = []
-        for name in os.listdir(dfd):
-            if name.endswith(".json"):
-                with contextlib.suppress(OSError):
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    pairs.append((st.st_mtime, name[: -len(".json")]))
-        pairs.sort(reverse=True)
-        for k, (mtime, base) in enumerate(pairs):
-            if k >= MAX_PAIRS or now - mtime > RETENTION:
-                _unlink_pair(dfd, base)
+        if time.time() - self._swept >= _SWEEP_EVERY:
+            self._swept = time.time()
+            runtime.expire_groups(dfd, _PAIR)
 
 
 def _offsets(meta: dict[str, Any]) -> list[int]:
@@ -266,9 +249,3 @@ def _offsets(meta: dict[str, Any]) -> list[int]:
     if not isinstance(found, list) or not all(isinstance(o, int) for o in found):
         return []
     return list(found)
-
-
-def _unlink_pair(dfd: int, base: str) -> None:
-    for suffix in (".json", ".undo"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(base + suffix, dir_fd=dfd)
