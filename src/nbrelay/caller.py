@@ -18,11 +18,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 # The ASGI scope key under which an authenticating layer says who sent a request.
 IDENTITY_SCOPE_KEY = "nbrelay.identity"
+# The ASGI scope key under which Jupyter's MCP handler puts who it authenticated (the extension).
+JUPYTER_SCOPE_KEY = "nbrelay.jupyter_caller"
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,19 @@ class Caller:
     """One client of the server; ``key`` is "" for anyone (see the module docstring)."""
 
     key: str = ""
+    jupyter: Any = field(default=None, compare=False)
+    """In Jupyter: who it authenticated (``extension.access.JupyterUser``); None elsewhere."""
+    work: str = ""
+    """The server's own work: what it is doing (``Caller.server``); "" for a client's call."""
+
+    @classmethod
+    def server(cls, work: str) -> Caller:
+        """The server acting on its own (no client asked): ``work`` says what it is doing."""
+        return cls(work=work)
+
+    @property
+    def is_server(self) -> bool:
+        return bool(self.work)
 
 
 ANYONE = Caller()
