@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+from mcp_types import ResourceTemplateReference
 
 from nbrelay.caller import ANYONE, Caller, acting
 from nbrelay.extension.access import AccessDenied, JupyterUser
@@ -78,3 +79,18 @@ async def test_a_run_saves_its_outputs_as_the_user_who_started_it(start_ext_serv
         read = await call(client, "read_notebook", path="n.ipynb")
         assert "ran" not in str(read["cells"][0].get("outputs"))
     assert (server.root / "n.ipynb").read_bytes() == before
+
+
+async def test_a_completion_outside_a_tool_call_acts_for_the_user(
+    ext_server: JupyterServer, ext_folder: tuple[str, Path]
+) -> None:
+    folder, local = ext_folder
+    write_notebook(local / "n.ipynb", notebook("a = 1"))
+    template = ResourceTemplateReference(uri="nbrelay://notebook/{+path}/cells/{cell}")
+    async with ext_client(ext_server) as client:
+        paths = await client.complete(template, {"name": "path", "value": f"{folder}/n"})
+        assert paths.completion.values == [f"{folder}/n.ipynb"]
+        cells = await client.complete(
+            template, {"name": "cell", "value": "c"}, {"path": f"{folder}/n.ipynb"}
+        )
+        assert cells.completion.values == ["c0"]
