@@ -5,11 +5,16 @@ that belongs to one client is kept (what it last read of each notebook, its undo
 sessionless HTTP request (protocol 2026-07-28), the identity that authenticated it (its bearer
 token, or in Jupyter its user), which whoever authenticates puts in the ASGI scope under
 ``IDENTITY_SCOPE_KEY``; the client's connection (stdio, the in-process client). ``ANYONE`` (key
-"") is a call from no known client: work nbrelay does on its own, or a call made without MCP.
+"") is a call from no known client, or a call made without MCP. In Jupyter (the extension),
+``Caller.jupyter`` is who Jupyter authenticated (its handler and user), whom its authorizer is
+asked about before every operation; there, a caller that is neither that nor the server's own
+work (``Caller.server("saving rooms on stop")``: saving and reaping rooms, stopping idle kernels,
+resuming runs after a restart) is refused.
 
-The boundary makes the caller current for a tool call or a resource read (``acting``); the
-modules that keep state per caller read it with ``current()``. A background task started during
-a call (a run saving its outputs) acts for the caller that started it.
+The boundary makes the caller current for a tool call or a resource read (``acting``), and an
+MCP middleware for what is answered outside them (completions, subscriptions); the modules that
+keep state per caller read it with ``current()``. A run that outlasts its call keeps the caller
+that started it (taken when it is launched).
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 # The ASGI scope key under which an authenticating layer says who sent a request.
 IDENTITY_SCOPE_KEY = "nbrelay.identity"
+# The ASGI scope key under which Jupyter's MCP handler puts who it authenticated (the extension).
+JUPYTER_SCOPE_KEY = "nbrelay.jupyter_caller"
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,19 @@ class Caller:
     """One client of the server; ``key`` is "" for anyone (see the module docstring)."""
 
     key: str = ""
+    jupyter: Any = field(default=None, compare=False)
+    """In Jupyter: who it authenticated (``extension.access.JupyterUser``); None elsewhere."""
+    work: str = ""
+    """The server's own work: what it is doing (``Caller.server``); "" for a client's call."""
+
+    @classmethod
+    def server(cls, work: str) -> Caller:
+        """The server acting on its own (no client asked): ``work`` says what it is doing."""
+        return cls(work=work)
+
+    @property
+    def is_server(self) -> bool:
+        return bool(self.work)
 
 
 ANYONE = Caller()

@@ -24,7 +24,8 @@ from tests.servers import Folders, free_port, running, servers_of_a_test
 
 _folders = Folders("e")
 
-# A Jupyter authorizer that lets its users read everything and change or run nothing.
+# Jupyter authorizers: one lets its users read everything and change or run nothing; one lets
+# them run code but not change notebooks.
 READ_ONLY_AUTHORIZER = """
 from jupyter_server.auth.authorizer import Authorizer
 
@@ -32,6 +33,11 @@ from jupyter_server.auth.authorizer import Authorizer
 class ReadOnly(Authorizer):
     def is_authorized(self, handler, user, action, resource):
         return action == "read"
+
+
+class RunNotWrite(Authorizer):  # may run code, may not change notebooks
+    def is_authorized(self, handler, user, action, resource):
+        return not (resource == "contents" and action == "write")
 """
 
 

@@ -2,30 +2,30 @@
 
 The MCP endpoint's handler authenticates each request the way every Jupyter API handler does
 (``@web.authenticated``: the server's token, its cookie, or a JupyterHub OAuth token) and puts
-the caller (the handler and its user) into the request's ASGI scope. The middleware below makes
-that caller current while the MCP message is handled, and the store and kernel provider of the
-extension ask Jupyter's authorizer before every operation: ``contents`` read or write for
-notebooks, ``kernels`` execute for code. A request that reaches the MCP server without a caller
-is refused; work the server does on its own (no request: saving a room, the change feed's
-watchers of notebooks a caller already read) runs without one.
+who it authenticated (the handler and its user: ``JupyterUser``) into the request's ASGI scope;
+the tool boundary puts it in the call's ``Caller`` (``Caller.jupyter``), and the store and kernel
+provider of the extension ask Jupyter's authorizer for that caller before every operation
+(``require``): ``contents`` read or write for notebooks, ``kernels`` execute for code. A request
+that reaches the MCP server without Jupyter's authentication is refused (the middleware below),
+and so is an operation whose caller carries no Jupyter identity, unless it is the server's own
+work, which names itself (``Caller.server``: saving a room, reaping idle ones, the change feed's
+watchers of notebooks a caller already read).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp.shared.exceptions import MCPError
 
+from nbrelay.caller import JUPYTER_SCOPE_KEY, Caller
 from nbrelay.errors import NbrelayError
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-
-SCOPE_KEY = "nbrelay.jupyter_caller"
 
 
 class AccessDenied(NbrelayError):
@@ -33,7 +33,7 @@ class AccessDenied(NbrelayError):
 
 
 @dataclass(frozen=True)
-class Caller:
+class JupyterUser:
     """An authenticated request: the Jupyter handler that received it and its user."""
 
     handler: Any  # jupyter_server.base.handlers.JupyterHandler
@@ -48,8 +48,6 @@ class Caller:
         return "this user"
 
 
-current_caller: ContextVar[Caller | None] = ContextVar("nbrelay_jupyter_caller", default=None)
-
 _WHAT = {
     ("read", "contents"): "read notebooks",
     ("write", "contents"): "change notebooks",
@@ -60,22 +58,29 @@ _WHAT = {
 }
 
 
-async def require(action: str, resource: str) -> None:
-    """Refuse the current caller ``action`` on ``resource`` unless Jupyter's authorizer allows it
-    (no current caller: the server's own work, allowed)."""
-    caller = current_caller.get()
-    if caller is None:
-        return
-    authorizer = caller.handler.authorizer
+async def require(caller: Caller, action: str, resource: str) -> None:
+    """Refuse ``caller`` ``action`` on ``resource`` unless Jupyter's authorizer allows it (the
+    server's own work is allowed; a caller with no Jupyter identity is refused)."""
+    user = caller.jupyter
+    if not isinstance(user, JupyterUser):
+        if caller.is_server:
+            return
+        raise AccessDenied(
+            f"this operation ({resource}:{action}) was reached without the Jupyter user it is "
+            "done for, so it is refused; nothing was changed.",
+            hint="Call nbrelay through Jupyter's /mcp endpoint with Jupyter's credentials (its "
+            "token or login cookie).",
+        )
+    authorizer = user.handler.authorizer
     allowed: bool | Awaitable[bool] = authorizer.is_authorized(
-        caller.handler, caller.user, action, resource
+        user.handler, user.user, action, resource
     )
     if inspect.isawaitable(allowed):
         allowed = await allowed
     if not allowed:
         what = _WHAT.get((action, resource), f"{action} {resource}")
         raise AccessDenied(
-            f"Jupyter does not allow {caller.name} to {what} (permission {resource}:{action}); "
+            f"Jupyter does not allow {user.name} to {what} (permission {resource}:{action}); "
             "nothing was changed.",
             hint="Ask the server's administrator for the permission, or use the tools that "
             "only read.",
@@ -85,14 +90,11 @@ async def require(action: str, resource: str) -> None:
 async def caller_middleware(
     ctx: ServerRequestContext[Any, Any], call_next: CallNext
 ) -> HandlerResult:
-    """MCP middleware: make the request's Jupyter caller current while it is handled."""
+    """MCP middleware: refuse a request that did not come through Jupyter's authentication (the
+    tool boundary reads who it did from the request's scope)."""
     request = ctx.request
     scope = getattr(request, "scope", None)
-    caller = scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
-    if not isinstance(caller, Caller):
+    user = scope.get(JUPYTER_SCOPE_KEY) if isinstance(scope, dict) else None
+    if not isinstance(user, JupyterUser):
         raise MCPError(-32001, "this request did not come through Jupyter's authentication.")
-    token = current_caller.set(caller)
-    try:
-        return await call_next(ctx)
-    finally:
-        current_caller.reset(token)
+    return await call_next(ctx)

@@ -22,10 +22,10 @@ from tornado.iostream import StreamClosedError
 from traitlets import Bool, Float, Int, List, TraitError, TraitType, Unicode
 
 from nbrelay import config
-from nbrelay.caller import IDENTITY_SCOPE_KEY
+from nbrelay.caller import IDENTITY_SCOPE_KEY, JUPYTER_SCOPE_KEY, Caller, acting
 from nbrelay.config import OPTION_BY_NAME, Option, Settings
 from nbrelay.errors import NbrelayError
-from nbrelay.extension.access import SCOPE_KEY, Caller, caller_middleware
+from nbrelay.extension.access import JupyterUser, caller_middleware
 from nbrelay.extension.collaboration import Collaboration
 from nbrelay.extension.kernels import ServerKernels
 from nbrelay.extension.store import server_store
@@ -150,7 +150,8 @@ class _Relay:
 
     async def save_rooms(self) -> None:
         """Save every room with edits nbrelay made that its file does not hold yet."""
-        await self.store.save_all()
+        with acting(Caller.server("saving rooms on stop")):
+            await self.store.save_all()
 
     async def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -204,7 +205,7 @@ class McpHandler(APIHandler):
             ],
             "client": (req.remote_ip or "", 0),
             "server": (host or req.host or "", int(port) if port.isdigit() else 0),
-            SCOPE_KEY: Caller(self, self.current_user),
+            JUPYTER_SCOPE_KEY: JupyterUser(self, self.current_user),
             IDENTITY_SCOPE_KEY: self._identity(),
         }
 

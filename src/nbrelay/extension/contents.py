@@ -26,6 +26,7 @@ from jupyter_core.utils import ensure_async
 from jupyter_server.services.contents.fileio import FileManagerMixin
 from tornado import web
 
+from nbrelay.caller import current
 from nbrelay.errors import NbrelayError, PathError, RemoteError
 from nbrelay.extension.access import require
 from nbrelay.jupyter_api import JupyterAPI, Response
@@ -136,7 +137,7 @@ class ServerContents(JupyterAPI):
     async def get_contents(
         self, path: str, *, content: bool = True, hash: bool = False, type: str | None = None
     ) -> dict[str, Any]:
-        await require("read", "contents")
+        await require(current(), "read", "contents")
         real = self.confinement.check(path)
         # Content read through a path is checked against the file's own bytes (its hash).
         verify = content and real is not None
@@ -150,18 +151,18 @@ class ServerContents(JupyterAPI):
         return dict(_plain(model))
 
     async def exists(self, path: str) -> bool:
-        await require("read", "contents")
+        await require(current(), "read", "contents")
         self.confinement.check(path)
         return bool(await self._call(repr(path), self.cm.exists, path))
 
     async def save_contents(self, path: str, model: Mapping[str, Any]) -> dict[str, Any]:
-        await require("write", "contents")
+        await require(current(), "write", "contents")
         self.confinement.check(path)
         saved = await self._call(repr(path), self.cm.save, dict(model), path)
         return dict(_plain(saved or {}))
 
     async def make_folders(self, folder: str) -> None:
-        await require("write", "contents")
+        await require(current(), "write", "contents")
         parts = [p for p in folder.split("/") if p]
         for k in range(1, len(parts) + 1):
             sub = "/".join(parts[:k])
@@ -170,12 +171,12 @@ class ServerContents(JupyterAPI):
                 await self._call(sub, self.cm.save, {"type": "directory"}, sub)
 
     async def delete_contents(self, path: str) -> None:
-        await require("write", "contents")
+        await require(current(), "write", "contents")
         self.confinement.check(path)
         await self._call(repr(path), self.cm.delete, path)
 
     async def rename_contents(self, src: str, dst: str) -> dict[str, Any]:
-        await require("write", "contents")
+        await require(current(), "write", "contents")
         self.confinement.check(src)
         self.confinement.check(dst)
         await self._call(repr(src), self.cm.rename, src, dst)

@@ -21,6 +21,7 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async
 
+from nbrelay.caller import current
 from nbrelay.errors import KernelError
 from nbrelay.extension.access import require
 from nbrelay.kernels.base import KernelSpecInfo, specs_by_name
@@ -72,14 +73,14 @@ class ServerSession(ZmqChannels, JupyterSession):
 
     async def interrupt(self) -> None:
         self.last_activity = time.time()
-        await require("execute", "kernels")
+        await require(current(), "execute", "kernels")
         try:
             await ensure_async(self.provider.kernel_manager.interrupt_kernel(self.kernel_id))
         except Exception as exc:
             raise KernelError(f"could not interrupt the {self.name} kernel: {exc}.") from exc
 
     async def restart(self) -> None:
-        await require("execute", "kernels")
+        await require(current(), "execute", "kernels")
         await super().restart()
 
     async def _restart_kernel(self) -> None:
@@ -123,7 +124,7 @@ class ServerKernels(JupyterKernels[ServerSession]):
         self.kernel_spec_manager = kernel_spec_manager
 
     async def _authorize(self, action: str, resource: str) -> None:
-        await require(action, resource)
+        await require(current(), action, resource)
 
     async def _kernelspecs(self) -> dict[str, KernelSpecInfo]:
         found = await ensure_async(self.kernel_spec_manager.get_all_specs())

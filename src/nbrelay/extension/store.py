@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from nbrelay.caller import current
 from nbrelay.errors import PathError
 from nbrelay.extension.access import require
 from nbrelay.extension.collaboration import Collaboration, CollaborationChanged
@@ -148,7 +149,7 @@ class InProcessWay(RoomWay):
 
 
 async def _access(action: str) -> None:
-    await require(action, "contents")
+    await require(current(), action, "contents")
 
 
 def server_store(

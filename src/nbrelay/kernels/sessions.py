@@ -319,7 +319,7 @@ class JupyterKernels(ABC, Generic[S]):
     async def shutdown(self, key: str, *, wait: bool = True) -> bool:
         if key not in self._sessions:
             return False
-        await self._authorize("execute", "kernels")  # no caller: the idle reaper, allowed
+        await self._authorize("execute", "kernels")  # the idle reaper: the server's own, allowed
         session = self._sessions.pop(key, None)
         if session is None:
             return False

@@ -31,6 +31,7 @@ from typing import Self
 import anyio
 from anyio.abc import TaskGroup
 
+from nbrelay.caller import Caller, acting
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, Unsupported, act
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook.edits import Plan
@@ -296,7 +297,8 @@ class RoomHost(LockedEdits):
         if unsaved:
             await self._recover(rel, unsaved, fresh)
         self._rooms[rel] = fresh
-        self._tg.start_soon(self._keep, rel, fresh)
+        with acting(Caller.server(f"saving the room of {rel}")):
+            self._tg.start_soon(self._keep, rel, fresh)
         await self.way.announce(self.paths.server(rel))
         return fresh
 

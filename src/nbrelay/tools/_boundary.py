@@ -240,6 +240,13 @@ class Registrar:
         return decorator
 
 
+async def acting_for_request(ctx: Any, call_next: Any) -> Any:
+    """MCP middleware: the request's caller, for what is answered outside a tool call or a
+    resource read (argument completions, a subscription's first look at a notebook)."""
+    with acting(sdk.caller_of_request(ctx)):
+        return await call_next(ctx)
+
+
 def resource_words(words: Vocabulary) -> Vocabulary:
     """A profile's words for its resources: the same actions, cells numbered from 0 (as in
     every resource URI)."""

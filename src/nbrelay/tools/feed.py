@@ -27,6 +27,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
+from nbrelay.caller import Caller, acting
 from nbrelay.errors import NbrelayError, NotebookNotFound
 from nbrelay.notebook import changes
 from nbrelay.notebook.model import Notebook
@@ -147,7 +148,8 @@ class ChangeFeed:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[ChangeFeed]:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._poll)
+            with acting(Caller.server("watching notebooks for the change feed")):
+                tg.start_soon(self._poll)
             try:
                 yield self
             finally:

@@ -32,6 +32,7 @@ import logging
 import secrets
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import connection as sdk_connection
@@ -40,7 +41,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from pydantic import BaseModel
 
-from nbrelay.caller import ANYONE, IDENTITY_SCOPE_KEY, Caller
+from nbrelay.caller import ANYONE, IDENTITY_SCOPE_KEY, JUPYTER_SCOPE_KEY, Caller
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -119,15 +120,30 @@ _STREAMS: weakref.WeakKeyDictionary[Any, Caller] = weakref.WeakKeyDictionary()
 
 
 def caller_of(ctx: Any) -> Caller:
+    """Who a tool call or resource read comes from (``nbrelay.caller``): its key
+    (``_caller_key``) and, in Jupyter, who Jupyter authenticated (the request's scope)."""
+    try:
+        context = ctx.request_context
+    except (AttributeError, ValueError):
+        return ANYONE
+    return caller_of_request(context)
+
+
+def caller_of_request(context: Any) -> Caller:
+    """``caller_of`` from the request's context (``ServerRequestContext``): what an MCP
+    middleware or low-level handler has."""
+    found = _caller_key(context)
+    scope = getattr(getattr(context, "request", None), "scope", None)
+    jupyter = scope.get(JUPYTER_SCOPE_KEY) if isinstance(scope, dict) else None
+    return found if jupyter is None else replace(found, jupyter=jupyter)
+
+
+def _caller_key(context: Any) -> Caller:
     """Who a tool call comes from (``nbrelay.caller``): its MCP session over HTTP; for a
     sessionless HTTP request (protocol 2026-07-28), the identity that authenticated it (the
     transport put it in the request's scope); otherwise its client's stream (stdio, in
     process: ``stream_of``), which keeps one key while it lasts; ``ANYONE`` when none is
     known."""
-    try:
-        context = ctx.request_context
-    except (AttributeError, ValueError):
-        return ANYONE
     request = getattr(context, "request", None)
     headers = getattr(request, "headers", None)
     session_id = headers.get("mcp-session-id") if headers is not None else None

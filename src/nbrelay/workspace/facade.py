@@ -23,6 +23,7 @@ from typing import Any, Self, TypeVar, cast
 
 import anyio
 
+from nbrelay.caller import Caller, acting
 from nbrelay.config import Settings
 from nbrelay.kernels.base import KernelProvider
 from nbrelay.notebook.model import IdFactory, random_id
@@ -119,21 +120,26 @@ class Workspace:
         idle-kernel reaper) while the server runs; close everything at the end."""
         try:
             async with anyio.create_task_group() as tg:
-                self.kernels.attach(tg)
+                with acting(Caller.server("the kernels' background work")):
+                    self.kernels.attach(tg)
                 if self.capabilities.background is not None:  # the live store's rooms
-                    self.capabilities.background(tg)
-                tg.start_soon(self.kernels.reap_idle)
-                tg.start_soon(self.runs.resume_orphans)
+                    with acting(Caller.server("keeping rooms: saving, closing idle ones")):
+                        self.capabilities.background(tg)
+                with acting(Caller.server("stopping idle kernels")):
+                    tg.start_soon(self.kernels.reap_idle)
+                with acting(Caller.server("resuming runs after a restart")):
+                    tg.start_soon(self.runs.resume_orphans)
                 tg.start_soon(_release_memory)
                 try:
                     yield self
                 finally:
-                    with anyio.CancelScope(shield=True):
+                    with anyio.CancelScope(shield=True), acting(Caller.server("saving sessions")):
                         await self.kernels.save_sessions()
                     tg.cancel_scope.cancel()
         finally:
             self.kernels.attach(None)
-            await self.aclose()
+            with acting(Caller.server("closing on stop")):
+                await self.aclose()
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):

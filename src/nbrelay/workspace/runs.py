@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from nbrelay.caller import acting, current
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument, KernelError, NbrelayError
 from nbrelay.kernels.execution import Runner
@@ -151,6 +152,7 @@ class Runs:
         shown, interval = caps.run_state, caps.output_interval
 
         showing: set[str] = set()  # the cells this job shows running
+        starter = current()  # the run saves its outputs for whoever started it
 
         async def save(done: Mapping[str, tuple[list[Output], int | None]]) -> str | None:
             current = job.current()
@@ -168,15 +170,16 @@ class Runs:
 
         async def run() -> None:
             try:
-                async with anyio.create_task_group() as watch:
-                    if journaled:
-                        watch.start_soon(self._watch_cancel, job)
-                    await run_job(job, runner, save, save_interval=interval)
-                    watch.cancel_scope.cancel()
+                with acting(starter):
+                    async with anyio.create_task_group() as watch:
+                        if journaled:
+                            watch.start_soon(self._watch_cancel, job)
+                        await run_job(job, runner, save, save_interval=interval)
+                        watch.cancel_scope.cancel()
             finally:
                 if shown is not None:  # no cell of a finished job still shows [*]
                     ids = {c.id for c in job.cells if c.id is not None}
-                    with anyio.CancelScope(shield=True):
+                    with anyio.CancelScope(shield=True), acting(starter):
                         await _show(shown, path, (), ids)
 
         tg.start_soon(run)
