@@ -8,9 +8,10 @@
   MCP clients, each with its own session and its own notebook, call ``edit_cell`` and
   ``read_cell`` on it in a loop for ``--window`` seconds. Calls per second at N = 50 and
   N = 100 (alternated, ``--rounds`` times; medians), and the server's CPU seconds per call.
-* **memory after opening big notebooks**: ``--big-mb`` MB of notebooks (1,000 cells each, about
-  10 KB of output per cell), every one opened with ``read_notebook``; the server's resident set
-  against the bytes of the notebooks open.
+* **memory after opening big notebooks**: ``--big-mb`` MB of notebooks (``--big-cells`` 10,000
+  cells each with ``--big-output`` 300 bytes of output: about 6 MB a notebook, the shape whose
+  parsed form costs the most memory per byte), every one opened with ``read_notebook``; the
+  server's resident set against the bytes of the notebooks opened.
 
 Run: ``python -m bench.scale [--rows start,memory,agents,big]`` (prints a table; not part of the
 test run).
@@ -265,14 +266,14 @@ async def many_agents(sizes: list[int], rounds: int, window: float) -> list[tupl
     return rows
 
 
-async def big_notebooks(total_mb: int) -> list[tuple[str, ...]]:
+async def big_notebooks(total_mb: int, cells: int, output: int) -> list[tuple[str, ...]]:
     with tempfile.TemporaryDirectory(prefix="nbrelay-big-") as tmp:
         root = Path(tmp)
-        one = big_notebook("big")
+        one = big_notebook("big", cells, output)
         count = max(1, round(total_mb * 1e6 / len(one)))
         names = [f"big{i:03d}.ipynb" for i in range(count)]
         for i, name in enumerate(names):
-            (root / name).write_bytes(big_notebook(f"big{i}"))
+            (root / name).write_bytes(big_notebook(f"big{i}", cells, output))
         size = sum((root / n).stat().st_size for n in names)
         with http_server(root) as (proc, url, token):
             async with http_client(url, token) as client:
@@ -301,7 +302,7 @@ async def main(args: argparse.Namespace) -> int:
     if "agents" in wanted:
         rows += await many_agents([50, 100], args.rounds, args.window)
     if "big" in wanted:
-        rows += await big_notebooks(args.big_mb)
+        rows += await big_notebooks(args.big_mb, args.big_cells, args.big_output)
     header = ("measure", "baseline (same run)", "nbrelay", "ratio")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for r in [header, *rows]:
@@ -316,6 +317,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="Windows per agent count.")
     parser.add_argument("--window", type=float, default=10.0, help="Seconds per window.")
     parser.add_argument("--big-mb", type=int, default=424, help="MB of notebooks to open.")
+    parser.add_argument("--big-cells", type=int, default=10_000, help="Cells per big notebook.")
+    parser.add_argument(
+        "--big-output", type=int, default=300, help="Bytes of output per cell of a big notebook."
+    )
     return parser.parse_args(argv)
 
 
