@@ -250,17 +250,17 @@ async def many_agents(sizes: list[int], rounds: int, window: float) -> list[tupl
                         cpu[n].append((cpu_seconds(proc.pid) - c0) / calls)
                         mine[n].append((time.process_time() - m0) / calls)
     base = statistics.median(rates[sizes[0]])
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for n in sizes:
         r = statistics.median(rates[n])
         ms = statistics.median(cpu[n]) * 1000
-        client = statistics.median(mine[n]) * 1000
+        own = statistics.median(mine[n]) * 1000
         rows.append(
             (
                 f"{n} HTTP agents, own notebooks",
                 f"{base:.0f} calls/s at N={sizes[0]}",
                 f"{r:.0f} calls/s",
-                f"{r / base:.2f}× (CPU/call: server {ms:.1f} ms, clients {client:.1f} ms)",
+                f"{r / base:.2f}× (CPU/call: server {ms:.1f} ms, clients {own:.1f} ms)",
             )
         )
     return rows

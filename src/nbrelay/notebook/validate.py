@@ -33,6 +33,7 @@ def _fjs() -> Any:
 
     return fastjsonschema
 
+
 _MAX_ERROR = 300
 
 

@@ -49,7 +49,7 @@ _TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trim
 
 # Bytes of notebooks kept parsed (an edited one counts twice: its cells' bytes are kept too);
 # parsed, a notebook of many small cells takes over twice its bytes of memory.
-CACHE_BYTES = 192 * 2**20
+CACHE_BYTES = 160 * 2**20
 
 _SETTLED_NS = 50_000_000  # a file's stat proves it unchanged once its mtime is this far past…
 _SETTLED_COARSE_NS = 2_100_000_000  # …or this far, where time stamps are whole ms or seconds
