@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import regex as _regex
-
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.render import output_text
@@ -26,7 +24,13 @@ from nbrelay.notebook.render import output_text
 _MAX_PATTERN = 1000
 _MAX_LINE = 200
 REGEX_TIME_LIMIT = 2.0  # seconds of matching one call may spend in all
-regex_error = _regex.error  # a bad replacement template
+
+
+def _regex() -> Any:
+    """The ``regex`` module, imported on the first search (not to list a server's tools)."""
+    import regex
+
+    return regex
 
 
 @dataclass(frozen=True)
@@ -94,10 +98,11 @@ def compile_pattern(
         raise InvalidArgument("the search pattern is empty.", hint="Give text to look for.")
     if len(pattern) > _MAX_PATTERN:
         raise InvalidArgument(f"the search pattern is over {_MAX_PATTERN} characters.")
-    flags = _regex.VERSION0 | (0 if case_sensitive else _regex.IGNORECASE)
+    re_ = _regex()
+    flags = re_.VERSION0 | (0 if case_sensitive else re_.IGNORECASE)
     try:
-        compiled = _regex.compile(pattern if regex else _regex.escape(pattern), flags)
-    except (_regex.error, ValueError, OverflowError, RecursionError) as exc:
+        compiled = re_.compile(pattern if regex else re_.escape(pattern), flags)
+    except (re_.error, ValueError, OverflowError, RecursionError) as exc:
         raise InvalidArgument(
             f"the regular expression is invalid: {exc}.",
             hint="Fix the pattern, or pass regex=false to search for the literal text.",
@@ -112,7 +117,7 @@ def substitute(pat: Pattern, replacement: str, text: str, *, regex: bool) -> tup
         if regex:
             return pat.subn(replacement, text)
         return pat.subn(lambda _: replacement, text)
-    except (regex_error, IndexError) as exc:
+    except (_regex().error, IndexError) as exc:  # a bad replacement template
         raise InvalidArgument(
             f"the replacement {replacement!r} is invalid: {exc}.",
             hint="Group references are \\1 or \\g<name>; pass regex=false for literal text.",

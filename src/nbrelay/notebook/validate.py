@@ -21,12 +21,19 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import fastjsonschema
-
 from nbrelay.errors import NotebookInvalid
 from nbrelay.notebook.model import Cell, Notebook
 
 _Validator = Callable[[Any], Any]
+
+
+def _fjs() -> Any:
+    """``fastjsonschema``, imported when the first notebook is checked (not to list tools)."""
+    import fastjsonschema
+
+    return fastjsonschema
+
+
 _MAX_ERROR = 300
 
 
@@ -60,7 +67,7 @@ def _compiled(ref: str | None, future: bool = False) -> _Validator:
         definitions["output"]["oneOf"].append({"$ref": "#/definitions/unrecognized_output"})
     if ref is not None:
         schema = {"$ref": f"#/definitions/{ref}", "definitions": schema["definitions"]}
-    validator: _Validator = fastjsonschema.compile(schema)
+    validator: _Validator = _fjs().compile(schema)
     return validator
 
 
@@ -101,7 +108,7 @@ def cell_problem(cell: Any, *, future: bool = False) -> str | None:
         return f"has cell_type {kind!r}; it must be code, markdown or raw"
     try:
         _compiled(ref, future)(cell)
-    except fastjsonschema.JsonSchemaException as exc:
+    except _fjs().JsonSchemaException as exc:
         return _bounded(_message(exc).replace("data", "cell", 1))
     return None
 
@@ -110,7 +117,7 @@ def top_level_ok(data: dict[str, Any]) -> bool:
     """Whether a notebook's top level (a dict, its cells left out) passes the schema."""
     try:
         _compiled(None)(data)
-    except fastjsonschema.JsonSchemaException:
+    except _fjs().JsonSchemaException:
         return False
     return True
 
@@ -120,7 +127,7 @@ def _top_level_problem(nb: Notebook) -> str | None:
     top["cells"] = []
     try:
         _compiled(None, from_future(nb))(top)
-    except fastjsonschema.JsonSchemaException as exc:
+    except _fjs().JsonSchemaException as exc:
         return _bounded(_message(exc).replace("data", "notebook", 1))
     return None
 
@@ -135,7 +142,7 @@ def problems(nb: Notebook, *, limit: int = 5) -> list[str]:
     try:
         _compiled(None, future)(_as_written(nb))
         return found
-    except fastjsonschema.JsonSchemaException:
+    except _fjs().JsonSchemaException:
         pass
     for i, cell in enumerate(nb.cells):
         why = cell_problem(cell, future=future)

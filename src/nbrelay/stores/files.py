@@ -40,11 +40,16 @@ from nbrelay.process import map_big_buffers, release_memory
 from nbrelay.stores.base import Capabilities, EditOutcome, Entry, NotebookStore, Planner, Snapshot
 from nbrelay.stores.editing import LockedEdits, Readers
 from nbrelay.stores.file_documents import STATE_FOLDER, FileDocuments
+from nbrelay.stores.lru import BytesLRU
 from nbrelay.stores.paths import Glob
 from nbrelay.stores.rootdir import RootDir, StatKey, stat_key
 from nbrelay.stores.shelf import Shelf
 
 _TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
+
+# Bytes of notebooks kept parsed (an edited one counts twice: its cells' bytes are kept too);
+# parsed, a notebook of many small cells takes over twice its bytes of memory.
+CACHE_BYTES = 160 * 2**20
 
 _SETTLED_NS = 50_000_000  # a file's stat proves it unchanged once its mtime is this far past…
 _SETTLED_COARSE_NS = 2_100_000_000  # …or this far, where time stamps are whole ms or seconds
@@ -84,19 +89,28 @@ class FileStore(LockedEdits, NotebookStore):
         lock_dir: Path | None = None,
         lock_timeout: float = 10.0,
         shared_state: bool = False,
+        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         """``shared_state``: what each reader last read is kept on disk for every process on
-        the root (replicas), not only in this process's memory."""
+        the root (replicas), not only in this process's memory. ``cache_bytes``: the notebooks
+        kept parsed, least recently used dropped first (see ``CACHE_BYTES``)."""
         self.fs = RootDir(root, lock_dir=lock_dir, lock_timeout=lock_timeout)
         self.root = self.fs.root
         self.documents = FileDocuments(self.fs, self)
         self.open_kernel_folder = self.documents.open_kernel_folder  # the local kernels' binding
-        self._cache: dict[str, _Cached] = {}
+        self._cache: BytesLRU[_Cached] = BytesLRU(cache_bytes, self._weigh, self._evicted)
         self.work: Work = self.fs.work  # cells encoded and bytes hashed, for the tests to count
         self._seen = Readers(Shelf(self.state_key) if shared_state else None)
         # The last written notebook's cells as serialised (by cell identity), so that an edit
         # re-encodes only the cells it made; see _serialize.
         self._cell_bytes: dict[str, CellBytes] = {}
+
+    def _weigh(self, real: str, cached: _Cached) -> int:
+        size = cached.snapshot.size or 0
+        return 2 * size if real in self._cell_bytes else size
+
+    def _evicted(self, real: str) -> None:
+        self._cell_bytes.pop(real, None)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -322,7 +336,7 @@ class FileStore(LockedEdits, NotebookStore):
     ) -> EditOutcome:
         with self.fs.flock(real):
             before = self._snapshot(rel, real)
-            seen = self._cache[real]
+            seen = self._cache.get(real)  # None if another notebook's read evicted it since
             fix = "Fix the file by hand or restore it from version control, then retry."
             plan, after_nb, outside = self._seen.plan(
                 real, before, planner, expected, guard_positions, fix
@@ -335,7 +349,7 @@ class FileStore(LockedEdits, NotebookStore):
                 real,
                 data,
                 expect=before.version,
-                expect_key=seen.key if seen.proven else None,
+                expect_key=seen.key if seen is not None and seen.proven else None,
                 mtime_ns=stamp,
             )
             after = Snapshot(rel, after_nb, version, size=st.st_size, modified=st.st_mtime)

@@ -1,0 +1,70 @@
+"""The file store keeps notebooks parsed within a bound of bytes: opening notebooks past it
+drops the least recently used (read again from the file when next used), never the one in use."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from nbrelay.notebook import edits
+from nbrelay.notebook.model import new_cell, new_notebook, parse, serialize
+from nbrelay.stores.files import FileStore
+
+pytestmark = pytest.mark.anyio
+
+CELLS = 200
+
+
+def write(path: Path, tag: str) -> int:
+    cells = [new_cell("code", f"x_{i} = '{tag}' * {i}", f"c{i}") for i in range(CELLS)]
+    path.write_bytes(serialize(new_notebook(cells)))
+    past = os.stat(path).st_mtime_ns - 10**10  # settled: its stat alone proves it unchanged
+    os.utime(path, ns=(past, past))
+    return path.stat().st_size
+
+
+async def test_opening_notebooks_past_the_bound_evicts_the_least_recently_used(
+    tmp_path: Path,
+) -> None:
+    sizes = [write(tmp_path / f"n{i}.ipynb", f"t{i}") for i in range(6)]
+    limit = sizes[0] * 5 // 2  # room for two notebooks, not three
+    store = FileStore(tmp_path, lock_dir=tmp_path / ".locks", cache_bytes=limit)
+    for i in range(6):
+        await store.load(f"n{i}.ipynb")
+        assert store._cache.held <= max(limit, sizes[i])
+    assert store._cache.held == sizes[4] + sizes[5]
+
+    before = replace(store.work)
+    await store.load("n5.ipynb")  # kept: one stat, nothing read
+    assert store.work.bytes_hashed == before.bytes_hashed
+    await store.load("n0.ipynb")  # evicted: read and hashed again
+    assert store.work.bytes_hashed - before.bytes_hashed == sizes[0]
+    assert store._cache.held == sizes[5] + sizes[0]  # n4 went, the least recently used
+
+
+async def test_an_edited_notebook_counts_its_kept_bytes_and_an_evicted_one_still_edits_right(
+    tmp_path: Path,
+) -> None:
+    sizes = [write(tmp_path / f"n{i}.ipynb", f"t{i}") for i in range(3)]
+    store = FileStore(tmp_path, lock_dir=tmp_path / ".locks", cache_bytes=sizes[0] * 5 // 2)
+
+    async def edit(name: str, source: str) -> None:
+        await store.edit(
+            name,
+            lambda nb: edits.plan_set_source(nb, 1, source),
+            expected_version=None,
+            guard_positions=False,
+        )
+
+    await edit("n0.ipynb", "a = 1")  # parsed and its cells' bytes kept: about twice its size
+    assert store._cache.held == 2 * (tmp_path / "n0.ipynb").stat().st_size
+    await store.load("n1.ipynb")  # past the bound: n0 goes, with its cells' bytes
+    assert "n0.ipynb" not in {Path(k).name for k in store._cell_bytes}
+    assert store._cache.held == sizes[1]
+    await edit("n0.ipynb", "b = 2")  # read again, encoded whole, written right
+    raw = (tmp_path / "n0.ipynb").read_bytes()
+    assert raw == serialize(parse(raw))
+    assert parse(raw).cells[1]["source"] == "b = 2"
