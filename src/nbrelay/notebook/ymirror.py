@@ -288,5 +288,6 @@ class Mirror:
             while len(problems) < _LIMIT:
                 at = flagged.index(True, at + 1)
                 problems.append(f"cell {at} (id {ids[at]!r}) {found[at]}")
-        data = {**top.data, "cells": cells}
-        return Notebook(data=data), version, tuple(problems)
+        nb = Notebook(data={**top.data, "cells": cells})
+        nb._current().ids = ids  # made above: the store, the journal and the readers use them
+        return nb, version, tuple(problems)
