@@ -10,9 +10,8 @@ of 200 and 10,000 cells with outputs (``--sizes``):
 * **live**: ``nbrelay serve --http --jupyter-url`` on another copy in the same Jupyter Server;
 * **datalayer** (``--with dl``, the other client): datalayer jupyter-mcp-server 2.2.4, installed
   from PyPI into a virtual environment of its own under ``--cache`` as ``bench/compare.py`` does,
-  working all the while on a copy of its own in the same Jupyter Server (its own tool for each
-  operation, over and over, in the background): its medians are those of the calls it made
-  meanwhile.
+  working on a copy of its own in the same Jupyter Server, its own tool for each operation,
+  interleaved with the others' calls.
 
 The operations: read the notebook (``read_notebook``'s first page), read one cell, insert a cell,
 edit a cell (whole source), delete a cell, in the middle of the notebook. Then the reads again
