@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from typing import Any
 
 import pycrdt
@@ -139,6 +140,41 @@ def test_one_changed_cell_is_the_only_cell_converted_again(
     assert nb.cells[12]["source"].startswith("# edited\n")
     assert mirror.read()[0] is nb  # nothing changed: nothing converted, the same snapshot
     _same(mirror, ymeta, ycells)
+
+
+def _python_calls_of_a_read_after_one_edit(cells: int) -> int:
+    doc, ymeta, ycells = _doc()
+    mirror = Mirror(ymeta, ycells, name="t")
+    replace_all(doc, ymeta, ycells, new_notebook(_start(cells)))
+    mirror.read()
+    at = cells // 2 - cells // 2 % 3  # a code cell with an output, as ``_start`` makes them
+    text = ycells[at]["source"]
+    text.insert(0, "# edited\n")
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call":  # Python code entered (a generator resumed counts too)
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        nb, _, _ = mirror.read()
+    finally:
+        sys.setprofile(None)
+    assert nb.cells[at]["source"].startswith("# edited\n")
+    _same(mirror, ymeta, ycells)
+    return calls
+
+
+def test_a_read_after_one_cell_changed_runs_no_python_per_unchanged_cell() -> None:
+    """Past converting the changed cell, a read derives the notebook in passes of C over the
+    cells: no Python code runs per cell (finding the changed cells by a list search used to call
+    a dataclass ``__eq__`` per cell, and each pass was a loop in Python), so the Python calls of
+    a read are as many at 2,000 cells as at 100."""
+    small = _python_calls_of_a_read_after_one_edit(100)
+    big = _python_calls_of_a_read_after_one_edit(2000)
+    assert big == small, (small, big)
 
 
 def test_a_read_after_one_cell_changed_hashes_that_cell_not_the_notebook(
