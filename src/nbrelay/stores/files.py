@@ -153,7 +153,7 @@ class FileStore(LockedEdits, NotebookStore):
             snap = self._unchanged(real)  # the common case needs one stat, not a thread
             if snap is None:
                 snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
-        return self._seen.observe(real, snap)
+        return await self._seen.observe(real, snap)
 
     async def peek(self, path: str) -> Snapshot:
         rel, real = self.fs.resolve(path)
@@ -261,7 +261,7 @@ class FileStore(LockedEdits, NotebookStore):
         data = nblr.dump(notebook, path=rel) if nblr.is_nblr(rel) else serialize(notebook)
         async with self.lock(real):
             snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
-        return self._seen.observe(real, snap)
+        return await self._seen.observe(real, snap)
 
     def _create_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> Snapshot:
         return self._remember(rel, real, data, self.put_sync(rel, real, data, overwrite))
@@ -314,7 +314,7 @@ class FileStore(LockedEdits, NotebookStore):
         outcome = await anyio.to_thread.run_sync(
             self._edit_sync, rel, key, planner, expected, guard_positions
         )
-        self._seen.remember(key, outcome.after)
+        await self._seen.remember(key, outcome.after)
         return outcome
 
     def _edit_sync(
@@ -381,7 +381,7 @@ class FileStore(LockedEdits, NotebookStore):
             snap = await anyio.to_thread.run_sync(
                 self.rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
             )
-        return self._seen.observe(dst_real, cast(Snapshot, snap))
+        return await self._seen.observe(dst_real, cast(Snapshot, snap))
 
     def rename_sync(
         self,
@@ -417,7 +417,7 @@ class FileStore(LockedEdits, NotebookStore):
     def forget(self, real: str) -> None:
         """A file is gone: drop its cached snapshot and what readers last saw of it."""
         self._cache.pop(real, None)
-        self._seen.forget(real)
+        self._seen.forget_sync(real)
 
     def drop_cached(self, real: str) -> None:
         """A file was written by other means than an edit: its cached snapshot is stale."""
