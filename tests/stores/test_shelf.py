@@ -101,6 +101,7 @@ async def test_shared_state_is_written_off_the_event_loop(
         assert await callers.viewed("n.ipynb") == snap.version
         assert [c.label for c in await callers.changes("n.ipynb")] == ["edit cell"]
         seen = Shelf(store.state_key).get("token:someone", store.fs.resolve("n.ipynb")[1])
-    assert seen is not None and seen.version == snap.version
+    assert seen is not None
+    assert seen.version == snap.version
     assert disk.writes == 4  # and the callers' meta, twice
     assert disk.stalled == 0
