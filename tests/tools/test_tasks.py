@@ -354,6 +354,35 @@ async def test_tasks_made_through_one_replica_are_answered_and_cancelled_through
                 assert hidden.value.error.code == -32602
 
 
+@pytest.mark.usefixtures("runtime")
+async def test_a_task_whose_replica_was_killed_is_answered_as_failed_by_the_other(
+    root: Path, tmp_path: Path
+) -> None:
+    """kill -9 of the process running a task: the other replica does not report it working
+    forever; it says the task failed and names the run's handle, whose outputs it returns."""
+    fixture_notebook(root)
+    with http_server(root, tmp_path, "--shared-state", name="b") as b:
+        with http_server(root, tmp_path, "--shared-state", name="a", token=b.token) as a:
+            async with http_client(a.url, a.token, Tasks()) as via_a:
+                slow = await start_task(via_a, "execute", path="n.ipynb", code=SLOW)
+                with anyio.fail_after(120):
+                    while True:
+                        got = await tasks_request(via_a.session, "tasks/get", slow["taskId"])
+                        if "tick" in got.get("statusMessage", ""):
+                            break
+                        await anyio.sleep(0.2)
+            a.proc.kill()
+            a.proc.wait(timeout=10)
+        async with http_client(b.url, b.token, Tasks()) as via_b:
+            state = await wait_task(via_b, slow["taskId"], limit=60)
+            assert state["status"] == "failed", state
+            assert "ended before it did" in state["statusMessage"]
+            handle = re.search(r"handle='([^']+)'", state["statusMessage"])
+            assert handle is not None, state
+            run = await call(via_b, "get_execution", handle=handle.group(1))
+            assert "tick 0" in run["cells"][0]["outputs"][0]["text"]
+
+
 MODES = [pytest.param(m, marks=[pytest.mark.jupyter] if m != "files" else []) for m in MODES_]
 
 

@@ -12,7 +12,9 @@ process running the task sees the mark and cancels it as its own.
 Records live in the root's private state folder (``tasks/<hash of the root>`` in nbrelay's
 runtime folder, next to the run journal), one ``<digest of the task id>.json`` each (the task id
 is a secret: it names no file), holding a digest of the identity that made the task, never the
-identity itself. Each is written and read whole under an ``flock``, in a worker thread.
+identity itself. While the task runs, its process holds an ``flock`` on ``<digest>.live``: a
+task whose record says it works but whose lock is free lost its process (killed), and is
+answered as failed. Each is written and read whole under an ``flock``, in a worker thread.
 A record is removed with the others of its group (``runtime.expire_groups``) once unused for
 ``runtime.STATE_RETENTION`` seconds, and at the next write of a record after ``KEEP_SECONDS``
 past its end (``tasks.KEEP_SECONDS``, passed in).
@@ -36,7 +38,8 @@ from nbrelay.errors import NbrelayError
 
 _HEAD = ".json"
 _CANCEL = ".cancel"
-_GROUP = (_HEAD, _CANCEL)
+_LIVE = ".live"
+_GROUP = (_HEAD, _CANCEL, _LIVE)
 _SWEEP_EVERY = 600.0
 
 
@@ -72,6 +75,46 @@ class TaskRecords:
 
     async def cancel_asked(self, task_id: str) -> bool:
         return await anyio.to_thread.run_sync(self._cancel_asked, task_id)
+
+    async def hold(self, task_id: str) -> int:
+        """Mark ``task_id`` as running in this process until ``release``: an ``flock`` the
+        kernel drops when this process dies, however it dies (as the run journal's)."""
+        return await anyio.to_thread.run_sync(self._hold, task_id)
+
+    @staticmethod
+    def release(fd: int) -> None:
+        os.close(fd)
+
+    async def running(self, task_id: str) -> bool:
+        """Whether a live process still runs ``task_id`` (False: it ended, or its process
+        died)."""
+        return await anyio.to_thread.run_sync(self._running, task_id)
+
+    def _hold(self, task_id: str) -> int:
+        name = _digest(task_id) + _LIVE
+        with runtime.folder_fd(self._base, *self._parts) as dfd:
+            fd = runtime.open_file(dfd, name, os.O_RDWR | os.O_CREAT, name)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _running(self, task_id: str) -> bool:
+        name = _digest(task_id) + _LIVE
+        try:
+            with runtime.folder_fd(self._base, *self._parts) as dfd:
+                fd = runtime.open_file(dfd, name, os.O_RDONLY, name)
+        except NbrelayError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     def _put(self, task_id: str, record: dict[str, Any]) -> None:
         name = _digest(task_id) + _HEAD

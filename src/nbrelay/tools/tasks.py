@@ -126,6 +126,8 @@ class RunTask:
     cancel_asked: bool = False
     ended: float | None = None  # time.monotonic() when it reached a terminal status
     elsewhere: bool = False  # another process on the root runs it (read from its record)
+    # held while its record is written: a working state never overwrites the final one
+    saving: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
     size: int = 0  # characters of its result, once it ended
 
     # runs.RunWatch: what the tool call tells its task
@@ -184,8 +186,9 @@ class RunTask:
         }
 
     @classmethod
-    def recorded(cls, found: dict[str, Any], run: Job | None) -> RunTask:
-        """A task of another process, from its record (``run``: its run, from the journal)."""
+    def recorded(cls, found: dict[str, Any], run: Job | None, *, orphaned: bool) -> RunTask:
+        """A task of another process, from its record (``run``: its run, from the journal;
+        ``orphaned``: the record says it works, but no process runs it any more)."""
         status = found.get("status")
         task = cls(
             str(found["taskId"]),
@@ -202,10 +205,11 @@ class RunTask:
         ended = found.get("endedAt")
         if isinstance(ended, (int, float)):
             task.ended = time.monotonic() - (time.time() - ended)
-        elif run is not None and run.done.is_set() and run.state_lost:
-            # The process running the call died with it: what its journal says is the end.
+        elif orphaned:
             task.status, task.ended = "failed", time.monotonic()
-            task.message = "; ".join(run.notes) or "the nbrelay process running it ended"
+            task.message = "the nbrelay process running this task ended before it did" + (
+                f"; the run's outputs: get_execution(handle={run.handle!r})" if run else ""
+            )
             task.error = {"code": INTERNAL_ERROR, "message": task.message}
         return task
 
@@ -288,16 +292,22 @@ class RunTasks(Extension):
         self._prune()
         task = RunTask(secrets.token_urlsafe(24), params.name, identity_of(ctx))
         self._tasks[task.task_id] = task  # tasks/get finds it before the answer is sent
+        held = None
         if self._records is not None:  # and so does every other process on the root
+            held = await self._records.hold(task.task_id)
             await self._records.put(task.task_id, task.record())
-        self._tg.start_soon(self._work, task, ctx, call_next)
+        self._tg.start_soon(self._work, task, ctx, call_next, held)
         created = task.wire()
         created.pop("_meta", None)
         created["statusMessage"] = f"{params.name} started; poll tasks/get"
         return {"resultType": "task", **created}
 
     async def _work(
-        self, task: RunTask, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+        self,
+        task: RunTask,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+        held: int | None = None,
     ) -> None:
         token = runs.watching.set(task)
         watcher = anyio.CancelScope()
@@ -336,7 +346,10 @@ class RunTasks(Extension):
                 task.finish("cancelled", "the server stopped before the call finished")
             if self._records is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                    await self._records.put(task.task_id, task.record())
+                    async with task.saving:
+                        await self._records.put(task.task_id, task.record())
+            if held is not None:
+                TaskRecords.release(held)
 
     async def _share(
         self,
@@ -353,7 +366,9 @@ class RunTasks(Extension):
                 await anyio.sleep(CANCEL_POLL)
                 if task.run is not written:
                     written = task.run
-                    await records.put(task.task_id, task.record())
+                    async with task.saving:
+                        if task.status == "working":
+                            await records.put(task.task_id, task.record())
                 if not task.cancel_asked and await records.cancel_asked(task.task_id):
                     self._cancel_here(task, ctx)
 
@@ -391,7 +406,8 @@ class RunTasks(Extension):
             ws: Workspace = ctx.lifespan_context
             with contextlib.suppress(NbrelayError):  # its journal is gone: the record is all
                 run = ws.runs.job(handle)
-        task = RunTask.recorded(found, run)
+        orphaned = found.get("status") == "working" and not await records.running(task_id)
+        task = RunTask.recorded(found, run, orphaned=orphaned)
         task.elsewhere = True
         return task
 
