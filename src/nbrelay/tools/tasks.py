@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 
     from nbrelay.kernels.jobs import Job
     from nbrelay.workspace import Workspace
+
+logger = logging.getLogger("nbrelay.tasks")
 
 TASKS = "io.modelcontextprotocol/tasks"
 RUN_META = "io.github.nbrelay/run"  # in tasks/get: the run's handle, notebook and state
@@ -294,8 +297,14 @@ class RunTasks(Extension):
         self._tasks[task.task_id] = task  # tasks/get finds it before the answer is sent
         held = None
         if self._records is not None:  # and so does every other process on the root
-            held = await self._records.hold(task.task_id)
-            await self._records.put(task.task_id, task.record())
+            try:
+                held = await self._records.hold(task.task_id)
+                await self._records.put(task.task_id, task.record())
+            except BaseException:
+                self._tasks.pop(task.task_id, None)
+                if held is not None:
+                    TaskRecords.release(held)
+                raise
         self._tg.start_soon(self._work, task, ctx, call_next, held)
         created = task.wire()
         created.pop("_meta", None)
@@ -347,7 +356,7 @@ class RunTasks(Extension):
             if self._records is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                     async with task.saving:
-                        await self._records.put(task.task_id, task.record())
+                        await _save(self._records, task)
             if held is not None:
                 TaskRecords.release(held)
 
@@ -368,7 +377,7 @@ class RunTasks(Extension):
                     written = task.run
                     async with task.saving:
                         if task.status == "working":
-                            await records.put(task.task_id, task.record())
+                            await _save(records, task)
                 if not task.cancel_asked and await records.cancel_asked(task.task_id):
                     self._cancel_here(task, ctx)
 
@@ -397,6 +406,9 @@ class RunTasks(Extension):
     ) -> RunTask | None:
         """A task another process on the root made, from its record (None: none, or not the
         caller's)."""
+        # Whether its process still runs it, before the record: that process writes the final
+        # record and then lets go, so a record read after a free lock is the last one.
+        running = await records.running(task_id)
         found = await records.get(task_id)
         if found is None or found.get("owner") != owner_digest(identity_of(ctx)):
             return None
@@ -406,7 +418,7 @@ class RunTasks(Extension):
             ws: Workspace = ctx.lifespan_context
             with contextlib.suppress(NbrelayError):  # its journal is gone: the record is all
                 run = ws.runs.job(handle)
-        orphaned = found.get("status") == "working" and not await records.running(task_id)
+        orphaned = found.get("status") == "working" and not running
         task = RunTask.recorded(found, run, orphaned=orphaned)
         task.elsewhere = True
         return task
@@ -456,6 +468,14 @@ class RunTasks(Extension):
             kept += task.size
             if k < excess or kept > KEEP_BYTES or now - (task.ended or now) > KEEP_SECONDS:
                 self._tasks.pop(task.task_id, None)
+
+
+async def _save(records: TaskRecords, task: RunTask) -> None:
+    """Write a task's record; a failure is logged (the task goes on in this process)."""
+    try:
+        await records.put(task.task_id, task.record())
+    except (NbrelayError, OSError) as exc:
+        logger.warning("could not record task %s for the other processes: %s", task.tool, exc)
 
 
 async def _cancel_job(ws: Workspace, job: Job) -> None:
