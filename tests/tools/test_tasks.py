@@ -363,14 +363,18 @@ async def test_a_task_whose_replica_was_killed_is_answered_as_failed_by_the_othe
     fixture_notebook(root)
     with http_server(root, tmp_path, "--shared-state", name="b") as b:
         with http_server(root, tmp_path, "--shared-state", name="a", token=b.token) as a:
-            async with http_client(a.url, a.token, Tasks()) as via_a:
+            async with (
+                http_client(a.url, a.token, Tasks()) as via_a,
+                http_client(b.url, b.token, Tasks()) as via_b,
+            ):
                 slow = await start_task(via_a, "execute", path="n.ipynb", code=SLOW)
-                with anyio.fail_after(120):
+                with anyio.fail_after(120):  # B follows the run: its handle is recorded
                     while True:
-                        got = await tasks_request(via_a.session, "tasks/get", slow["taskId"])
+                        got = await tasks_request(via_b.session, "tasks/get", slow["taskId"])
                         if "tick" in got.get("statusMessage", ""):
                             break
                         await anyio.sleep(0.2)
+                assert got["status"] == "working"
             a.proc.kill()
             a.proc.wait(timeout=10)
         async with http_client(b.url, b.token, Tasks()) as via_b:

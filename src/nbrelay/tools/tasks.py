@@ -210,8 +210,9 @@ class RunTask:
             task.ended = time.monotonic() - (time.time() - ended)
         elif orphaned:
             task.status, task.ended = "failed", time.monotonic()
+            handle = found.get("handle")
             task.message = "the nbrelay process running this task ended before it did" + (
-                f"; the run's outputs: get_execution(handle={run.handle!r})" if run else ""
+                f"; the run's outputs: get_execution(handle={handle!r})" if handle else ""
             )
             task.error = {"code": INTERNAL_ERROR, "message": task.message}
         return task
