@@ -83,9 +83,10 @@ OPTIONS: tuple[Option, ...] = (
         "shared_state",
         bool,
         False,
-        "Keep what each client last read and its undo history on disk, so several nbrelay "
-        "processes on one root (replicas behind one address) guard and undo alike. Off: kept "
-        "in memory (one process; an edit then costs no extra write).",
+        "Keep what each client last read, its undo history and its MCP tasks on disk, so "
+        "several nbrelay processes on one root (replicas behind one address) guard, undo and "
+        "answer tasks alike. Off: kept in memory (one process; an edit then costs no extra "
+        "write).",
     ),
     Option(
         "lock_timeout",

@@ -201,7 +201,8 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
     launch_policy(settings)  # refuse limits and sandboxes this machine cannot enforce
     ws = workspace or build_workspace(settings)
     feed = resources.ChangeFeed(ws)
-    long_runs = tasks.extension()
+    shared_key = ws.notebooks.capabilities.state_key if settings.shared_state else None
+    long_runs = tasks.extension(shared_key)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Workspace]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from tests.helpers import call, call_error, notebook, write_notebook
-from tests.http.harness import http_client, http_server
+from tests.http.harness import auth_headers, http_client, http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("runtime")]
 
@@ -81,3 +82,43 @@ async def test_one_process_keeps_reads_and_undo_in_memory(tmp_path: Path, runtim
     kept += [p for p in runtime.rglob("*") if p.is_file() and "callers" in p.parts]
     assert kept == []
     assert runtime.is_dir()  # the processes did use this runtime folder
+
+
+async def test_an_mcp_session_lives_in_the_process_that_made_it(tmp_path: Path) -> None:
+    # A sessionful client (protocol 2025-11-25) that reaches the other replica is told its
+    # session is unknown (404): it must initialize again there, as docs/durability.md says.
+    root = tmp_path / "root"
+    write_notebook(root / "n.ipynb", notebook("a"))
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    with (
+        http_server(root, tmp_path, "--shared-state", name="a") as a,
+        http_server(root, tmp_path, "--shared-state", name="b", token=a.token) as b,
+    ):
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+            **auth_headers(a.token),
+        }
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            made = await http.post(a.url, json=init)
+            assert made.status_code == 200
+            session = {"Mcp-Session-Id": made.headers["mcp-session-id"]}
+            done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert (await http.post(a.url, json=done, headers=session)).status_code == 202
+            assert (await http.post(a.url, json=listing, headers=session)).status_code == 200
+            elsewhere = await http.post(b.url, json=listing, headers=session)
+            assert elsewhere.status_code == 404
+            again = await http.post(b.url, json=init)  # a new session, on the other replica
+            assert again.status_code == 200
+            assert again.headers["mcp-session-id"] != session["Mcp-Session-Id"]

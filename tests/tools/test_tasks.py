@@ -298,6 +298,95 @@ async def test_a_client_that_reconnects_gets_the_result_by_task_id(
     assert done["cells"][0]["outputs"][0]["text"] == "".join(f"line {i}\n" for i in range(20))
 
 
+@pytest.mark.usefixtures("runtime")
+async def test_tasks_made_through_one_replica_are_answered_and_cancelled_through_the_other(
+    root: Path, tmp_path: Path
+) -> None:
+    """Two processes on one root with --shared-state (replicas behind one address): a task made
+    through A is followed, answered and cancelled through B; another token's client sees no
+    task on either."""
+    fixture_notebook(root)
+    other = canary_token("second")
+    tokens = tmp_path / "tokens"
+    tokens.write_text(other + "\n")
+    tokens.chmod(0o600)
+    shared = ("--shared-state", "--token-file", str(tokens))
+    with (
+        http_server(root, tmp_path, *shared, name="a") as a,
+        http_server(root, tmp_path, *shared, name="b", token=a.token) as b,
+    ):
+        async with (
+            http_client(a.url, a.token, Tasks()) as via_a,
+            http_client(b.url, b.token, Tasks()) as via_b,
+        ):
+            # A short run made through A: its result, exactly the call's, through B.
+            made = await start_task(via_a, "execute", path="n.ipynb", code="print('from a')")
+            done = result_data(await wait_task(via_b, made["taskId"], limit=120))
+            assert done["cells"][0]["outputs"][0]["text"] == "from a\n"
+
+            # A long run made through A: followed through B (the running cell, what it
+            # printed, the run's handle), then cancelled through B.
+            slow = await start_task(via_a, "execute", path="n.ipynb", code=SLOW)
+            with anyio.fail_after(120):
+                while True:
+                    state = await tasks_request(via_b.session, "tasks/get", slow["taskId"])
+                    if "tick" in state.get("statusMessage", ""):
+                        break
+                    await anyio.sleep(0.2)
+            assert state["status"] == "working"
+            assert state["statusMessage"].startswith("scratch code running")
+            handle = state["_meta"]["io.github.nbrelay/run"]["handle"]
+            await tasks_request(via_b.session, "tasks/cancel", slow["taskId"])
+            ended = await wait_task(via_b, slow["taskId"], limit=120)
+            assert ended["status"] == "cancelled", ended
+            assert handle in ended["statusMessage"]
+            assert (await tasks_request(via_a.session, "tasks/get", slow["taskId"]))[
+                "status"
+            ] == "cancelled"
+            run = await call(via_a, "get_execution", handle=handle)
+            assert run["cells"][0]["status"] in ("interrupted", "cancelled")
+            assert run["status"] == "done"
+
+        async with http_client(b.url, other, Tasks()) as stranger:
+            for task_id in (made["taskId"], slow["taskId"]):
+                with pytest.raises(MCPError) as hidden:
+                    await tasks_request(stranger.session, "tasks/get", task_id)
+                assert hidden.value.error.code == -32602
+
+
+@pytest.mark.usefixtures("runtime")
+async def test_a_task_whose_replica_was_killed_is_answered_as_failed_by_the_other(
+    root: Path, tmp_path: Path
+) -> None:
+    """kill -9 of the process running a task: the other replica does not report it working
+    forever; it says the task failed and names the run's handle, whose outputs it returns."""
+    fixture_notebook(root)
+    with http_server(root, tmp_path, "--shared-state", name="b") as b:
+        with http_server(root, tmp_path, "--shared-state", name="a", token=b.token) as a:
+            async with (
+                http_client(a.url, a.token, Tasks()) as via_a,
+                http_client(b.url, b.token, Tasks()) as via_b,
+            ):
+                slow = await start_task(via_a, "execute", path="n.ipynb", code=SLOW)
+                with anyio.fail_after(120):  # B follows the run: its handle is recorded
+                    while True:
+                        got = await tasks_request(via_b.session, "tasks/get", slow["taskId"])
+                        if "tick" in got.get("statusMessage", ""):
+                            break
+                        await anyio.sleep(0.2)
+                assert got["status"] == "working"
+            a.proc.kill()
+            a.proc.wait(timeout=10)
+        async with http_client(b.url, b.token, Tasks()) as via_b:
+            state = await wait_task(via_b, slow["taskId"], limit=60)
+            assert state["status"] == "failed", state
+            assert "ended before it did" in state["statusMessage"]
+            handle = re.search(r"handle='([^']+)'", state["statusMessage"])
+            assert handle is not None, state
+            run = await call(via_b, "get_execution", handle=handle.group(1))
+            assert "tick 0" in run["cells"][0]["outputs"][0]["text"]
+
+
 MODES = [pytest.param(m, marks=[pytest.mark.jupyter] if m != "files" else []) for m in MODES_]
 
 

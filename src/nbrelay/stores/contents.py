@@ -211,7 +211,7 @@ class ContentsStore(LockedEdits, NotebookStore):
 
     async def load(self, path: str) -> Snapshot:
         rel = self.relative(path)
-        return self._seen.observe(rel, await self._fetch(rel))
+        return await self._seen.observe(rel, await self._fetch(rel))
 
     async def peek(self, path: str) -> Snapshot:
         return await self._fetch(self.relative(path))
@@ -238,7 +238,7 @@ class ContentsStore(LockedEdits, NotebookStore):
                     hint=act("exists"),
                 )
             snap = await self._write(rel, notebook)
-        self._seen.remember(rel, snap)
+        await self._seen.remember(rel, snap)
         return snap
 
     async def _edit_locked(
@@ -260,7 +260,7 @@ class ContentsStore(LockedEdits, NotebookStore):
                 hint="Read the notebook again and retry.",
             )
         after = await self._write(rel, after_nb)
-        self._seen.remember(rel, after)
+        await self._seen.remember(rel, after)
         return EditOutcome(before, after, plan, changed_outside=outside, notes=(NOT_LIVE_NOTE,))
 
     async def remove(self, path: str) -> None:
@@ -268,7 +268,7 @@ class ContentsStore(LockedEdits, NotebookStore):
         async with self.lock(rel):
             await self._fetch(rel)
             await self.api.delete_contents(self.paths.server(rel))
-            self._seen.forget(rel)
+            await self._seen.forget(rel)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
@@ -288,7 +288,7 @@ class ContentsStore(LockedEdits, NotebookStore):
         if "/" in full:
             await self.api.make_folders(full.rsplit("/", 1)[0])
         await self.api.rename_contents(self.paths.server(src_rel), full)
-        self._seen.forget(src_rel)
+        await self._seen.forget(src_rel)
         return await self.load(dst_rel)
 
     async def aclose(self) -> None:

@@ -25,9 +25,13 @@ from nbrelay.notebook.merge_read import merge_with_read
 from nbrelay.notebook.model import Notebook
 from nbrelay.notebook.repair import repairs
 from nbrelay.stores.base import EditOutcome, LastSeen, Planner, Snapshot
-from nbrelay.stores.shelf import Shelf
+from nbrelay.stores.shelf import Seen, Shelf
 
 _STALE_HINT = act("stale")
+
+LastRead = tuple[str | None, tuple[str, ...] | None, dict[str, str] | None]
+"""What a reader last read of a notebook: its version, cell order and sources (each None:
+not known)."""
 
 
 class LockedEdits(ABC):
@@ -80,47 +84,92 @@ class Readers:
 
     def __init__(self, shelf: Shelf | None = None) -> None:
         """``shelf``: each reader's reads are kept on disk too, for every process on the root
-        (replicas behind one address); in memory only without it."""
+        (replicas behind one address); in memory only without it. The shelf's files are read
+        and written in a worker thread (never on the event loop), and each method returns only
+        once they are, so a reader's next request, through any process, sees its read."""
         self.version: LastSeen[str] = LastSeen()
         self.order: LastSeen[tuple[str, ...]] = LastSeen()
         self.sources: LastSeen[dict[str, str]] = LastSeen()
         self._shelf = shelf
 
-    def remember(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> None:
+    async def remember(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> None:
         kept = tuple(order) if order is not None else None
+        sources = snap.notebook.sources()
+        self._remember_here(key, snap, kept, sources)
+        reader = current().key
+        if self._shelf is not None and reader:
+            await anyio.to_thread.run_sync(
+                self._shelf.put, reader, key, snap.version, kept, sources
+            )
+
+    def _remember_here(
+        self, key: str, snap: Snapshot, kept: tuple[str, ...] | None, sources: dict[str, str]
+    ) -> None:
         self.version[key] = snap.version
         if kept is not None:
             self.order[key] = kept
-        sources = snap.notebook.sources()
         self.sources[key] = sources
-        reader = current().key
-        if self._shelf is not None and reader:
-            self._shelf.put(reader, key, snap.version, kept, sources)
 
-    def last(
-        self, key: str, *, sources: bool = True
-    ) -> tuple[str | None, tuple[str, ...] | None, dict[str, str] | None]:
+    async def last(self, key: str, *, sources: bool = True) -> LastRead:
         """What the current reader last read of ``key``: version, order, sources (from the
         shelf when there is one, so a read through another process counts)."""
         reader = current().key
         if self._shelf is not None and reader:
+            seen = await anyio.to_thread.run_sync(
+                functools.partial(self._shelf.get, reader, key, sources=sources)
+            )
+            return self._known(key, seen)
+        return self._known(key, None)
+
+    def last_sync(self, key: str, *, sources: bool = True) -> LastRead:
+        """``last`` for a caller already in a worker thread (it blocks on the shelf's files)."""
+        reader = current().key
+        seen = None
+        if self._shelf is not None and reader:
             seen = self._shelf.get(reader, key, sources=sources)
-            if seen is not None and seen.version is not None:
-                return seen.version, seen.order, seen.sources
+        return self._known(key, seen)
+
+    def _known(self, key: str, seen: Seen | None) -> LastRead:
+        if seen is not None and seen.version is not None:
+            return seen.version, seen.order, seen.sources
         return self.version.get(key), self.order.get(key), self.sources.get(key)
 
-    def observe(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> Snapshot:
+    async def observe(
+        self, key: str, snap: Snapshot, order: Iterable[str] | None = None
+    ) -> Snapshot:
         """Remember ``snap`` as read; flagged if someone else changed the notebook since."""
-        known = self.last(key, sources=False)[0]
-        self.remember(key, snap, order)
+        reader = current().key
+        if self._shelf is not None and reader:  # one trip to a worker thread, not two
+            shelf, kept = self._shelf, tuple(order) if order is not None else None
+            sources = snap.notebook.sources()
+
+            def swap() -> Seen | None:
+                seen = shelf.get(reader, key, sources=False)
+                shelf.put(reader, key, snap.version, kept, sources)
+                return seen
+
+            known = self._known(key, await anyio.to_thread.run_sync(swap))[0]
+            self._remember_here(key, snap, kept, sources)
+        else:
+            known = self.version.get(key)
+            await self.remember(key, snap, order)
         changed = known is not None and known != snap.version
         return replace(snap, changed_outside=True) if changed else snap
 
-    def forget(self, key: str) -> None:
-        for seen in (self.version, self.order, self.sources):
-            seen.pop(key)
+    async def forget(self, key: str) -> None:
+        self._forget_here(key)
+        if self._shelf is not None:
+            await anyio.to_thread.run_sync(self._shelf.forget, key)
+
+    def forget_sync(self, key: str) -> None:
+        """``forget`` for a caller already in a worker thread."""
+        self._forget_here(key)
         if self._shelf is not None:
             self._shelf.forget(key)
+
+    def _forget_here(self, key: str) -> None:
+        for seen in (self.version, self.order, self.sources):
+            seen.pop(key)
 
     def plan(
         self,
@@ -133,11 +182,13 @@ class Readers:
         *,
         order: Sequence[str] | None = None,
         told: str = "",
+        seen: LastRead | None = None,
     ) -> tuple[Plan, Notebook | None, bool]:
         """Check an edit of ``before`` against what this reader last saw, then plan it (see
         ``plan_edit``). Returns the plan, the new notebook (None when the plan changes nothing)
         and whether someone else changed the notebook since the reader's last read (the edit
-        reports it).
+        reports it). ``seen`` is that read (``last``); without it, it is fetched here, which
+        blocks on the shelf's files: only in a worker thread, or with no shelf.
 
         A stale ``expected`` version is refused. An edit by position (``guard_positions``, no
         version given) is refused when its positions may point at other cells now: in a store
@@ -147,7 +198,7 @@ class Readers:
         """
         rel = before.path
         _refuse_stale(rel, expected, before.version, told)
-        known, known_order, read = self.last(key)
+        known, known_order, read = seen if seen is not None else self.last_sync(key)
         outside = known is not None and known != before.version
         if guard_positions and expected is None:
             if order is None and outside:
@@ -169,9 +220,11 @@ class Readers:
         expected: str | None,
         guard_positions: bool,
         told: str = "",
+        *,
+        seen: LastRead,
     ) -> tuple[Snapshot, Plan, Notebook | None, bool]:
         """``plan`` for a live room's notebook (cells in ``order``); ``before`` is returned
-        flagged if it changed since."""
+        flagged if it changed since. ``seen``: the reader's last read (``last``)."""
         plan, after, outside = self.plan(
             before.path,
             before,
@@ -181,6 +234,7 @@ class Readers:
             "Fix it in JupyterLab, then retry.",
             order=order,
             told=told,
+            seen=seen,
         )
         return replace(before, changed_outside=outside), plan, after, outside
 

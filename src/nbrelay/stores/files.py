@@ -167,7 +167,7 @@ class FileStore(LockedEdits, NotebookStore):
             snap = self._unchanged(real)  # the common case needs one stat, not a thread
             if snap is None:
                 snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
-        return self._seen.observe(real, snap)
+        return await self._seen.observe(real, snap)
 
     async def peek(self, path: str) -> Snapshot:
         rel, real = self.fs.resolve(path)
@@ -275,7 +275,7 @@ class FileStore(LockedEdits, NotebookStore):
         data = nblr.dump(notebook, path=rel) if nblr.is_nblr(rel) else serialize(notebook)
         async with self.lock(real):
             snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
-        return self._seen.observe(real, snap)
+        return await self._seen.observe(real, snap)
 
     def _create_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> Snapshot:
         return self._remember(rel, real, data, self.put_sync(rel, real, data, overwrite))
@@ -328,7 +328,7 @@ class FileStore(LockedEdits, NotebookStore):
         outcome = await anyio.to_thread.run_sync(
             self._edit_sync, rel, key, planner, expected, guard_positions
         )
-        self._seen.remember(key, outcome.after)
+        await self._seen.remember(key, outcome.after)
         return outcome
 
     def _edit_sync(
@@ -395,7 +395,7 @@ class FileStore(LockedEdits, NotebookStore):
             snap = await anyio.to_thread.run_sync(
                 self.rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
             )
-        return self._seen.observe(dst_real, cast(Snapshot, snap))
+        return await self._seen.observe(dst_real, cast(Snapshot, snap))
 
     def rename_sync(
         self,
@@ -431,7 +431,7 @@ class FileStore(LockedEdits, NotebookStore):
     def forget(self, real: str) -> None:
         """A file is gone: drop its cached snapshot and what readers last saw of it."""
         self._cache.pop(real, None)
-        self._seen.forget(real)
+        self._seen.forget_sync(real)
 
     def drop_cached(self, real: str) -> None:
         """A file was written by other means than an edit: its cached snapshot is stale."""

@@ -200,7 +200,7 @@ class RTCStore(RoomHost):
         # No round trip (see the module docstring): the room as nbrelay holds it now.
         snap, order = self._snapshot(rel, room)
         notes = self._notes(rel, room)
-        return replace(self._seen.observe(rel, snap, order), notes=notes)
+        return replace(await self._seen.observe(rel, snap, order), notes=notes)
 
     async def peek(self, path: str) -> Snapshot:
         """The notebook as its room holds it now (or as the server stores it, when nbrelay is
@@ -229,7 +229,7 @@ class RTCStore(RoomHost):
     ) -> EditOutcome:
         outcome = await self._edit(rel, planner, expected, guard_positions)
         if outcome.plan.edits:
-            self._seen.remember(rel, outcome.after, outcome.after.notebook.ids)
+            await self._seen.remember(rel, outcome.after, outcome.after.notebook.ids)
         return outcome
 
     async def _edit(
@@ -277,11 +277,12 @@ class RTCStore(RoomHost):
         expected_version: str | None,
         guard_positions: bool,
     ) -> EditOutcome:
+        seen = await self._seen.last(rel)  # before the snapshot: no await between it and the plan
         before, order = self._snapshot(rel, room)
         notes = self._notes(rel, room, commit=False)
         told = (" " + " ".join(notes)) if notes else ""
         before, plan, after_nb, outside = self._seen.plan_in_room(
-            before, order, planner, expected_version, guard_positions, told
+            before, order, planner, expected_version, guard_positions, told, seen=seen
         )
         self._notes(rel, room)
         if after_nb is None:
@@ -396,7 +397,7 @@ class RTCStore(RoomHost):
                     self._notes(rel, room)
                 if saved is not None:
                     notes = (SAVE_NOTE.format(why=saved),)
-        self._seen.remember(rel, snap, order)
+        await self._seen.remember(rel, snap, order)
         return replace(snap, notes=notes)
 
     async def remove(self, path: str) -> None:
@@ -405,7 +406,7 @@ class RTCStore(RoomHost):
         async with self.lock(rel):
             await self._drop(rel)
             await self.contents.remove(rel)
-            self._seen.forget(rel)
+            await self._seen.forget(rel)
 
     async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
@@ -417,5 +418,5 @@ class RTCStore(RoomHost):
             await self._drop(src_rel)
             await self._drop(dst_rel)
             await self.contents.rename(src_rel, dst_rel, overwrite=overwrite, keep_source=False)
-            self._seen.forget(src_rel)
+            await self._seen.forget(src_rel)
         return await self.load(dst_rel)

@@ -17,7 +17,9 @@ Every other client, and every other call, gets today's behaviour exactly: the ru
 (``get_execution``, ``cancel_execution``) are unchanged, and a task's run has a handle too.
 
 Tasks live in this process, shared by every session: a client that reconnects (a new session,
-a new connection) gets the result by task id. Task ids are unguessable; where the request was
+a new connection) gets the result by task id. With ``--shared-state`` they are also recorded in
+the root's state folder (``tools.task_records``), so every nbrelay process on the root (replicas
+behind one address) answers and cancels them. Task ids are unguessable; where the request was
 authenticated (a bearer token, a Jupyter user), only the same identity may read or cancel the
 task. A finished task is kept for ``KEEP_SECONDS`` after it ended (at most ``KEEP_FINISHED``
 of them, whose results hold at most ``KEEP_BYTES`` characters in all: the newest are kept). The spec's ``notifications/tasks`` through ``subscriptions/listen`` are optional and
@@ -29,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -49,9 +52,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field
 
 from nbrelay.caller import IDENTITY_SCOPE_KEY
+from nbrelay.errors import NbrelayError
 from nbrelay.notebook.text import clean_text
 from nbrelay.timestamps import utc_iso
 from nbrelay.tools import runs
+from nbrelay.tools.task_records import TaskRecords, owner_digest
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -59,14 +64,18 @@ if TYPE_CHECKING:
     from nbrelay.kernels.jobs import Job
     from nbrelay.workspace import Workspace
 
+logger = logging.getLogger("nbrelay.tasks")
+
 TASKS = "io.modelcontextprotocol/tasks"
 RUN_META = "io.github.nbrelay/run"  # in tasks/get: the run's handle, notebook and state
 KEEP_SECONDS = 3600.0  # a finished task is kept this long after it ended
 KEEP_FINISHED = 200  # and at most this many finished tasks
 KEEP_BYTES = 64_000_000  # whose results (PDFs are big) take at most this many characters in all
 POLL_MS = 1000
+CANCEL_POLL = 0.5  # seconds between a task's checks for a cancel asked through another process
 
 Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
+_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 
 
 def wants_task(params: CallToolRequestParams) -> bool:
@@ -119,6 +128,9 @@ class RunTask:
     scope: anyio.CancelScope | None = None
     cancel_asked: bool = False
     ended: float | None = None  # time.monotonic() when it reached a terminal status
+    elsewhere: bool = False  # another process on the root runs it (read from its record)
+    # held while its record is written: a working state never overwrites the final one
+    saving: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
     size: int = 0  # characters of its result, once it ended
 
     # runs.RunWatch: what the tool call tells its task
@@ -157,6 +169,53 @@ class RunTask:
         return clean_text(
             f"{where} running {job.elapsed:.0f} s{count}" + (f": …{tail}" if tail else "")
         )
+
+    def record(self) -> dict[str, Any]:
+        """The task as ``TaskRecords`` keeps it for the other processes on the root."""
+        job = self.run
+        ended = None if self.ended is None else time.time() - (time.monotonic() - self.ended)
+        return {
+            "taskId": self.task_id,
+            "tool": self.tool,
+            "owner": owner_digest(self.owner),
+            "created": self.created,
+            "updated": self.updated,
+            "status": self.status,
+            "message": self.message,
+            "result": self.result,
+            "error": self.error,
+            "handle": job.handle if job is not None else None,
+            "endedAt": ended,
+        }
+
+    @classmethod
+    def recorded(cls, found: dict[str, Any], run: Job | None, *, orphaned: bool) -> RunTask:
+        """A task of another process, from its record (``run``: its run, from the journal;
+        ``orphaned``: the record says it works, but no process runs it any more)."""
+        status = found.get("status")
+        task = cls(
+            str(found["taskId"]),
+            str(found.get("tool") or ""),
+            None,
+            created=float(found.get("created") or time.time()),
+            updated=float(found.get("updated") or time.time()),
+            status=status if status in _STATUSES else "failed",
+            message=found.get("message") if isinstance(found.get("message"), str) else None,
+            result=found.get("result") if isinstance(found.get("result"), dict) else None,
+            error=found.get("error") if isinstance(found.get("error"), dict) else None,
+            run=run,
+        )
+        ended = found.get("endedAt")
+        if isinstance(ended, (int, float)):
+            task.ended = time.monotonic() - (time.time() - ended)
+        elif orphaned:
+            task.status, task.ended = "failed", time.monotonic()
+            handle = found.get("handle")
+            task.message = "the nbrelay process running this task ended before it did" + (
+                f"; the run's outputs: get_execution(handle={handle!r})" if handle else ""
+            )
+            task.error = {"code": INTERNAL_ERROR, "message": task.message}
+        return task
 
     def wire(self) -> dict[str, Any]:
         """The task as ``tasks/get`` answers it (a ``DetailedTask``)."""
@@ -200,9 +259,11 @@ class RunTasks(Extension):
 
     identifier = TASKS
 
-    def __init__(self) -> None:
+    def __init__(self, records: TaskRecords | None = None) -> None:
+        """``records``: tasks are recorded for the other processes on the root too."""
         self._tasks: dict[str, RunTask] = {}
         self._tg: TaskGroup | None = None
+        self._records = records
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -235,16 +296,33 @@ class RunTasks(Extension):
         self._prune()
         task = RunTask(secrets.token_urlsafe(24), params.name, identity_of(ctx))
         self._tasks[task.task_id] = task  # tasks/get finds it before the answer is sent
-        self._tg.start_soon(self._work, task, ctx, call_next)
+        held = None
+        if self._records is not None:  # and so does every other process on the root
+            try:
+                held = await self._records.hold(task.task_id)
+                await self._records.put(task.task_id, task.record())
+            except BaseException:
+                self._tasks.pop(task.task_id, None)
+                if held is not None:
+                    TaskRecords.release(held)
+                raise
+        self._tg.start_soon(self._work, task, ctx, call_next, held)
         created = task.wire()
         created.pop("_meta", None)
         created["statusMessage"] = f"{params.name} started; poll tasks/get"
         return {"resultType": "task", **created}
 
     async def _work(
-        self, task: RunTask, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+        self,
+        task: RunTask,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+        held: int | None = None,
     ) -> None:
         token = runs.watching.set(task)
+        watcher = anyio.CancelScope()
+        if self._records is not None and self._tg is not None:
+            self._tg.start_soon(self._share, task, ctx, self._records, watcher)
         try:
             with anyio.CancelScope() as scope:
                 task.scope = scope
@@ -265,16 +343,46 @@ class RunTasks(Extension):
                 task.finish("cancelled", f"{task.tool} was cancelled before it finished")
                 return
             task.result = _dumped(result)
+            if self._records is not None and not task.cancel_asked:  # asked through another
+                task.cancel_asked = await self._records.cancel_asked(task.task_id)
             if task.cancel_asked and task.run is not None and _stopped(task.run):
                 task.finish("cancelled", _cancelled_message(task.run))
             else:
                 task.finish("completed", _summary(task))
         finally:
             runs.watching.reset(token)
+            watcher.cancel()
             if task.status == "working":  # the server stopped under it
                 task.finish("cancelled", "the server stopped before the call finished")
+            if self._records is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                    async with task.saving:
+                        await _save(self._records, task)
+            if held is not None:
+                TaskRecords.release(held)
 
-    def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> RunTask:
+    async def _share(
+        self,
+        task: RunTask,
+        ctx: ServerRequestContext[Any, Any],
+        records: TaskRecords,
+        watcher: anyio.CancelScope,
+    ) -> None:
+        """While a call runs as a task: record its run's handle once it has one, and cancel it
+        when a client asks through another process."""
+        written: Job | None = None
+        with watcher:
+            while True:
+                await anyio.sleep(CANCEL_POLL)
+                if task.run is not written:
+                    written = task.run
+                    async with task.saving:
+                        if task.status == "working":
+                            await _save(records, task)
+                if not task.cancel_asked and await records.cancel_asked(task.task_id):
+                    self._cancel_here(task, ctx)
+
+    async def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> RunTask:
         if not opted_in(ctx):
             raise MCPError(
                 MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -284,6 +392,8 @@ class RunTasks(Extension):
             )
         self._prune()
         task = self._tasks.get(task_id)
+        if task is None and self._records is not None:
+            task = await self._elsewhere(ctx, task_id, self._records)
         if task is None or (task.owner is not None and task.owner != identity_of(ctx)):
             raise MCPError(
                 INVALID_PARAMS,
@@ -292,15 +402,51 @@ class RunTasks(Extension):
             )
         return task
 
+    async def _elsewhere(
+        self, ctx: ServerRequestContext[Any, Any], task_id: str, records: TaskRecords
+    ) -> RunTask | None:
+        """A task another process on the root made, from its record (None: none, or not the
+        caller's)."""
+        # Whether its process still runs it, before the record: that process writes the final
+        # record and then lets go, so a record read after a free lock is the last one.
+        running = await records.running(task_id)
+        found = await records.get(task_id)
+        if found is None or found.get("owner") != owner_digest(identity_of(ctx)):
+            return None
+        run: Job | None = None
+        handle = found.get("handle")
+        if isinstance(handle, str) and found.get("status") == "working":
+            ws: Workspace = ctx.lifespan_context
+            with contextlib.suppress(NbrelayError):  # its journal is gone: the record is all
+                run = ws.runs.job(handle)
+        orphaned = found.get("status") == "working" and not running
+        task = RunTask.recorded(found, run, orphaned=orphaned)
+        task.elsewhere = True
+        return task
+
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
-        return {"resultType": "complete", **self._find(ctx, params.task_id).wire()}
+        return {"resultType": "complete", **(await self._find(ctx, params.task_id)).wire()}
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> Any:
-        self._find(ctx, params.task_id)  # nbrelay's tasks never ask for input: nothing to take
+        await self._find(ctx, params.task_id)  # nbrelay's tasks never ask for input
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> Any:
-        task = self._find(ctx, params.task_id)
+        task = await self._find(ctx, params.task_id)
+        if task.elsewhere:
+            if task.status == "working" and self._records is not None:
+                # The process running it cancels it as its own; its run is stopped through
+                # the journal too, as cancel_execution does across processes.
+                await self._records.ask_cancel(task.task_id)
+                if task.run is not None and not task.run.done.is_set():
+                    ws: Workspace = ctx.lifespan_context
+                    await ws.runs.cancel_job(task.run, wait=0)
+            return {"resultType": "complete"}
+        self._cancel_here(task, ctx)
+        return {"resultType": "complete"}
+
+    def _cancel_here(self, task: RunTask, ctx: ServerRequestContext[Any, Any]) -> None:
+        """Cancel a task of this process."""
         if task.status == "working" and not task.cancel_asked:
             task.cancel_asked = True
             task.updated = time.time()
@@ -312,7 +458,6 @@ class RunTasks(Extension):
                 self._tg.start_soon(_cancel_job, ws, job)
             elif task.scope is not None:
                 task.scope.cancel()
-        return {"resultType": "complete"}
 
     def _prune(self) -> None:
         now = time.monotonic()
@@ -324,6 +469,14 @@ class RunTasks(Extension):
             kept += task.size
             if k < excess or kept > KEEP_BYTES or now - (task.ended or now) > KEEP_SECONDS:
                 self._tasks.pop(task.task_id, None)
+
+
+async def _save(records: TaskRecords, task: RunTask) -> None:
+    """Write a task's record; a failure is logged (the task goes on in this process)."""
+    try:
+        await records.put(task.task_id, task.record())
+    except (NbrelayError, OSError) as exc:
+        logger.warning("could not record task %s for the other processes: %s", task.tool, exc)
 
 
 async def _cancel_job(ws: Workspace, job: Job) -> None:
@@ -361,5 +514,7 @@ def _dumped(result: Any) -> dict[str, Any]:
     return dumped
 
 
-def extension() -> RunTasks:
-    return RunTasks()
+def extension(shared_key: str | None = None) -> RunTasks:
+    """The tasks extension; ``shared_key`` (the root's state key, with ``--shared-state``):
+    tasks are recorded for every process on the root."""
+    return RunTasks(TaskRecords(shared_key, KEEP_SECONDS) if shared_key is not None else None)

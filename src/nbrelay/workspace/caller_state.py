@@ -13,7 +13,8 @@ for a token; nothing names the caller in clear):
 * ``<digest>.undo``: the changes, one JSON line each, appended (an edit costs its own change,
   not the history's size); undo truncates; past twice ``--undo-depth`` the oldest are dropped.
 
-Every update holds an ``flock`` on the ``.json`` file, so concurrent processes serialise. A file
+Every update holds an ``flock`` on the ``.json`` file, so concurrent processes serialise; the
+files are read and written in a worker thread, never on the event loop. A file
 cut by a crash reads as empty: the caller is then asked to read the notebook again (the guard
 errs on the safe side) and its undo history is gone. Files untouched for
 ``runtime.STATE_RETENTION`` seconds are removed, and past ``runtime.STATE_MAX_GROUPS`` the least
@@ -28,9 +29,11 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio
 
 from nbrelay import caller, runtime
 from nbrelay.caller import PerCaller
@@ -39,6 +42,7 @@ from nbrelay.notebook import history
 
 _SWEEP_EVERY = 3600.0
 _PAIR = (".json", ".undo")
+_T = TypeVar("_T")
 
 
 class CallerState:
@@ -49,34 +53,34 @@ class CallerState:
         self._history: PerCaller[list[history.Change]] = PerCaller()
         self._viewed: PerCaller[str] = PerCaller()
 
-    def viewed(self, rel: str) -> str | None:
+    async def viewed(self, rel: str) -> str | None:
         return self._viewed.get(rel)
 
-    def set_viewed(self, rel: str, version: str) -> None:
+    async def set_viewed(self, rel: str, version: str) -> None:
         self._viewed.mine()[rel] = version
 
-    def keep_viewed(self, rel: str, before: str, after: str) -> None:
+    async def keep_viewed(self, rel: str, before: str, after: str) -> None:
         """The caller's own write moved the notebook from ``before`` to ``after``: a view of
         ``before`` stays current."""
-        if self.viewed(rel) == before:
-            self.set_viewed(rel, after)
+        if self._viewed.get(rel) == before:
+            self._viewed.mine()[rel] = after
 
-    def record(self, rel: str, change: history.Change) -> None:
+    async def record(self, rel: str, change: history.Change) -> None:
         past = self._history.mine().setdefault(rel, [])
         past.append(change)
         del past[: max(len(past) - self._depth, 0)]
 
-    def changes(self, rel: str) -> list[history.Change]:
+    async def changes(self, rel: str) -> list[history.Change]:
         """The caller's recorded changes of a notebook (newest last)."""
         return list(self._history.get(rel) or ())
 
-    def drop(self, rel: str, count: int) -> None:
+    async def drop(self, rel: str, count: int) -> None:
         """Forget the caller's newest ``count`` changes (they were undone)."""
         past = self._history.get(rel)
         if past:
             del past[max(len(past) - count, 0) :]
 
-    def forget(self, rel: str) -> None:
+    async def forget(self, rel: str) -> None:
         self._history.forget(rel)
         self._viewed.forget(rel)
 
@@ -167,25 +171,49 @@ class SharedCallerState(CallerState):
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
 
-    def viewed(self, rel: str) -> str | None:
+    async def viewed(self, rel: str) -> str | None:
+        return await _off_loop(self._get_viewed, rel)
+
+    async def set_viewed(self, rel: str, version: str) -> None:
+        await _off_loop(self._set_viewed, rel, version)
+
+    async def keep_viewed(self, rel: str, before: str, after: str) -> None:
+        await _off_loop(self._keep_viewed, rel, before, after)
+
+    async def record(self, rel: str, change: history.Change) -> None:
+        await _off_loop(self._record, rel, change)
+
+    async def changes(self, rel: str) -> list[history.Change]:
+        return await _off_loop(self._changes, rel)
+
+    async def drop(self, rel: str, count: int) -> None:
+        await _off_loop(self._drop, rel, count)
+
+    async def forget(self, rel: str) -> None:
+        """Drop every caller's state of ``rel`` (the notebook went away)."""
+        await _off_loop(self._forget, rel)
+
+    # The files' side, run in a worker thread (the caller's context goes with it).
+
+    def _get_viewed(self, rel: str) -> str | None:
         with self._pair(rel, write=False) as (_, _, meta):
             seen = meta.get("viewed")
         return seen if isinstance(seen, str) else None
 
-    def set_viewed(self, rel: str, version: str) -> None:
+    def _set_viewed(self, rel: str, version: str) -> None:
         with self._pair(rel, write=True) as (fd, _, meta):
             meta["viewed"] = version
             self._write_meta(fd, meta)
 
-    def keep_viewed(self, rel: str, before: str, after: str) -> None:
-        if self.viewed(rel) != before:  # most writes: nothing to keep (and no file to make)
+    def _keep_viewed(self, rel: str, before: str, after: str) -> None:
+        if self._get_viewed(rel) != before:  # most writes: nothing to keep (and no file to make)
             return
         with self._pair(rel, write=True) as (fd, _, meta):
             if meta.get("viewed") == before:
                 meta["viewed"] = after
                 self._write_meta(fd, meta)
 
-    def record(self, rel: str, change: history.Change) -> None:
+    def _record(self, rel: str, change: history.Change) -> None:
         line = (json.dumps(_change_to_json(change), separators=(",", ":")) + "\n").encode()
         with self._pair(rel, write=True) as (fd, undo, meta):
             offsets = _offsets(meta)
@@ -205,7 +233,7 @@ class SharedCallerState(CallerState):
             meta["changes"] = offsets
             self._write_meta(fd, meta)
 
-    def changes(self, rel: str) -> list[history.Change]:
+    def _changes(self, rel: str) -> list[history.Change]:
         with self._pair(rel, write=False) as (_, undo, meta):
             offsets = _offsets(meta)
             if undo < 0 or not offsets:
@@ -219,7 +247,7 @@ class SharedCallerState(CallerState):
                 return []  # cut by a crash: no history rather than a wrong one
         return found
 
-    def drop(self, rel: str, count: int) -> None:
+    def _drop(self, rel: str, count: int) -> None:
         with self._pair(rel, write=True) as (fd, undo, meta):
             offsets = _offsets(meta)
             if not offsets or count <= 0:
@@ -229,8 +257,7 @@ class SharedCallerState(CallerState):
             meta["changes"] = offsets[: max(len(offsets) - count, 0)]
             self._write_meta(fd, meta)
 
-    def forget(self, rel: str) -> None:
-        """Drop every caller's state of ``rel`` (the notebook went away)."""
+    def _forget(self, rel: str) -> None:
         with runtime.folder_fd(self._base, *self._parts) as dfd:
             for base, fd in runtime.groups(dfd, _PAIR[0]):
                 with contextlib.suppress(OSError, ValueError):
@@ -242,6 +269,13 @@ class SharedCallerState(CallerState):
         if time.time() - self._swept >= _SWEEP_EVERY:
             self._swept = time.time()
             runtime.expire_groups(dfd, _PAIR)
+
+
+async def _off_loop(func: Callable[..., _T], *args: Any) -> _T:
+    """``func(*args)`` in a worker thread: the files' locks and writes never block the event
+    loop. Awaited to the end (a cancelled request still finishes its write), so the caller's
+    next request, through this process or another, sees it."""
+    return await anyio.to_thread.run_sync(func, *args)
 
 
 def _offsets(meta: dict[str, Any]) -> list[int]:

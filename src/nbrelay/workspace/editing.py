@@ -291,7 +291,7 @@ class Editing:
         if steps < 1:
             raise InvalidArgument("steps must be at least 1.")
         key = self._notebooks.relative(path)
-        past = self._notebooks.changes(key)
+        past = await self._notebooks.changes(key)
         if not past:
             raise UndoRefused(
                 f"there is nothing to undo in {key!r}: you have made no edits to it through "
@@ -322,7 +322,7 @@ class Editing:
         outcome = await self._notebooks.edit(
             path, "undo", planner, expected_version=expected_version, positional=False, record=False
         )
-        self._notebooks.callers.drop(key, len(changes))
+        await self._notebooks.callers.drop(key, len(changes))
         return UndoOutcome(outcome, tuple(c.label for c in changes))
 
     async def _edit(

@@ -263,7 +263,7 @@ class Notebooks:
     async def view(self, path: str) -> Snapshot:
         """Read a notebook and remember its version as the one the agent has now seen."""
         snap = await self.store.load(path)
-        self.callers.set_viewed(snap.path, snap.version)
+        await self.callers.set_viewed(snap.path, snap.version)
         return snap
 
     async def unchanged_since_viewed(
@@ -272,7 +272,7 @@ class Notebooks:
         """The current notebook, if it is the version the agent last viewed (nbrelay's own edits
         and saved outputs keep a view current); otherwise ``ConflictError``, nothing done."""
         snap = await self.store.load(path)
-        seen = self.callers.viewed(snap.path)
+        seen = await self.callers.viewed(snap.path)
         if seen is None:
             raise ConflictError(
                 f"you have not viewed {snap.path!r} yet, so nbrelay cannot tell whether your "
@@ -309,7 +309,7 @@ class Notebooks:
     async def create_from(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
         """Create a notebook from a parsed notebook (used by import)."""
         snap = await self.store.create(path, notebook, overwrite=overwrite)
-        self.callers.forget(self.store.relative(path))
+        await self.callers.forget(self.store.relative(path))
         return snap
 
     async def save(self, path: str) -> Snapshot:
@@ -324,9 +324,9 @@ class Notebooks:
             hint="The edits are live in JupyterLab; retry save_notebook in a moment.",
         )
 
-    def forget(self, rel: str) -> None:
+    async def forget(self, rel: str) -> None:
         """A notebook went away (deleted or moved): drop its undo histories and viewed versions."""
-        self.callers.forget(rel)
+        await self.callers.forget(rel)
 
     # -- editing --------------------------------------------------------------------------
 
@@ -365,17 +365,17 @@ class Notebooks:
                 ),
             )
             if not change.empty and self.settings.undo_depth > 0:
-                self.callers.record(self.store.relative(path), change)
+                await self.callers.record(self.store.relative(path), change)
         # The caller's own edits (and saved outputs) do not make its view stale.
         if outcome.before.version != outcome.after.version:
-            self.callers.keep_viewed(
+            await self.callers.keep_viewed(
                 outcome.after.path, outcome.before.version, outcome.after.version
             )
         return outcome
 
-    def changes(self, rel: str) -> list[history.Change]:
+    async def changes(self, rel: str) -> list[history.Change]:
         """The caller's recorded changes of a notebook that ``undo`` may revert (newest last)."""
-        return self.callers.changes(rel)
+        return await self.callers.changes(rel)
 
 
 def _repaired(detail: Mapping[str, Any]) -> str:

@@ -102,4 +102,4 @@ class Sessions:
         if live and live_sessions is not None:
             await live_sessions.close_session(rel)
         await self._kernels.shutdown_kernel(rel)
-        self._notebooks.forget(rel)
+        await self._notebooks.forget(rel)
