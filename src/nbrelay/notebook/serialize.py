@@ -94,6 +94,7 @@ class CellBytes:
     chunks: list[bytes] = field(default_factory=list)
     middles: list[bytes] = field(default_factory=list)
     unseamed: int = 0
+    mirrors: list[Cell] | None = None  # the notebook's cell list these are the bytes of
 
     def by_id(self) -> dict[int, Encoded]:
         return dict(zip(map(id, self.cells), self.entries, strict=True))
@@ -180,7 +181,11 @@ def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> S
         work.bytes_hashed += len(data)
         return Spliced([data], CellBytes(), version_of(data))
     known = known or CellBytes()
-    changed = _changed_in_place(known.cells, cells)
+    changed: Sequence[int] | None = None
+    if known.mirrors is not None:  # made from the last cell list by replacing a few cells?
+        changed = nb.changed_from(known.mirrors)
+    if changed is None:
+        changed = changed_in_place(known.cells, cells)
     if changed is not None:  # the common edit: a few cells replaced, none moved
         for at in changed:
             entry = Encoded(cells[at], cell_bytes(cells[at]), work)
@@ -202,6 +207,7 @@ def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> S
             list(map(_MIDDLE, done)),
             len(done) - sum(map(_SEAMED, done)),
         )
+    known.mirrors = cells
     tail = b"\n ]" + skeleton[len(_NO_CELLS) :]
     parts = Parts(_CELLS_OPEN, known.chunks, tail)
     version = cells_version(known.entries, known.middles, known.unseamed, tail, work, parts)
@@ -227,17 +233,12 @@ def cells_version(
         data = b"".join(parts)
         work.bytes_hashed += len(data)
         return version_of(data)
-    digests = b"".join(
-        (
-            entries[0].first_digest(work),
-            b"".join(middles)[len(middles[0]) : -len(middles[-1]) or None],
-            entries[-1].last_digest(tail, work),
-        )
-    )
-    return version_from_digests(digests)
+    inner = memoryview(b"".join(middles))[len(middles[0]) : -len(middles[-1]) or None]
+    first, last = entries[0].first_digest(work), entries[-1].last_digest(tail, work)
+    return version_from_digests(first, inner, last)
 
 
-def _changed_in_place(old: list[Cell], new: list[Cell]) -> list[int] | None:
+def changed_in_place(old: list[Cell], new: list[Cell]) -> list[int] | None:
     """The positions whose cell is not the same object, if the lists are as long and they are
     few (None: look the cells up by identity)."""
     if len(old) != len(new) or not old:

@@ -83,7 +83,7 @@ class Readers:
         (replicas behind one address); in memory only without it."""
         self.version: LastSeen[str] = LastSeen()
         self.order: LastSeen[tuple[str, ...]] = LastSeen()
-        self.sources: LastSeen[dict[str, str]] = LastSeen()
+        self.sources: LastSeen[Mapping[str, str]] = LastSeen()
         self._shelf = shelf
 
     def remember(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> None:
@@ -95,11 +95,11 @@ class Readers:
         self.sources[key] = sources
         reader = current().key
         if self._shelf is not None and reader:
-            self._shelf.put(reader, key, snap.version, kept, sources)
+            self._shelf.put(reader, key, snap.version, kept, dict(sources))
 
     def last(
         self, key: str, *, sources: bool = True
-    ) -> tuple[str | None, tuple[str, ...] | None, dict[str, str] | None]:
+    ) -> tuple[str | None, tuple[str, ...] | None, Mapping[str, str] | None]:
         """What the current reader last read of ``key``: version, order, sources (from the
         shelf when there is one, so a read through another process counts)."""
         reader = current().key
