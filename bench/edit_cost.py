@@ -1,8 +1,9 @@
 """What an edit, a run and a read cost as a notebook grows, against the bare write measured in
 the same run.
 
-Floor: the bare write of the notebook's bytes (write a temp file, fsync, ``os.replace``), the
-least any safe save of the same bytes costs. Each measured call alternates with a floor write of
+Floor: the bare write of the notebook's bytes (write a temp file, fsync it, ``os.replace``,
+fsync the folder), the least any safe save of the same bytes costs: without the folder's fsync
+the rename is not durable (after a crash the old file may be back), and nbrelay's save does it. Each measured call alternates with a floor write of
 the same size, so that load on the machine weighs on both alike; medians, ratios to the floor.
 
 Rows (targets in parentheses):
@@ -74,6 +75,11 @@ def bare_write(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)  # the rename's durability, as nbrelay's save
+    finally:
+        os.close(dfd)
 
 
 async def paired(

@@ -3,6 +3,13 @@ the cells that are not the objects it encoded last time."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from nbrelay.notebook import edits
+from nbrelay.notebook import serialize as splicing
+from nbrelay.notebook.edits import InsertCells, SetMetadata, UpdateCell
 from nbrelay.notebook.model import (
     CELL_SEAM,
     Notebook,
@@ -89,6 +96,51 @@ def test_an_edit_of_a_large_notebook_encodes_and_hashes_only_its_cell() -> None:
         spliced = splice(edited, first.known)
         assert spliced.data == serialize(edited)
         assert spliced.version == version_of(spliced.data)
+
+
+def test_edits_made_by_apply_notebook_are_spliced_without_comparing_the_cell_lists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A notebook made from the last one written by updates of cells in place says which
+    positions changed (``changed_from``), so ``splice`` compares no cell lists; after an insert
+    it compares them again. Every step's bytes and version are ``serialize``'s."""
+    compared: list[int] = []
+    real = splicing.changed_in_place
+
+    def counting(old: list[Any], new: list[Any]) -> Any:
+        compared.append(len(new))
+        return real(old, new)
+
+    monkeypatch.setattr(splicing, "changed_in_place", counting)
+    nb = _notebook(400)
+    known = splice(nb, None).known
+    steps: list[tuple[edits.Edit, ...]] = [
+        (UpdateCell("cell-200", {"source": "a"}),),
+        (UpdateCell("cell-256", {"source": "e"}), UpdateCell("cell-257", {"source": "f"})),
+        (UpdateCell("cell-1", {"source": "b"}), UpdateCell("cell-399", {"source": "c"})),
+        (SetMetadata({"title": "t"}),),
+        (InsertCells(3, (new_cell("code", "new", "fresh"),)),),
+        (UpdateCell("cell-7", {"outputs": [], "source": "d"}),),
+    ]
+    for k, step in enumerate(steps):
+        compared.clear()
+        nb = edits.apply_notebook(nb, step)
+        spliced = splice(nb, known)
+        known = spliced.known
+        assert spliced.data == serialize(nb), k
+        assert spliced.version == version_of(spliced.data), k
+        assert compared == ([len(nb.cells)] if k == 4 else []), k
+
+
+def test_the_sources_a_reader_saw_stay_as_they_were_after_an_edit() -> None:
+    nb = _notebook(5)
+    seen = nb.sources()
+    after = edits.apply_notebook(nb, (UpdateCell("cell-3", {"source": "new"}),))
+    assert dict(seen) == {f"cell-{i + 1}": f"x = {i}\nprint(x)" for i in range(5)}
+    assert after.sources()["cell-3"] == "new"
+    assert dict(after.sources()) == {**seen, "cell-3": "new"}
+    assert after.changed_from(nb.cells) == (2,)
+    assert after.changed_from(after.cells) is None
 
 
 def test_versions_change_with_any_byte_and_only_then() -> None:

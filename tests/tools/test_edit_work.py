@@ -1,7 +1,10 @@
 """Count the work, not the time: an edit through the tools, on a notebook of 1,000 cells,
-encodes and hashes only the cell it changed, and a read of an unchanged notebook encodes and
-hashes nothing. The encoder and the hash are counted wherever they are called from (every
-module of nbrelay that holds them), so no layer can redo the whole notebook unnoticed."""
+encodes and hashes only the cell it changed and makes no pass over all cells, and a read of an
+unchanged notebook encodes and hashes nothing. The encoder, the hash and the passes over all
+cells (scanning them for an id, listing their ids, mapping ids to positions, comparing the cell
+list with the last one written, or with the one before the edit for undo) are counted wherever
+they are called from (every module of nbrelay that holds them), so no layer can redo the whole
+notebook unnoticed."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ import pytest
 from mcp import Client
 
 from nbrelay.config import Settings
-from nbrelay.notebook import model
+from nbrelay.notebook import edits, history, model
+from nbrelay.notebook import serialize as splicing
 from nbrelay.notebook.model import new_cell, new_notebook, serialize
 from nbrelay.notebook.serialize import cell_bytes
 from nbrelay.server import build_server
@@ -31,7 +35,7 @@ CELLS = 1000
 def work(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Cells encoded (``model.serialize``: a cell's bytes are a one-cell notebook's) and bytes
     hashed (``piece_digest``, ``version_of``), counted in every nbrelay module holding them."""
-    counted = {"cells encoded": 0, "bytes hashed": 0}
+    counted = {"cells encoded": 0, "bytes hashed": 0, "cells passed over": 0}
 
     def spy(fn: Callable[..., Any], key: str, size: Callable[[Any], int]) -> Callable[..., Any]:
         def counting(arg: Any, *args: Any, **kwargs: Any) -> Any:
@@ -44,6 +48,11 @@ def work(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         model.serialize: spy(model.serialize, "cells encoded", lambda nb: len(nb.cells)),
         model.piece_digest: spy(model.piece_digest, "bytes hashed", len),
         model.version_of: spy(model.version_of, "bytes hashed", len),
+        edits.scan_for: spy(edits.scan_for, "cells passed over", len),
+        model.ids_of: spy(model.ids_of, "cells passed over", len),
+        model.index_of: spy(model.index_of, "cells passed over", len),
+        history.replaced_at: spy(history.replaced_at, "cells passed over", len),
+        splicing.changed_in_place: spy(splicing.changed_in_place, "cells passed over", len),
     }
     patched = 0
     for name, module in list(sys.modules.items()):
@@ -80,6 +89,8 @@ async def test_an_edit_of_one_cell_in_1000_encodes_and_hashes_that_cell_only(
             hashed = work["bytes hashed"] - before["bytes hashed"]
             assert encoded <= 2, f"edit {k}: {encoded} cells encoded"
             assert hashed <= body, f"edit {k}: {hashed} bytes hashed (the cell is {body})"
+            passed = work["cells passed over"] - before["cells passed over"]
+            assert passed == 0, f"edit {k}: {passed} cells passed over"
         # A read of the unchanged notebook encodes and hashes nothing.
         before = dict(work)
         read = await call(client, "read_notebook", path="big.ipynb", start=500, limit=3)

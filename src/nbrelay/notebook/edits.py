@@ -25,7 +25,7 @@ import copy
 import difflib
 import itertools
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,14 +82,17 @@ class Plan:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
-def apply(cells: Sequence[Cell], edits: Iterable[Edit]) -> list[Cell]:
+def apply(
+    cells: Sequence[Cell], edits: Iterable[Edit], where: Callable[[str], int | None] | None = None
+) -> list[Cell]:
     """Return a new cell list with the edits applied; unchanged cells are shared, not copied
-    (edits of the notebook's metadata are left to ``apply_notebook``)."""
-    out = list(cells)
+    (edits of the notebook's metadata are left to ``apply_notebook``). ``where``: the position
+    of a cell id in ``cells`` (a map made already), tried before looking through the cells."""
+    out = cells if isinstance(cells, list) else list(cells)
     for edit in edits:
         if not isinstance(edit, SetMetadata):
-            out = _apply_one(out, edit)
-    return out
+            out = _apply_one(out, edit, where)  # a new list each time
+    return list(out) if out is cells else out
 
 
 def apply_metadata(metadata: Mapping[str, Any], edits: Iterable[Edit]) -> dict[str, Any]:
@@ -104,28 +107,18 @@ def apply_metadata(metadata: Mapping[str, Any], edits: Iterable[Edit]) -> dict[s
 
 def apply_notebook(nb: Notebook, edits: Sequence[Edit]) -> Notebook:
     """A new notebook with the edits applied (cells and notebook metadata); ``nb`` is kept."""
-    after = nb.with_cells(apply(nb.cells, edits))
+    after = nb.with_cells(apply(nb.cells, edits, nb.position))
     if any(isinstance(e, SetMetadata) for e in edits):
         after.data["metadata"] = apply_metadata(nb.data.get("metadata") or {}, edits)
-    same_ids = True
-    sources: dict[str, str | None] = {}
+    updated: set[str] = set()
     for e in edits:
         if isinstance(e, UpdateCell):
             if "id" in e.changes or "id" in e.remove:
                 return after
-            if "source" in e.changes:
-                sources[e.id] = str(e.changes["source"])
-            elif "source" in e.remove:
-                sources[e.id] = ""
-        elif isinstance(e, InsertCells):
-            same_ids = False
-            sources.update((str(c["id"]), str(c.get("source", ""))) for c in e.cells)
-        elif isinstance(e, DeleteCells):
-            same_ids = False
-            sources.update(dict.fromkeys(e.ids))
-        elif isinstance(e, MoveCells):
-            same_ids = False
-    after.derive(nb, same_ids, sources)
+            updated.add(e.id)
+        elif not isinstance(e, SetMetadata):  # cells inserted, deleted or moved
+            return after
+    after.derive(nb, True, sorted(i for i in map(nb.position, updated) if i is not None))
     return after
 
 
@@ -141,34 +134,51 @@ def plan_notebook_metadata(
     return Plan(edits=(SetMetadata(changes, remove),), touched=tuple(touched))
 
 
-def _position(cells: list[Cell], cid: str) -> int:
-    with contextlib.suppress(ValueError):
-        return list(map(_CELL_ID, cells)).index(cid)  # loops in C: this runs for every edit
+def _position(cells: list[Cell], cid: str, where: Callable[[str], int | None] | None) -> int:
+    """The position of the cell ``cid``: ``where``'s answer when it holds, else a pass over
+    the cells (a loop in C)."""
+    at = where(cid) if where is not None else None
+    if at is not None and at < len(cells) and cells[at]["id"] == cid:
+        return at
+    at = scan_for(cells, cid)
+    if at is not None:
+        return at
     raise InvalidArgument(
         f"cell {cid!r} is no longer in the notebook.",
         hint=f"Someone else deleted it. {act('read_again')}",
     )
 
 
-def _apply_one(cells: list[Cell], edit: Edit) -> list[Cell]:
+def scan_for(cells: list[Cell], cid: str) -> int | None:
+    """The position of the cell ``cid`` found by a pass over all cells (a loop in C)."""
+    with contextlib.suppress(ValueError):
+        return list(map(_CELL_ID, cells)).index(cid)
+    return None
+
+
+def _apply_one(
+    cells: list[Cell], edit: Edit, where: Callable[[str], int | None] | None
+) -> list[Cell]:
     if isinstance(edit, InsertCells):
         index = min(max(edit.index, 0), len(cells))
         return cells[:index] + [copy.deepcopy(c) for c in edit.cells] + cells[index:]
     if isinstance(edit, DeleteCells):
         gone = set(edit.ids)
         for cid in gone:
-            _position(cells, cid)
+            _position(cells, cid, where)
         return [c for c in cells if c["id"] not in gone]
     if isinstance(edit, UpdateCell):
-        i = _position(cells, edit.id)
+        i = _position(cells, edit.id, where)
         cell = {k: v for k, v in cells[i].items() if k not in edit.remove}
         cell.update(copy.deepcopy(dict(edit.changes)))
-        return [*cells[:i], cell, *cells[i + 1 :]]
+        out = list(cells)
+        out[i] = cell
+        return out
     if isinstance(edit, SetMetadata):  # the notebook's metadata: see apply_metadata
         return cells
     moving = set(edit.ids)
     for cid in moving:
-        _position(cells, cid)
+        _position(cells, cid, where)
     moved = [c for c in cells if c["id"] in moving]
     rest = [c for c in cells if c["id"] not in moving]
     index = min(max(edit.index, 0), len(rest))

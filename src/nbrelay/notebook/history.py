@@ -79,19 +79,24 @@ def record(
     before: Sequence[Cell],
     after: Sequence[Cell],
     metadata: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
+    *,
+    order: Sequence[str] | None = None,
+    changed: Sequence[int] | None = None,
 ) -> Change:
     """Describe the change from ``before`` to ``after`` (cells that are identical objects are
     unchanged, which is how ``edits.apply`` shares them); ``metadata`` is the notebook's own
-    metadata before and after, if the change touched it.
+    metadata before and after, if the change touched it. ``order``: the ids of ``before``, and
+    ``changed``: the only positions whose cells are not the same objects, when already known
+    (``Notebook.ids``, ``Notebook.changed_from``).
 
     A change that kept every cell in place (the cells it made have the ids of the cells they
-    replaced) is found by loops in C over the cells, and Python looks at the changed ones only.
+    replaced) is found by loops in C over the cells (none when ``changed`` is given), and
+    Python looks at the changed ones only.
     """
     metadata = metadata if metadata is not None and metadata[0] != metadata[1] else None
-    b_order = tuple(map(_ID, before))
+    b_order = tuple(order) if order is not None else tuple(map(_ID, before))
     if len(before) == len(after):
-        new = list(map(operator.is_not, before, after))
-        at = _true_at(new)
+        at = list(changed) if changed is not None else _true_at(replaced_at(before, after))
         if all(before[k]["id"] == after[k]["id"] for k in at):
             modified = [b_order[k] for k in at if before[k] != after[k]]
             return Change(
@@ -125,6 +130,11 @@ def record(
         moved=moved,
         metadata=metadata,
     )
+
+
+def replaced_at(before: Sequence[Cell], after: Sequence[Cell]) -> list[bool]:
+    """For each position, whether its cell is another object in ``after`` (a loop in C)."""
+    return list(map(operator.is_not, before, after))
 
 
 def _true_at(flags: list[bool]) -> list[int]:

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,9 +50,13 @@ def piece_digest(piece: bytes | memoryview) -> bytes:
     return hashlib.blake2b(piece, digest_size=16).digest()
 
 
-def version_from_digests(digests: bytes) -> str:
-    """The version of bytes whose pieces' digests, in order and joined, are ``digests``."""
-    return hashlib.blake2b(digests, digest_size=8).hexdigest()
+def version_from_digests(*digests: bytes | memoryview) -> str:
+    """The version of bytes whose pieces' digests, in order and joined, are ``digests`` (given
+    whole or in consecutive parts, hashed as they are: nothing is joined)."""
+    h = hashlib.blake2b(digests[0], digest_size=8)
+    for part in digests[1:]:
+        h.update(part)
+    return h.hexdigest()
 
 
 def random_id() -> str:
@@ -67,13 +71,45 @@ def random_id() -> str:
 
 
 class _Memo:
-    __slots__ = ("cells", "ids", "index", "sources")
+    __slots__ = ("cells", "ids", "index", "origin", "sources")
 
     def __init__(self, cells: list[Cell]) -> None:
         self.cells = cells
         self.ids: list[str] | None = None
         self.index: dict[str, int] | None = None
-        self.sources: dict[str, str] | None = None
+        self.sources: Sources | None = None
+        # The cell list this one was made from by replacing the cells at these positions only.
+        self.origin: tuple[list[Cell], tuple[int, ...]] | None = None
+
+
+def ids_of(cells: list[Cell]) -> list[str]:
+    """The cells' ids in order (a pass over all cells, made once per cell list)."""
+    return [c["id"] for c in cells]
+
+
+def index_of(ids: list[str]) -> dict[str, int]:
+    """Each id's position: the one pass over all cells that looking cells up by id costs, made
+    once per cell list (and kept by edits that keep every id in place)."""
+    return {c: i for i, c in enumerate(ids)}
+
+
+class Sources(Mapping[str, str]):
+    """Each cell's source by id, looked up in the cell list when asked (no map of all sources
+    is made: an edit of one cell keeps the rest as they were, and so does this view of them)."""
+
+    __slots__ = ("_cells", "_index")
+
+    def __init__(self, cells: list[Cell], index: dict[str, int]) -> None:
+        self._cells, self._index = cells, index
+
+    def __getitem__(self, cid: str) -> str:
+        return str(self._cells[self._index[cid]].get("source", ""))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
 
 
 @dataclass
@@ -101,12 +137,12 @@ class Notebook:
             self._memo = _Memo(cells)
         return self._memo
 
-    def sources(self) -> dict[str, str]:
-        """Each cell's source by id (computed once per cell list). What a reader last saw of
-        each cell, for three-way merges of its edits. Not to be changed."""
+    def sources(self) -> Sources:
+        """Each cell's source by id (a view of the cell list, which is never changed in place).
+        What a reader last saw of each cell, for three-way merges of its edits."""
         memo = self._current()
         if memo.sources is None:
-            memo.sources = {str(c["id"]): str(c.get("source", "")) for c in memo.cells}
+            memo.sources = Sources(memo.cells, self._index())
         return memo.sources
 
     @property
@@ -119,35 +155,40 @@ class Notebook:
         """The cells' ids in order (computed once per cell list; not to be changed)."""
         memo = self._current()
         if memo.ids is None:
-            memo.ids = [c["id"] for c in memo.cells]
+            memo.ids = ids_of(memo.cells)
         return memo.ids
 
     def position(self, cid: str) -> int | None:
         """The index of the cell with id ``cid`` (None: no such cell), by a map made once per
         cell list."""
+        return self._index().get(cid)
+
+    def _index(self) -> dict[str, int]:
         memo = self._current()
         if memo.index is None:
-            memo.index = {c: i for i, c in enumerate(self.ids)}
-        return memo.index.get(cid)
+            memo.index = index_of(self.ids)
+        return memo.index
 
-    def derive(self, before: Notebook, same_ids: bool, sources: Mapping[str, str | None]) -> None:
+    def derive(
+        self, before: Notebook, same_ids: bool, changed: Iterable[int] | None = None
+    ) -> None:
         """Take over what ``before`` derived from its cells, for a cell list made from its by
-        edits that keep every id in place (``same_ids``) and set the ``sources`` given (None:
-        the cell is gone); so an edit of one cell does not cost a pass over all of them."""
-        old = before._memo
-        if old is None or old.cells is not before.data["cells"]:
-            return
+        edits that keep every id in place (``same_ids``), so an edit of one cell does not cost
+        a pass over all of them. ``changed``: the only positions whose cells differ from
+        ``before``'s (the others are the same objects), for ``changed_from``."""
         memo = self._current()
-        if same_ids:
+        if same_ids and changed is not None:
+            memo.origin = (before.data["cells"], tuple(changed))
+        old = before._memo
+        if same_ids and old is not None and old.cells is before.data["cells"]:
             memo.ids, memo.index = old.ids, old.index
-        if old.sources is not None:
-            merged = dict(old.sources)
-            for cid, source in sources.items():
-                if source is None:
-                    merged.pop(cid, None)
-                else:
-                    merged[cid] = source
-            memo.sources = merged
+
+    def changed_from(self, cells: list[Cell]) -> tuple[int, ...] | None:
+        """The positions whose cells differ from ``cells`` (every other cell is the same
+        object), if this notebook's cell list was made from that very list by ``derive``'s
+        edits; None: not known."""
+        origin = self._current().origin
+        return origin[1] if origin is not None and origin[0] is cells else None
 
     def with_cells(self, cells: list[Cell]) -> Notebook:
         """Return a notebook sharing everything but the cell list (cells are not copied)."""

@@ -94,12 +94,31 @@ class CellBytes:
     chunks: list[bytes] = field(default_factory=list)
     middles: list[bytes] = field(default_factory=list)
     unseamed: int = 0
+    mirrors: list[Cell] | None = None  # the notebook's cell list these are the bytes of
+    blocks: list[bytes | None] = field(default_factory=list)  # see digest_blocks
 
     def by_id(self) -> dict[int, Encoded]:
         return dict(zip(map(id, self.cells), self.entries, strict=True))
 
+    def digest_blocks(self) -> list[bytes]:
+        """The pieces' digests joined, ``_BLOCK`` cells a block; a block is joined again only
+        when one of its cells changed (``changed``), so hashing them touches no other cell."""
+        count = -(-len(self.middles) // _BLOCK)
+        if len(self.blocks) != count:
+            self.blocks = [None] * count
+        for b, block in enumerate(self.blocks):
+            if block is None:
+                self.blocks[b] = b"".join(self.middles[b * _BLOCK : (b + 1) * _BLOCK])
+        return cast(list[bytes], self.blocks)
+
+    def changed(self, at: int) -> None:
+        """The cell at ``at`` has new bytes: its block of digests is out of date."""
+        if at // _BLOCK < len(self.blocks):
+            self.blocks[at // _BLOCK] = None
+
 
 _FEW = 16  # cells changed in place up to which no map of all cells is made
+_BLOCK = 256  # cells whose digests are joined together (CellBytes.digest_blocks)
 
 _CHUNK = operator.attrgetter("chunk")
 _CUT = len(_CELL_END) + len(_SEP)  # a chunk's last bytes that the next seam holds
@@ -180,13 +199,18 @@ def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> S
         work.bytes_hashed += len(data)
         return Spliced([data], CellBytes(), version_of(data))
     known = known or CellBytes()
-    changed = _changed_in_place(known.cells, cells)
+    changed: Sequence[int] | None = None
+    if known.mirrors is not None:  # made from the last cell list by replacing a few cells?
+        changed = nb.changed_from(known.mirrors)
+    if changed is None:
+        changed = changed_in_place(known.cells, cells)
     if changed is not None:  # the common edit: a few cells replaced, none moved
         for at in changed:
             entry = Encoded(cells[at], cell_bytes(cells[at]), work)
             known.unseamed += (not entry.seamed) - (not known.entries[at].seamed)
             known.cells[at], known.entries[at] = cells[at], entry
             known.chunks[at], known.middles[at] = entry.chunk, entry.middle
+            known.changed(at)
     else:
         entries: list[Encoded | None] = list(map(known.by_id().get, map(id, cells)))
         at = -1
@@ -202,9 +226,11 @@ def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> S
             list(map(_MIDDLE, done)),
             len(done) - sum(map(_SEAMED, done)),
         )
+    known.mirrors = cells
     tail = b"\n ]" + skeleton[len(_NO_CELLS) :]
     parts = Parts(_CELLS_OPEN, known.chunks, tail)
-    version = cells_version(known.entries, known.middles, known.unseamed, tail, work, parts)
+    blocks = None if known.unseamed or len(cells) < 2 else known.digest_blocks()
+    version = cells_version(known.entries, known.middles, known.unseamed, tail, work, parts, blocks)
     return Spliced(parts, known, version)
 
 
@@ -215,29 +241,28 @@ def cells_version(
     tail: bytes,
     work: Work,
     parts: Sequence[bytes | memoryview] | None = None,
+    blocks: Sequence[bytes] | None = None,
 ) -> str:
     """``version_of`` the notebook whose cells are ``entries`` (at least one; ``middles`` their
     pieces' digests, ``unseamed`` how many do not fit the seams) followed by ``tail`` (from the
     cells' closing ``\n ]`` on), hashing only what no entry holds a digest of yet: the first
     and last cells' pieces with the head and tail, unless they are known. ``parts``: the file's
-    bytes, if already at hand (for a notebook whose seams do not fall between cells)."""
+    bytes, if already at hand (for a notebook whose seams do not fall between cells);
+    ``blocks``: ``middles`` joined in consecutive blocks, if already at hand."""
     if len(entries) < 2 or unseamed or CELL_SEAM in tail:
         if parts is None:
             parts = Parts(_CELLS_OPEN, [e.chunk for e in entries], tail)
         data = b"".join(parts)
         work.bytes_hashed += len(data)
         return version_of(data)
-    digests = b"".join(
-        (
-            entries[0].first_digest(work),
-            b"".join(middles)[len(middles[0]) : -len(middles[-1]) or None],
-            entries[-1].last_digest(tail, work),
-        )
-    )
-    return version_from_digests(digests)
+    views = [memoryview(b) for b in (blocks if blocks is not None else [b"".join(middles)])]
+    views[0] = views[0][len(middles[0]) :]  # the first and last cells' pieces are hashed
+    views[-1] = views[-1][: len(views[-1]) - len(middles[-1])]  # with the head and tail
+    first, last = entries[0].first_digest(work), entries[-1].last_digest(tail, work)
+    return version_from_digests(first, *views, last)
 
 
-def _changed_in_place(old: list[Cell], new: list[Cell]) -> list[int] | None:
+def changed_in_place(old: list[Cell], new: list[Cell]) -> list[int] | None:
     """The positions whose cell is not the same object, if the lists are as long and they are
     few (None: look the cells up by identity)."""
     if len(old) != len(new) or not old:

@@ -29,7 +29,7 @@ from nbrelay.stores.shelf import Seen, Shelf
 
 _STALE_HINT = act("stale")
 
-LastRead = tuple[str | None, tuple[str, ...] | None, dict[str, str] | None]
+LastRead = tuple[str | None, tuple[str, ...] | None, Mapping[str, str] | None]
 """What a reader last read of a notebook: its version, cell order and sources (each None:
 not known)."""
 
@@ -89,7 +89,7 @@ class Readers:
         once they are, so a reader's next request, through any process, sees its read."""
         self.version: LastSeen[str] = LastSeen()
         self.order: LastSeen[tuple[str, ...]] = LastSeen()
-        self.sources: LastSeen[dict[str, str]] = LastSeen()
+        self.sources: LastSeen[Mapping[str, str]] = LastSeen()
         self._shelf = shelf
 
     async def remember(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> None:
@@ -99,11 +99,11 @@ class Readers:
         reader = current().key
         if self._shelf is not None and reader:
             await anyio.to_thread.run_sync(
-                self._shelf.put, reader, key, snap.version, kept, sources
+                self._shelf.put, reader, key, snap.version, kept, dict(sources)
             )
 
     def _remember_here(
-        self, key: str, snap: Snapshot, kept: tuple[str, ...] | None, sources: dict[str, str]
+        self, key: str, snap: Snapshot, kept: tuple[str, ...] | None, sources: Mapping[str, str]
     ) -> None:
         self.version[key] = snap.version
         if kept is not None:
@@ -145,7 +145,7 @@ class Readers:
 
             def swap() -> Seen | None:
                 seen = shelf.get(reader, key, sources=False)
-                shelf.put(reader, key, snap.version, kept, sources)
+                shelf.put(reader, key, snap.version, kept, dict(sources))
                 return seen
 
             known = self._known(key, await anyio.to_thread.run_sync(swap))[0]

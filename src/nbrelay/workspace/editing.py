@@ -54,7 +54,7 @@ class Editing:
             for ref, source in changes:
                 for i in address.resolve(current.ids, ref):
                     step = edits.plan_set_source(current, i, source)
-                    current = current.with_cells(edits.apply(current.cells, step.edits))
+                    current = edits.apply_notebook(current, step.edits)
                     steps.append(step)
             return _chained(steps, tuple(dict.fromkeys(t for s in steps for t in s.touched)))
 
@@ -131,7 +131,7 @@ class Editing:
             current = nb
             if cell_type is not None:
                 steps.append(edits.plan_set_type(current, i, cell_type))
-                current = current.with_cells(edits.apply(current.cells, steps[-1].edits))
+                current = edits.apply_notebook(current, steps[-1].edits)
             if source is not None:
                 steps.append(edits.plan_set_source(current, i, source, clear_outputs=clear_outputs))
             elif find is not None and replace is not None:
@@ -139,7 +139,7 @@ class Editing:
                     edits.plan_find_replace(current, i, find, replace, replace_all=replace_all)
                 )
             if source is not None or find is not None:
-                current = current.with_cells(edits.apply(current.cells, steps[-1].edits))
+                current = edits.apply_notebook(current, steps[-1].edits)
             if metadata is not None or tags is not None:
                 steps.append(edits.plan_metadata(current, i, metadata=metadata, tags=tags))
             detail: dict[str, Any] = {}

@@ -354,7 +354,9 @@ class Notebooks:
             outcome = dataclasses.replace(outcome, notes=(*outcome.notes, _repaired(detail)))
         if record and outcome.plan.edits:
             # Repairs made on the way are not the caller's change: undo keeps them.
-            before = edits.apply_notebook(outcome.before.notebook, detail.get("repairs") or ())
+            repairs = detail.get("repairs")
+            before = outcome.before.notebook
+            before = edits.apply_notebook(before, repairs) if repairs else before
             change = history.record(
                 label,
                 before.cells,
@@ -363,6 +365,8 @@ class Notebooks:
                     before.data.get("metadata") or {},
                     outcome.after.notebook.data.get("metadata") or {},
                 ),
+                order=before.ids,
+                changed=outcome.after.notebook.changed_from(before.cells),
             )
             if not change.empty and self.settings.undo_depth > 0:
                 await self.callers.record(self.store.relative(path), change)

@@ -248,11 +248,10 @@ class Runs:
         self, path: str, done: Mapping[str, tuple[list[Output], int | None]]
     ) -> EditOutcome:
         def planner(nb: Notebook) -> Plan:
-            present = set(nb.ids)
             changes = tuple(
                 edits.UpdateCell(cid, {"outputs": outs, "execution_count": count})
                 for cid, (outs, count) in done.items()
-                if cid in present
+                if nb.position(cid) is not None  # the index of ids kept over edits
             )
             return Plan(edits=changes, touched=tuple(c.id for c in changes))
 
