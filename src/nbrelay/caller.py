@@ -85,9 +85,9 @@ class PerCaller(Generic[V]):
         self._limit = limit
         self._by_caller: OrderedDict[str, dict[str, V]] = OrderedDict()
 
-    def mine(self) -> dict[str, V]:
-        """The current caller's values (made on first use), marked as just used."""
-        key = current().key
+    def mine(self, caller: Caller) -> dict[str, V]:
+        """``caller``'s values (made on first use), marked as just used."""
+        key = caller.key
         found = self._by_caller.get(key)
         if found is None:
             found = self._by_caller[key] = {}
@@ -97,9 +97,9 @@ class PerCaller(Generic[V]):
             self._by_caller.move_to_end(key)
         return found
 
-    def get(self, path: str) -> V | None:
-        """The current caller's value for ``path``, if it has one."""
-        found = self._by_caller.get(current().key)
+    def get(self, caller: Caller, path: str) -> V | None:
+        """``caller``'s value for ``path``, if it has one."""
+        found = self._by_caller.get(caller.key)
         return None if found is None else found.get(path)
 
     def forget(self, path: str) -> None:

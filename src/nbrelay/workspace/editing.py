@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from nbrelay.caller import current
 from nbrelay.errors import InvalidArgument, UndoRefused
 from nbrelay.notebook import address, edits, history
 from nbrelay.notebook.address import CellRef
@@ -322,7 +323,7 @@ class Editing:
         outcome = await self._notebooks.edit(
             path, "undo", planner, expected_version=expected_version, positional=False, record=False
         )
-        await self._notebooks.callers.drop(key, len(changes))
+        await self._notebooks.callers.drop(current(), key, len(changes))
         return UndoOutcome(outcome, tuple(c.label for c in changes))
 
     async def _edit(

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from nbrelay.caller import current
 from nbrelay.config import Settings
 from nbrelay.errors import (
     ConflictError,
@@ -263,7 +264,7 @@ class Notebooks:
     async def view(self, path: str) -> Snapshot:
         """Read a notebook and remember its version as the one the agent has now seen."""
         snap = await self.store.load(path)
-        await self.callers.set_viewed(snap.path, snap.version)
+        await self.callers.set_viewed(current(), snap.path, snap.version)
         return snap
 
     async def unchanged_since_viewed(
@@ -272,7 +273,7 @@ class Notebooks:
         """The current notebook, if it is the version the agent last viewed (nbrelay's own edits
         and saved outputs keep a view current); otherwise ``ConflictError``, nothing done."""
         snap = await self.store.load(path)
-        seen = await self.callers.viewed(snap.path)
+        seen = await self.callers.viewed(current(), snap.path)
         if seen is None:
             raise ConflictError(
                 f"you have not viewed {snap.path!r} yet, so nbrelay cannot tell whether your "
@@ -369,17 +370,17 @@ class Notebooks:
                 changed=outcome.after.notebook.changed_from(before.cells),
             )
             if not change.empty and self.settings.undo_depth > 0:
-                await self.callers.record(self.store.relative(path), change)
+                await self.callers.record(current(), self.store.relative(path), change)
         # The caller's own edits (and saved outputs) do not make its view stale.
         if outcome.before.version != outcome.after.version:
             await self.callers.keep_viewed(
-                outcome.after.path, outcome.before.version, outcome.after.version
+                current(), outcome.after.path, outcome.before.version, outcome.after.version
             )
         return outcome
 
     async def changes(self, rel: str) -> list[history.Change]:
         """The caller's recorded changes of a notebook that ``undo`` may revert (newest last)."""
-        return await self.callers.changes(rel)
+        return await self.callers.changes(current(), rel)
 
 
 def _repaired(detail: Mapping[str, Any]) -> str:
