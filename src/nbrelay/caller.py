@@ -11,9 +11,10 @@ asked about before every operation; there, a caller that is neither that nor the
 work (``Caller.server("saving rooms on stop")``: saving and reaping rooms, stopping idle kernels,
 resuming runs after a restart) is refused.
 
-The boundary makes the caller current for a tool call or a resource read (``acting``), and an
-MCP middleware for what is answered outside them (completions, subscriptions); the modules that
-keep state per caller read it with ``current()``. A run that outlasts its call keeps the caller
+The boundary passes the caller to a tool function that declares ``caller: Caller``, and makes
+it current for a tool call or a resource read (``acting``), as an MCP middleware does for what
+is answered outside them (completions, subscriptions). The per-caller state (``PerCaller``)
+takes the caller as an argument; what is not yet handed it reads it with ``current()``. A run that outlasts its call keeps the caller
 that started it (taken when it is launched).
 """
 

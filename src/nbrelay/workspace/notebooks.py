@@ -378,9 +378,9 @@ class Notebooks:
             )
         return outcome
 
-    async def changes(self, rel: str) -> list[history.Change]:
-        """The caller's recorded changes of a notebook that ``undo`` may revert (newest last)."""
-        return await self.callers.changes(current(), rel)
+    async def changes(self, rel: str, caller: Caller) -> list[history.Change]:
+        """``caller``'s recorded changes of a notebook that ``undo`` may revert (newest last)."""
+        return await self.callers.changes(caller, rel)
 
 
 def _repaired(detail: Mapping[str, Any]) -> str:
