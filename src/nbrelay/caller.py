@@ -11,9 +11,10 @@ asked about before every operation; there, a caller that is neither that nor the
 work (``Caller.server("saving rooms on stop")``: saving and reaping rooms, stopping idle kernels,
 resuming runs after a restart) is refused.
 
-The boundary makes the caller current for a tool call or a resource read (``acting``), and an
-MCP middleware for what is answered outside them (completions, subscriptions); the modules that
-keep state per caller read it with ``current()``. A run that outlasts its call keeps the caller
+The boundary passes the caller to a tool function that declares ``caller: Caller``, and makes
+it current for a tool call or a resource read (``acting``), as an MCP middleware does for what
+is answered outside them (completions, subscriptions). The per-caller state (``PerCaller``)
+takes the caller as an argument; what is not yet handed it reads it with ``current()``. A run that outlasts its call keeps the caller
 that started it (taken when it is launched).
 """
 
@@ -85,9 +86,9 @@ class PerCaller(Generic[V]):
         self._limit = limit
         self._by_caller: OrderedDict[str, dict[str, V]] = OrderedDict()
 
-    def mine(self) -> dict[str, V]:
-        """The current caller's values (made on first use), marked as just used."""
-        key = current().key
+    def mine(self, caller: Caller) -> dict[str, V]:
+        """``caller``'s values (made on first use), marked as just used."""
+        key = caller.key
         found = self._by_caller.get(key)
         if found is None:
             found = self._by_caller[key] = {}
@@ -97,9 +98,9 @@ class PerCaller(Generic[V]):
             self._by_caller.move_to_end(key)
         return found
 
-    def get(self, path: str) -> V | None:
-        """The current caller's value for ``path``, if it has one."""
-        found = self._by_caller.get(current().key)
+    def get(self, caller: Caller, path: str) -> V | None:
+        """``caller``'s value for ``path``, if it has one."""
+        found = self._by_caller.get(caller.key)
         return None if found is None else found.get(path)
 
     def forget(self, path: str) -> None:

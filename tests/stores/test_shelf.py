@@ -89,17 +89,18 @@ async def test_shared_state_is_written_off_the_event_loop(
     callers = SharedCallerState(5, "file:" + str(root))
     change = history.record("edit cell", (), (), None)
     stop = anyio.Event()
-    with acting(Caller("token:someone")):
+    someone = Caller("token:someone")
+    with acting(someone):
         async with anyio.create_task_group() as tg:
             tg.start_soon(disk.tick, stop)
             snap = await store.load("n.ipynb")
             assert (disk.writes, disk.stalled) == (2, 0)  # the shelf's two files
-            await callers.set_viewed(snap.path, snap.version)
-            await callers.record(snap.path, change)
+            await callers.set_viewed(someone, snap.path, snap.version)
+            await callers.record(someone, snap.path, change)
             stop.set()
         # What was written is what the next request (through any process) reads.
-        assert await callers.viewed("n.ipynb") == snap.version
-        assert [c.label for c in await callers.changes("n.ipynb")] == ["edit cell"]
+        assert await callers.viewed(someone, "n.ipynb") == snap.version
+        assert [c.label for c in await callers.changes(someone, "n.ipynb")] == ["edit cell"]
         seen = Shelf(store.state_key).get("token:someone", store.fs.resolve("n.ipynb")[1])
     assert seen is not None
     assert seen.version == snap.version

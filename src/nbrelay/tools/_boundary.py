@@ -240,6 +240,11 @@ class Registrar:
         return decorator
 
 
+# The parameter of a tool function (``bind``) that receives the caller the boundary built.
+CALLER = "caller"
+_WANTS_CALLER = "_nbrelay_wants_caller"
+
+
 async def acting_for_request(ctx: Any, call_next: Any) -> Any:
     """MCP middleware: the request's caller, for what is answered outside a tool call or a
     resource read (argument completions, a subscription's first look at a notebook)."""
@@ -266,10 +271,14 @@ def bind(fn: Callable[..., Awaitable[Any]], state: Any) -> Callable[..., Awaitab
 
     signature = inspect.signature(fn, eval_str=True)
     first, *rest = signature.parameters
+    # A ``caller: Caller`` parameter is no argument of the tool: the boundary passes the
+    # caller it built for the call (``_guard``).
+    hidden = {first, CALLER} if signature.parameters.get(CALLER) is not None else {first}
     call.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[signature.parameters[p] for p in rest]
+        parameters=[signature.parameters[p] for p in rest if p not in hidden]
     )
-    call.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != first}
+    call.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k not in hidden}
+    setattr(call, _WANTS_CALLER, CALLER in hidden)
     return call
 
 
@@ -282,6 +291,8 @@ def _guard(
     keep_none: bool = False,
     text: TextOf | None = None,
 ) -> Callable[P, Awaitable[Any]]:
+    wants_caller = bool(getattr(fn, _WANTS_CALLER, False))
+
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
         passed = cast(dict[str, Any], kwargs)
@@ -289,8 +300,12 @@ def _guard(
         ctx = passed.pop(sdk.CONTEXT_KWARG, None)
         if ctx is None:  # the tool declares its own Context parameter
             ctx = next((v for v in passed.values() if isinstance(v, Context)), None)
-        # The caller is built here, once per call, and is current while the tool runs.
-        with acting(sdk.caller_of(ctx) if ctx is not None else current()), asking.through(ctx):
+        # The caller is built here, once per call: passed to a tool that declares ``caller``,
+        # and current while the tool runs.
+        caller = sdk.caller_of(ctx) if ctx is not None else current()
+        if wants_caller:
+            passed[CALLER] = caller
+        with acting(caller), asking.through(ctx):
             try:
                 if raw is None:
                     raise RuntimeError("the MCP SDK did not hand the call's arguments over")

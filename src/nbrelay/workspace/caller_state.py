@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 
 import anyio
 
-from nbrelay import caller, runtime
-from nbrelay.caller import PerCaller
+from nbrelay import runtime
+from nbrelay.caller import Caller, PerCaller
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook import history
 
@@ -53,30 +53,30 @@ class CallerState:
         self._history: PerCaller[list[history.Change]] = PerCaller()
         self._viewed: PerCaller[str] = PerCaller()
 
-    async def viewed(self, rel: str) -> str | None:
-        return self._viewed.get(rel)
+    async def viewed(self, caller: Caller, rel: str) -> str | None:
+        return self._viewed.get(caller, rel)
 
-    async def set_viewed(self, rel: str, version: str) -> None:
-        self._viewed.mine()[rel] = version
+    async def set_viewed(self, caller: Caller, rel: str, version: str) -> None:
+        self._viewed.mine(caller)[rel] = version
 
-    async def keep_viewed(self, rel: str, before: str, after: str) -> None:
+    async def keep_viewed(self, caller: Caller, rel: str, before: str, after: str) -> None:
         """The caller's own write moved the notebook from ``before`` to ``after``: a view of
         ``before`` stays current."""
-        if self._viewed.get(rel) == before:
-            self._viewed.mine()[rel] = after
+        if self._viewed.get(caller, rel) == before:
+            self._viewed.mine(caller)[rel] = after
 
-    async def record(self, rel: str, change: history.Change) -> None:
-        past = self._history.mine().setdefault(rel, [])
+    async def record(self, caller: Caller, rel: str, change: history.Change) -> None:
+        past = self._history.mine(caller).setdefault(rel, [])
         past.append(change)
         del past[: max(len(past) - self._depth, 0)]
 
-    async def changes(self, rel: str) -> list[history.Change]:
+    async def changes(self, caller: Caller, rel: str) -> list[history.Change]:
         """The caller's recorded changes of a notebook (newest last)."""
-        return list(self._history.get(rel) or ())
+        return list(self._history.get(caller, rel) or ())
 
-    async def drop(self, rel: str, count: int) -> None:
+    async def drop(self, caller: Caller, rel: str, count: int) -> None:
         """Forget the caller's newest ``count`` changes (they were undone)."""
-        past = self._history.get(rel)
+        past = self._history.get(caller, rel)
         if past:
             del past[max(len(past) - count, 0) :]
 
@@ -123,15 +123,16 @@ class SharedCallerState(CallerState):
         self._base = folder
         self._swept = 0.0
 
-    def _name(self, rel: str) -> str:
-        who = caller.current().key
-        raw = f"{who}\0{rel}".encode("utf-8", "surrogateescape")
+    def _name(self, who: Caller, rel: str) -> str:
+        raw = f"{who.key}\0{rel}".encode("utf-8", "surrogateescape")
         return hashlib.sha256(raw).hexdigest()[:40]
 
     @contextlib.contextmanager
-    def _pair(self, rel: str, *, write: bool) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    def _pair(
+        self, who: Caller, rel: str, *, write: bool
+    ) -> Iterator[tuple[int, int, dict[str, Any]]]:
         """The caller's files for ``rel`` (meta, changes), locked, with the meta read."""
-        name = self._name(rel)
+        name = self._name(who, rel)
         flags = os.O_RDWR | os.O_CREAT if write else os.O_RDONLY
         with runtime.folder_fd(self._base, *self._parts) as dfd:
             self._sweep(dfd)
@@ -171,51 +172,53 @@ class SharedCallerState(CallerState):
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
 
-    async def viewed(self, rel: str) -> str | None:
-        return await _off_loop(self._get_viewed, rel)
+    async def viewed(self, caller: Caller, rel: str) -> str | None:
+        return await _off_loop(self._get_viewed, caller, rel)
 
-    async def set_viewed(self, rel: str, version: str) -> None:
-        await _off_loop(self._set_viewed, rel, version)
+    async def set_viewed(self, caller: Caller, rel: str, version: str) -> None:
+        await _off_loop(self._set_viewed, caller, rel, version)
 
-    async def keep_viewed(self, rel: str, before: str, after: str) -> None:
-        await _off_loop(self._keep_viewed, rel, before, after)
+    async def keep_viewed(self, caller: Caller, rel: str, before: str, after: str) -> None:
+        await _off_loop(self._keep_viewed, caller, rel, before, after)
 
-    async def record(self, rel: str, change: history.Change) -> None:
-        await _off_loop(self._record, rel, change)
+    async def record(self, caller: Caller, rel: str, change: history.Change) -> None:
+        await _off_loop(self._record, caller, rel, change)
 
-    async def changes(self, rel: str) -> list[history.Change]:
-        return await _off_loop(self._changes, rel)
+    async def changes(self, caller: Caller, rel: str) -> list[history.Change]:
+        return await _off_loop(self._changes, caller, rel)
 
-    async def drop(self, rel: str, count: int) -> None:
-        await _off_loop(self._drop, rel, count)
+    async def drop(self, caller: Caller, rel: str, count: int) -> None:
+        await _off_loop(self._drop, caller, rel, count)
 
     async def forget(self, rel: str) -> None:
         """Drop every caller's state of ``rel`` (the notebook went away)."""
         await _off_loop(self._forget, rel)
 
-    # The files' side, run in a worker thread (the caller's context goes with it).
+    # The files' side, run in a worker thread.
 
-    def _get_viewed(self, rel: str) -> str | None:
-        with self._pair(rel, write=False) as (_, _, meta):
+    def _get_viewed(self, who: Caller, rel: str) -> str | None:
+        with self._pair(who, rel, write=False) as (_, _, meta):
             seen = meta.get("viewed")
         return seen if isinstance(seen, str) else None
 
-    def _set_viewed(self, rel: str, version: str) -> None:
-        with self._pair(rel, write=True) as (fd, _, meta):
+    def _set_viewed(self, who: Caller, rel: str, version: str) -> None:
+        with self._pair(who, rel, write=True) as (fd, _, meta):
             meta["viewed"] = version
             self._write_meta(fd, meta)
 
-    def _keep_viewed(self, rel: str, before: str, after: str) -> None:
-        if self._get_viewed(rel) != before:  # most writes: nothing to keep (and no file to make)
+    def _keep_viewed(self, who: Caller, rel: str, before: str, after: str) -> None:
+        if (
+            self._get_viewed(who, rel) != before
+        ):  # most writes: nothing to keep (and no file to make)
             return
-        with self._pair(rel, write=True) as (fd, _, meta):
+        with self._pair(who, rel, write=True) as (fd, _, meta):
             if meta.get("viewed") == before:
                 meta["viewed"] = after
                 self._write_meta(fd, meta)
 
-    def _record(self, rel: str, change: history.Change) -> None:
+    def _record(self, who: Caller, rel: str, change: history.Change) -> None:
         line = (json.dumps(_change_to_json(change), separators=(",", ":")) + "\n").encode()
-        with self._pair(rel, write=True) as (fd, undo, meta):
+        with self._pair(who, rel, write=True) as (fd, undo, meta):
             offsets = _offsets(meta)
             end = os.fstat(undo).st_size
             if offsets and end < offsets[-1]:  # cut by a crash: start again
@@ -233,8 +236,8 @@ class SharedCallerState(CallerState):
             meta["changes"] = offsets
             self._write_meta(fd, meta)
 
-    def _changes(self, rel: str) -> list[history.Change]:
-        with self._pair(rel, write=False) as (_, undo, meta):
+    def _changes(self, who: Caller, rel: str) -> list[history.Change]:
+        with self._pair(who, rel, write=False) as (_, undo, meta):
             offsets = _offsets(meta)
             if undo < 0 or not offsets:
                 return []
@@ -247,8 +250,8 @@ class SharedCallerState(CallerState):
                 return []  # cut by a crash: no history rather than a wrong one
         return found
 
-    def _drop(self, rel: str, count: int) -> None:
-        with self._pair(rel, write=True) as (fd, undo, meta):
+    def _drop(self, who: Caller, rel: str, count: int) -> None:
+        with self._pair(who, rel, write=True) as (fd, undo, meta):
             offsets = _offsets(meta)
             if not offsets or count <= 0:
                 return

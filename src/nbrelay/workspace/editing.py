@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument, UndoRefused
 from nbrelay.notebook import address, edits, history
 from nbrelay.notebook.address import CellRef
@@ -286,12 +287,13 @@ class Editing:
         return await self._edit(path, "set notebook metadata", planner, expected_version, ())
 
     async def undo(
-        self, path: str, steps: int = 1, *, expected_version: str | None = None
+        self, path: str, caller: Caller, steps: int = 1, *, expected_version: str | None = None
     ) -> UndoOutcome:
+        """Revert ``caller``'s newest ``steps`` edits of ``path`` (its own only)."""
         if steps < 1:
             raise InvalidArgument("steps must be at least 1.")
         key = self._notebooks.relative(path)
-        past = await self._notebooks.changes(key)
+        past = await self._notebooks.changes(key, caller)
         if not past:
             raise UndoRefused(
                 f"there is nothing to undo in {key!r}: you have made no edits to it through "
@@ -322,7 +324,7 @@ class Editing:
         outcome = await self._notebooks.edit(
             path, "undo", planner, expected_version=expected_version, positional=False, record=False
         )
-        await self._notebooks.callers.drop(key, len(changes))
+        await self._notebooks.callers.drop(caller, key, len(changes))
         return UndoOutcome(outcome, tuple(c.label for c in changes))
 
     async def _edit(

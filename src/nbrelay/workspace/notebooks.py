@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from nbrelay.caller import Caller, current
 from nbrelay.config import Settings
 from nbrelay.errors import (
     ConflictError,
@@ -260,19 +261,19 @@ class Notebooks:
 
     # -- what the agent has seen ----------------------------------------------------------
 
-    async def view(self, path: str) -> Snapshot:
-        """Read a notebook and remember its version as the one the agent has now seen."""
+    async def view(self, path: str, caller: Caller) -> Snapshot:
+        """Read a notebook and remember its version as the one ``caller`` has now seen."""
         snap = await self.store.load(path)
-        await self.callers.set_viewed(snap.path, snap.version)
+        await self.callers.set_viewed(caller, snap.path, snap.version)
         return snap
 
     async def unchanged_since_viewed(
-        self, path: str, *, hint: str = "Read the notebook again, then retry."
+        self, path: str, caller: Caller, *, hint: str = "Read the notebook again, then retry."
     ) -> Snapshot:
-        """The current notebook, if it is the version the agent last viewed (nbrelay's own edits
+        """The current notebook, if it is the version ``caller`` last viewed (nbrelay's own edits
         and saved outputs keep a view current); otherwise ``ConflictError``, nothing done."""
         snap = await self.store.load(path)
-        seen = await self.callers.viewed(snap.path)
+        seen = await self.callers.viewed(caller, snap.path)
         if seen is None:
             raise ConflictError(
                 f"you have not viewed {snap.path!r} yet, so nbrelay cannot tell whether your "
@@ -369,17 +370,17 @@ class Notebooks:
                 changed=outcome.after.notebook.changed_from(before.cells),
             )
             if not change.empty and self.settings.undo_depth > 0:
-                await self.callers.record(self.store.relative(path), change)
+                await self.callers.record(current(), self.store.relative(path), change)
         # The caller's own edits (and saved outputs) do not make its view stale.
         if outcome.before.version != outcome.after.version:
             await self.callers.keep_viewed(
-                outcome.after.path, outcome.before.version, outcome.after.version
+                current(), outcome.after.path, outcome.before.version, outcome.after.version
             )
         return outcome
 
-    async def changes(self, rel: str) -> list[history.Change]:
-        """The caller's recorded changes of a notebook that ``undo`` may revert (newest last)."""
-        return await self.callers.changes(rel)
+    async def changes(self, rel: str, caller: Caller) -> list[history.Change]:
+        """``caller``'s recorded changes of a notebook that ``undo`` may revert (newest last)."""
+        return await self.callers.changes(caller, rel)
 
 
 def _repaired(detail: Mapping[str, Any]) -> str:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.tools import results
 from nbrelay.tools.arguments import NbPath, Version
 from nbrelay.tools.results import EditResult
@@ -14,6 +15,7 @@ from nbrelay.workspace import Workspace
 
 async def undo(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     steps: Annotated[int, Field(ge=1, le=1000)] = 1,
     expected_version: Version = None,
@@ -22,7 +24,7 @@ async def undo(
 
     Example: undo(path="eda.ipynb", steps=2).
     """
-    done = await ws.editing.undo(path, steps, expected_version=expected_version)
+    done = await ws.editing.undo(path, caller, steps, expected_version=expected_version)
     result = results.edit_result(done.outcome)
     result.undone = list(done.labels)
     return result

@@ -11,6 +11,7 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from nbrelay import jupyter_api
+from nbrelay.caller import Caller
 from nbrelay.config import safe_url
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound
 from nbrelay.notebook.edits import CellSpec
@@ -36,6 +37,7 @@ from nbrelay.tools.runs import saved_then_run
 
 async def modify_notebook_cells(
     state: Served,
+    caller: Caller,
     notebook_path: NotebookPath,
     operation: Annotated[
         str,
@@ -79,7 +81,7 @@ async def modify_notebook_cells(
         need_content(cell_content, operation)
     if operation in ("edit_code", "edit_markdown", "delete"):
         need_position(index, operation)
-    snap = await state.ws.notebooks.unchanged_since_viewed(path, hint=VIEW_HINT)
+    snap = await state.ws.notebooks.unchanged_since_viewed(path, caller, hint=VIEW_HINT)
     run = execute and not state.ws.settings.no_execute
     content = cell_content or ""
     at = None if index is None else min(index, len(snap.notebook.cells))
@@ -146,6 +148,7 @@ async def _write(
 
 async def setup_notebook(
     state: Served,
+    caller: Caller,
     notebook_path: Annotated[
         str,
         Field(
@@ -187,7 +190,7 @@ async def setup_notebook(
         message = f"Notebook {path} created"
     if not state.ws.settings.no_execute:
         await state.ws.notebook_sessions.begin_session(path)
-    snap = await state.ws.notebooks.view(path)
+    snap = await state.ws.notebooks.view(path, caller)
     if url is not None:
         state.servers[snap.path] = url
     return reply({**await _contents_model(state, snap), "message": message})

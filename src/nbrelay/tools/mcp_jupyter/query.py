@@ -11,6 +11,7 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from nbrelay import jupyter_api
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument, NbrelayError
 from nbrelay.notebook.address import describe_bounds
 from nbrelay.notebook.edits import CellSpec, InsertCells, Plan, plan_insert
@@ -42,6 +43,7 @@ def reply_union(value: object) -> CallToolResult:
 
 async def query_notebook(
     state: Served,
+    caller: Caller,
     notebook_path: NotebookPath,
     query_type: Annotated[
         str,
@@ -133,12 +135,12 @@ async def query_notebook(
         if (execution_count is None) == (cell_id is None):
             got = "neither" if execution_count is None else "both"
             raise InvalidArgument(f"Must provide either execution_count or cell_id (got {got}).")
-        snap = await state.ws.notebooks.view(path)
+        snap = await state.ws.notebooks.view(path, caller)
         count = None if execution_count is None else count_of(execution_count)
         return reply_union(index_of(snap.notebook, execution_count=count, cell_id=cell_id))
     if execution_count is not None and position_index is not None:
         raise InvalidArgument("Cannot provide both execution_count and position_index.")
-    snap = await state.ws.notebooks.view(path)
+    snap = await state.ws.notebooks.view(path, caller)
     nb = snap.notebook
     if execution_count is None and position_index is None:
         return reply_union(
@@ -156,6 +158,7 @@ async def query_notebook(
 
 async def execute_notebook_code(
     state: Served,
+    caller: Caller,
     notebook_path: NotebookPath,
     execution_type: Annotated[
         str,
@@ -189,7 +192,7 @@ async def execute_notebook_code(
     if execution_type == "execute_cell":
         index = need_position(position(position_index), execution_type)
         result = await state.run_cell(path, index, ctx)
-        await state.ws.notebooks.view(path)
+        await state.ws.notebooks.view(path, caller)
         return reply_union(result)
     if not package_names or not package_names.strip():
         raise InvalidArgument("package_names is required for install_packages operation.")
@@ -198,7 +201,7 @@ async def execute_notebook_code(
         path, names, prefer_uv=True, progress=progress_reporter(ctx)
     )
     await _record_install(state, path, package_names, done.output)
-    await state.ws.notebooks.view(path)
+    await state.ws.notebooks.view(path, caller)
     note = f"\nNote: {done.note}" if done.note else ""
     if not done.ok:
         return reply_union(
