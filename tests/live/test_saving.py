@@ -14,6 +14,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from nbrelay.notebook.model import version_of
@@ -230,3 +231,84 @@ async def test_run_state_is_shown_in_the_room_only_and_is_no_notebook_field(
         async with person(quiet_server, "n.ipynb") as p:
             assert p.cell("c0")["execution_state"] == "idle"
     assert "execution_state" not in (quiet_server.root / "n.ipynb").read_text()
+
+
+GATED = """
+import asyncio, pathlib
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+
+GATE = pathlib.Path({gate!r})
+ENTERED = pathlib.Path({entered!r})
+
+
+class Gated(AsyncLargeFileManager):
+    async def save(self, model, path=""):
+        # While the gate file exists, a notebook's save waits for it to go (at most 30 s).
+        for _ in range(600):
+            if model.get("type") != "notebook" or not GATE.exists():
+                break
+            ENTERED.touch()
+            await asyncio.sleep(0.05)
+        return await super().save(model, path)
+
+
+c.ServerApp.contents_manager_class = Gated
+"""
+
+
+async def test_an_edit_does_not_wait_behind_a_save_the_server_is_writing(
+    start_jupyter: Any, tmp_path: Path
+) -> None:
+    # jupyter-collaboration answers a save request only once the file is written, and reads
+    # nothing else from that connection meanwhile: a save asked for on the room's own connection
+    # held up every edit behind it (seconds for a big notebook). Here the server's write waits
+    # on a gate while the agent edits: the edit is acknowledged before the save answers, the save
+    # it interrupted is not taken as saved, and the next one saves both edits.
+    from nbrelay.notebook.edits import Plan, UpdateCell
+    from nbrelay.notebook.model import Notebook
+    from nbrelay.stores.rtc_saving import save_room
+    from tests.live.conftest import live_store
+
+    gate = tmp_path / "gate"
+    config = tmp_path / "gated_config.py"
+    entered = tmp_path / "entered"
+    config.write_text(GATED.format(gate=str(gate), entered=str(entered)))
+    server: JupyterServer = start_jupyter(args=[*NO_AUTOSAVE, f"--config={config}"])
+    write_notebook(server.root / "n.ipynb", notebook("a", "b"))
+    store = live_store(server, save_delay=3600)
+
+    def typing(cid: str, text: str) -> Any:
+        def plan(nb: Notebook) -> Plan:
+            return Plan(edits=(UpdateCell(cid, {"source": text}),), touched=())
+
+        return plan
+
+    async with contextlib.aclosing(store), store.running():
+        await store.load("n.ipynb")
+        room = store._rooms["n.ipynb"]
+        await store.edit(
+            "n.ipynb", typing("c0", "a1"), expected_version=None, guard_positions=False
+        )
+        gate.touch()
+        order: list[str] = []
+        saved: list[str | None] = []
+
+        async def saving() -> None:
+            saved.append(await save_room(room))
+            order.append("saved")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(saving)
+            await wait_for(entered.exists, seconds=15)  # the server is writing the file
+            await store.edit(
+                "n.ipynb", typing("c1", "b1"), expected_version=None, guard_positions=False
+            )
+            order.append("edited")
+            gate.unlink()
+        assert order == ["edited", "saved"]
+        # The save that edit interrupted is not taken as saved.
+        assert saved[0] is not None
+        assert room.pending
+        assert await store.flush("n.ipynb") is None
+        assert disk(server.root / "n.ipynb")[1] == ["a1", "b1"]
+        assert room.save_requests == 2

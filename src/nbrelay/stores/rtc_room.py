@@ -56,6 +56,10 @@ class RoomLost(Exception):
 class SharedRoom(ABC):
     """One joined room: its document, mirror and counts (see the module docstring)."""
 
+    # Whether ``save`` reaches the server apart from the edits (so that an edit arriving during
+    # it can cancel it while the server still answers "success"; ``rtc_saving.save`` checks).
+    saves_apart = False
+
     def __init__(self, doc: pycrdt.Doc[Any], *, name: str, room_id: str) -> None:
         import pycrdt
 
@@ -71,11 +75,13 @@ class SharedRoom(ABC):
         self.last_used = time.monotonic()
         self.held = False  # an open session keeps the room joined, however idle
         self.reloads = 0
+        self.hashes = 0  # saves of the file the server recorded in the document's state
         self.edits = 0  # edits nbrelay made in this room (acknowledged) …
         self.saved = 0  # … of which the file holds the first ``saved`` (a confirmed save)
         self.sent = 0  # nbrelay's own transactions that changed the document
         self.unsaved: list[tuple[int, EditOutcome]] = []  # (edit number, outcome), oldest first
         self.forgotten = 0  # unsaved edits beyond those remembered
+        self.save_requests = 0  # saves nbrelay asked the server for
         self.save_wanted = anyio.Event()  # set by an edit; the store's saver coalesces them
         self.closed = anyio.Event()
         self.close_reason = ""
@@ -115,6 +121,8 @@ class SharedRoom(ABC):
         change = event.keys.get("hash")
         if change is not None and change.get("action") == "delete" and not self._own:
             self.reloads += 1
+        elif change is not None and not self._own:
+            self.hashes += 1  # the server saved the file (it sets the hash of what it wrote)
 
     # -- what differs between the ways in ----------------------------------------------------
 

@@ -44,6 +44,7 @@ SAVE_NOTE = (
     "The change is live in JupyterLab, but the server did not confirm saving the file ({why}); "
     "it saves again on the next change."
 )
+INTERRUPTED = "the save was interrupted by a later change"
 LOST = "the connection to the Jupyter Server dropped; nbrelay reconnects on the next call"
 _FIELDS = {"source": "source", "outputs": "outputs", "metadata": "metadata"}
 _SHOWN = 12  # lost changes named one by one; the rest are counted
@@ -52,6 +53,7 @@ _SHOWN = 12  # lost changes named one by one; the rest are counted
 async def save(room: SharedRoom) -> str | None:
     """Barrier, save, barrier; None when saved, else why not."""
     await room.barrier()
+    before = room.hashes
     status = ""
     for delay in (0.05, 0.2, 0.5):
         status = await room.save()
@@ -59,6 +61,10 @@ async def save(room: SharedRoom) -> str | None:
             break
         await anyio.sleep(delay)
     await room.barrier()
+    if status == "success" and room.saves_apart and room.hashes == before:
+        # The server records a save's hash once the file holds the room; an edit that arrived
+        # during the save cancelled it (the server said "success" all the same).
+        return INTERRUPTED
     return None if status == "success" else status
 
 
@@ -116,7 +122,9 @@ async def saver(room: SharedRoom, delay: float, ceiling: float = 5.0) -> None:
             saved = await save_room(room)
         except (RoomLost, NbrelayError) as exc:
             saved = str(exc)
-        if saved is not None:
+        if saved == INTERRUPTED:
+            room.save_wanted.set()  # someone's change cancelled it: save again once they pause
+        elif saved is not None:
             logger.warning("saving %s did not succeed: %s", room.name, saved)
 
 

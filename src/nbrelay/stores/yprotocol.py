@@ -5,7 +5,8 @@ reads or writes it before that, and a connection that drops is never reused (the
 new session with a fresh document). Frames are y-protocols messages, each starting with a
 varuint type: SYNC (STEP1 state vector, STEP2 missing updates, UPDATE), AWARENESS (presence) and
 RAW (jupyter-collaboration's own JSON messages, such as ``save``). Local transactions are sent
-through one ordered queue, so a save never overtakes the edit it is meant to save. The reader
+through one ordered queue; a save request goes over a short connection of its own (``Room.save``),
+after a barrier on this one, so it never overtakes the edit it is meant to save. The reader
 never touches the document inside an observer callback, and a frame that fails to apply ends
 the connection rather than leaving a document that differs from the room.
 """
@@ -46,6 +47,8 @@ __all__ = ["GLOBAL_AWARENESS", "Room", "RoomLost", "agent_user"]
 class Room(SharedRoom):
     """A live connection to one Y room: a fresh document, its reader and writer tasks."""
 
+    saves_apart = True
+
     def __init__(
         self,
         api: JupyterAPI,
@@ -67,7 +70,6 @@ class Room(SharedRoom):
         self.close_code: int | None = None
         self._out_send, self._out_recv = anyio.create_memory_object_stream[bytes](math.inf)
         self._barriers: deque[anyio.Event] = deque()
-        self._saves: dict[int, list[Any]] = {}
         self._save_ids = itertools.count(1)
         self._remote = False
         self._scope: anyio.CancelScope | None = None
@@ -137,8 +139,6 @@ class Room(SharedRoom):
         self._out_recv.close()
         for ev in self._barriers:
             ev.set()
-        for waiter in self._saves.values():
-            waiter[0].set()
         self.save_wanted.set()  # wakes the saver, which then ends
 
     async def close(self) -> None:
@@ -273,12 +273,7 @@ class Room(SharedRoom):
                 return
             if not isinstance(data, dict):
                 return
-            if data.get("type") == "save":
-                waiter = self._saves.get(int(data.get("responseTo") or 0))
-                if waiter is not None:
-                    waiter[1] = str(data.get("status") or "")
-                    waiter[0].set()
-            elif data.get("type") == "conflict":
+            if data.get("type") == "conflict":
                 self._end("the server found this client's document in conflict", lost=True)
                 if self._scope is not None:
                     self._scope.cancel()
@@ -308,25 +303,63 @@ class Room(SharedRoom):
             )
 
     async def save(self, within: float = 30.0) -> str:
-        """Ask the server to save the room to its file now; returns its status."""
+        """Ask the server to save the room to its file now; returns its status.
+
+        The request goes over a connection of its own to the room, which never syncs the
+        document: jupyter-collaboration answers a save only once the file is written and reads
+        nothing else from that connection meanwhile (seconds for a big notebook), so on the
+        room's own connection every edit and barrier would wait behind the save. The caller
+        orders it after the edits it saves (a barrier first) and checks the result (``saves_apart``:
+        an edit arriving during the save can cancel it, and the server still says "success")."""
         import pycrdt
 
         self.check()
         sid = next(self._save_ids)
-        waiter: list[Any] = [anyio.Event(), None]
-        self._saves[sid] = waiter
         encoder = pycrdt.Encoder()
         encoder.write_var_uint(RAW)
         encoder.write_var_string("save")
         encoder.write_var_uint(sid)
-        self._send(encoder.to_bytes())
+        status = "timeout"
+        params = {"sessionId": self.session_id} if self.session_id else None
+        self.save_requests += 1
         try:
             with anyio.move_on_after(within):
-                await waiter[0].wait()
-        finally:
-            self._saves.pop(sid, None)
+                async with self.api.websocket(
+                    f"api/collaboration/room/{self.room_id}", params=params
+                ) as ws:
+                    await ws.send(encoder.to_bytes())
+                    async for message in ws:
+                        ack_at_once(ws)
+                        reply = _save_reply(message, sid)
+                        if reply is not None:
+                            status = reply
+                            break
+        except NbrelayError as exc:
+            status = f"failed ({exc})"
+        except Exception as exc:
+            status = f"failed ({type(exc).__name__})"
         self.check()
-        return str(waiter[1] or "timeout")
+        return status
+
+
+def _save_reply(message: Any, sid: int) -> str | None:
+    """The status of the server's answer to save request ``sid``, or None when ``message`` is
+    something else."""
+    import pycrdt
+
+    if not isinstance(message, bytes) or not message or message[0] != RAW:
+        return None
+    try:
+        decoder = pycrdt.Decoder(message)
+        decoder.read_var_uint()
+        data = json.loads(decoder.read_var_string())
+    except Exception:
+        return None
+    if not isinstance(data, dict) or data.get("type") != "save":
+        return None
+    if int(data.get("responseTo") or 0) != sid:
+        return None
+    return str(data.get("status") or "")
 
 
 def agent_user(name: str) -> dict[str, Any]:
