@@ -45,6 +45,10 @@ SAVE_NOTE = (
     "it saves again on the next change."
 )
 INTERRUPTED = "the save was interrupted by a later change"
+# Saves the saver asks for again in a row when each was interrupted (a person typing on; or a
+# file the server cannot write, which it also answers "success" without saving): past them it
+# waits for nbrelay's next edit instead of asking forever.
+RETRIES = 3
 LOST = "the connection to the Jupyter Server dropped; nbrelay reconnects on the next call"
 _FIELDS = {"source": "source", "outputs": "outputs", "metadata": "metadata"}
 _SHOWN = 12  # lost changes named one by one; the rest are counted
@@ -104,6 +108,7 @@ async def saver(room: SharedRoom, delay: float, ceiling: float = 5.0) -> None:
     """Save a room's file once ``delay`` seconds passed without an edit of nbrelay's, or
     ``ceiling`` seconds after the first edit not yet saved in a longer burst (ends with the
     room)."""
+    retries = 0
     while True:
         await room.save_wanted.wait()
         first = time.monotonic()
@@ -122,9 +127,12 @@ async def saver(room: SharedRoom, delay: float, ceiling: float = 5.0) -> None:
             saved = await save_room(room)
         except (RoomLost, NbrelayError) as exc:
             saved = str(exc)
-        if saved == INTERRUPTED:
+        if saved == INTERRUPTED and retries < RETRIES:
+            retries += 1
             room.save_wanted.set()  # someone's change cancelled it: save again once they pause
-        elif saved is not None:
+            continue
+        retries = 0
+        if saved is not None:
             logger.warning("saving %s did not succeed: %s", room.name, saved)
 
 
