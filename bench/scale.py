@@ -38,22 +38,9 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from bench.compare import BARE_SERVER
 from nbrelay.notebook.model import new_cell, new_notebook, serialize
 
-BARE_SERVER = '''
-from mcp.server.mcpserver import MCPServer
-
-mcp = MCPServer("bare")
-
-
-@mcp.tool()
-async def noop() -> str:
-    """Do nothing."""
-    return "ok"
-
-
-mcp.run("stdio")
-'''
 SERVING = re.compile(r"serving MCP over streamable HTTP at (http://\S+/mcp)")
 ROWS = ("start", "memory", "agents", "big")
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers import call, call_error, notebook, write_notebook
 from tests.http.harness import auth_headers, http_client, http_server
+from tests.http.test_http import INIT
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("runtime")]
 
@@ -89,16 +90,6 @@ async def test_an_mcp_session_lives_in_the_process_that_made_it(tmp_path: Path) 
     # session is unknown (404): it must initialize again there, as docs/durability.md says.
     root = tmp_path / "root"
     write_notebook(root / "n.ipynb", notebook("a"))
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
     with (
         http_server(root, tmp_path, "--shared-state", name="a") as a,
@@ -111,7 +102,7 @@ async def test_an_mcp_session_lives_in_the_process_that_made_it(tmp_path: Path) 
             **auth_headers(a.token),
         }
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-            made = await http.post(a.url, json=init)
+            made = await http.post(a.url, json=INIT)
             assert made.status_code == 200
             session = {"Mcp-Session-Id": made.headers["mcp-session-id"]}
             done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -119,6 +110,6 @@ async def test_an_mcp_session_lives_in_the_process_that_made_it(tmp_path: Path) 
             assert (await http.post(a.url, json=listing, headers=session)).status_code == 200
             elsewhere = await http.post(b.url, json=listing, headers=session)
             assert elsewhere.status_code == 404
-            again = await http.post(b.url, json=init)  # a new session, on the other replica
+            again = await http.post(b.url, json=INIT)  # a new session, on the other replica
             assert again.status_code == 200
             assert again.headers["mcp-session-id"] != session["Mcp-Session-Id"]

@@ -69,6 +69,16 @@ def result_data(state: dict[str, Any]) -> dict[str, Any]:
     return data_of(CallToolResult.model_validate(state["result"]))
 
 
+async def printing(session: Any, task_id: str) -> dict[str, Any]:
+    """The task's state once its run has printed (its status says what), within 120 s."""
+    with anyio.fail_after(120):
+        while True:
+            state = await tasks_request(session, "tasks/get", task_id)
+            if "tick" in state.get("statusMessage", ""):
+                return state
+            await anyio.sleep(0.2)
+
+
 def fixture_notebook(root: Path) -> None:
     write_notebook(root / "n.ipynb", notebook("x = 6 * 7", "print('x is', x)"))
 
@@ -204,12 +214,7 @@ async def test_a_cancelled_task_interrupts_the_run_as_cancel_execution_does(
     async with served(root, tmp_path, tasks=True) as client:
         created = await start_task(client, "execute", path="n.ipynb", code=SLOW)
         task_id = created["taskId"]
-        with anyio.fail_after(120):  # the run has printed: the status says what
-            while True:
-                state = await tasks_request(client.session, "tasks/get", task_id)
-                if "tick" in state.get("statusMessage", ""):
-                    break
-                await anyio.sleep(0.2)
+        state = await printing(client.session, task_id)
         assert state["status"] == "working"
         assert state["statusMessage"].startswith("scratch code running")
         handle = state["_meta"]["io.github.nbrelay/run"]["handle"]
@@ -327,12 +332,7 @@ async def test_tasks_made_through_one_replica_are_answered_and_cancelled_through
             # A long run made through A: followed through B (the running cell, what it
             # printed, the run's handle), then cancelled through B.
             slow = await start_task(via_a, "execute", path="n.ipynb", code=SLOW)
-            with anyio.fail_after(120):
-                while True:
-                    state = await tasks_request(via_b.session, "tasks/get", slow["taskId"])
-                    if "tick" in state.get("statusMessage", ""):
-                        break
-                    await anyio.sleep(0.2)
+            state = await printing(via_b.session, slow["taskId"])
             assert state["status"] == "working"
             assert state["statusMessage"].startswith("scratch code running")
             handle = state["_meta"]["io.github.nbrelay/run"]["handle"]
@@ -450,12 +450,7 @@ async def test_in_every_mode_a_run_as_a_task_completes_and_one_is_cancelled(
                 break
             await anyio.sleep(0.2)
     slow = await start_task(client, "execute", path=path, code=SLOW)
-    with anyio.fail_after(120):
-        while True:
-            state = await tasks_request(client.session, "tasks/get", slow["taskId"])
-            if "tick" in state.get("statusMessage", ""):
-                break
-            await anyio.sleep(0.2)
+    await printing(client.session, slow["taskId"])
     await tasks_request(client.session, "tasks/cancel", slow["taskId"])
     ended = await wait_task(client, slow["taskId"], limit=120)
     assert ended["status"] == "cancelled", ended

@@ -101,12 +101,17 @@ class TaskRecords:
             raise
         return fd
 
-    def _running(self, task_id: str) -> bool:
-        name = _digest(task_id) + _LIVE
+    def _open_existing(self, name: str) -> int | None:
+        """A descriptor of the state file ``name``, read-only (None: there is none)."""
         try:
             with runtime.folder_fd(self._base, *self._parts) as dfd:
-                fd = runtime.open_file(dfd, name, os.O_RDONLY, name)
+                return runtime.open_file(dfd, name, os.O_RDONLY, name)
         except NbrelayError:
+            return None
+
+    def _running(self, task_id: str) -> bool:
+        fd = self._open_existing(_digest(task_id) + _LIVE)
+        if fd is None:
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -132,11 +137,8 @@ class TaskRecords:
             os.close(fd)
 
     def _get(self, task_id: str) -> dict[str, Any] | None:
-        name = _digest(task_id) + _HEAD
-        try:
-            with runtime.folder_fd(self._base, *self._parts) as dfd:
-                fd = runtime.open_file(dfd, name, os.O_RDONLY, name)
-        except NbrelayError:
+        fd = self._open_existing(_digest(task_id) + _HEAD)
+        if fd is None:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
