@@ -68,7 +68,7 @@ def test_splices_give_what_a_pass_over_all_cells_gives(
         assert after.cells == edits.apply(nb.cells, steps)
         ids, index, sources = _fresh_view(after)
         assert after.ids == ids
-        assert dict(after.sources()) == sources
+        assert dict(after.sources()) == after.sources().as_dict() == sources
         assert all(after.position(c) == i for c, i in index.items())
         assert all(after.position(c) is None for c in nb.ids if c not in index)
         spliced = after.spliced_from(nb.cells)
