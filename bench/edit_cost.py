@@ -10,7 +10,10 @@ Rows (targets in parentheses):
 * edit one cell's source through the file store (lock, outside-change check, plan, apply,
   validate, serialise, atomic write), at 10,000 cells (~5 MB), 50,000 cells (~25 MB) and 1,000
   cells with ~100 KB of outputs each (~110 MB) (≤ 2× the bare write);
-* the ``edit_cell`` tool through an in-process MCP client, at 10,000 cells;
+* insert one cell, and delete one cell, through the file store at 10,000 cells (≤ 2× the bare
+  write: the cells around them are neither re-encoded nor walked);
+* the ``edit_cell``, ``insert_cells`` and ``delete_cells`` tools through an in-process MCP
+  client, at 10,000 cells;
 * the ``execute`` tool running ``1+1`` in a cell of a 10,000-cell notebook (outputs saved),
   against the bare write plus a raw jupyter_client round trip on a warm kernel (≤ 2×);
 * a warm ``read_cell`` of one cell at 1,000, 10,000 and 50,000 cells (constant in the size).
@@ -130,6 +133,42 @@ async def store_edit(folder: Path, n: int, make: Callable[[int], Cell], rounds: 
 Row = tuple[str, float, float]
 
 
+async def store_splices(folder: Path, n: int, rounds: int) -> list[Row]:
+    """Insert one cell, then delete one cell, in the middle of an ``n``-cell notebook."""
+    data = notebook_bytes(n)
+    (folder / "i.ipynb").write_bytes(data)
+    store = FileStore(folder, lock_dir=folder / ".locks")
+    await store.load("i.ipynb")
+    counter = iter(range(10**9))
+    ids = iter(f"new{k}" for k in range(10**9))
+
+    async def insert() -> None:
+        k = next(counter)
+        await store.edit(
+            "i.ipynb",
+            lambda nb: edits.plan_insert(
+                nb, n // 2, [edits.CellSpec("code", f"y = {k}")], lambda: next(ids)
+            ),
+            expected_version=None,
+            guard_positions=False,
+        )
+
+    async def delete() -> None:
+        await store.edit(
+            "i.ipynb",
+            lambda nb: edits.plan_delete(nb, [n // 3]),
+            expected_version=None,
+            guard_positions=False,
+        )
+
+    floor = floor_of(folder, data)
+    rows: list[Row] = []
+    for what, fn in (("insert one cell", insert), ("delete one cell", delete)):
+        ours, base = await paired(rounds, fn, floor)
+        rows.append((f"{what}, store, {len(data) / 1e6:.0f} MB, {n:,} cells", ours, base))
+    return rows
+
+
 async def tool_rows(folder: Path, rounds: int) -> list[Row]:
     sizes = (1000, 10_000) if QUICK else (1000, 10_000, 50_000)
     for n in sizes:
@@ -165,6 +204,24 @@ async def tool_rows(folder: Path, rounds: int) -> list[Row]:
 
             ours, base = await paired(rounds, tool_edit, floor)
             rows.append(("edit_cell tool, 10,000 cells", ours, base))
+
+            async def tool_insert() -> None:
+                k = next(counter)
+                result = await client.call_tool(
+                    "insert_cells", {"path": "r10000.ipynb", "index": 5000, "cells": [f"z = {k}"]}
+                )
+                assert not result.is_error, result
+
+            async def tool_delete() -> None:
+                result = await client.call_tool(
+                    "delete_cells", {"path": "r10000.ipynb", "cells": [3000]}
+                )
+                assert not result.is_error, result
+
+            ours, base = await paired(rounds, tool_insert, floor)
+            rows.append(("insert_cells tool, 10,000 cells", ours, base))
+            ours, base = await paired(rounds, tool_delete, floor)
+            rows.append(("delete_cells tool, 10,000 cells", ours, base))
             await client.call_tool("execute", {"path": "r10000.ipynb", "cells": [0]})
             ours, base = await paired(
                 rounds,
@@ -183,6 +240,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         rows.append(await store_edit(folder, 10_000, small_cell, rounds))
+        rows.extend(await store_splices(folder, 10_000, rounds))
         if not QUICK:
             rows.append(await store_edit(folder, 50_000, small_cell, max(5, rounds // 2)))
             rows.append(await store_edit(folder, 1000, big_cell, 5))

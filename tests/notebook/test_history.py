@@ -1,4 +1,6 @@
-"""Undo history: a stateful property test against a plain list model, and the refusals."""
+"""Undo history: a stateful property test against a plain list model (the change recorded from
+what an edit told the new notebook, and the undo planned by looking cells up by position, are
+the ones a comparison of the whole cell lists gives), and the refusals."""
 
 from __future__ import annotations
 
@@ -34,10 +36,20 @@ class EditsMatchAListModel(RuleBasedStateMachine):
         self.past: list[tuple[history.Change, list[tuple[str, str, str]]]] = []
 
     def _do(self, label: str, plan: edits.Plan) -> None:
-        before_cells = self.nb.cells
+        before = self.nb
         before_view = _view(self.nb)
-        self.nb = self.nb.with_cells(edits.apply(before_cells, plan.edits))
-        change = history.record(label, before_cells, self.nb.cells)
+        self.nb = edits.apply_notebook(before, plan.edits)
+        change = history.record(label, before.cells, self.nb.cells)
+        # What the edit told the new notebook (positions changed, splices made) gives the same.
+        told = history.record(
+            label,
+            before.cells,
+            self.nb.cells,
+            order=before.ids,
+            changed=self.nb.changed_from(before.cells),
+            spliced=self.nb.spliced_from(before.cells),
+        )
+        assert told == change
         if not change.empty:
             self.past.append((change, before_view))
 
@@ -87,7 +99,8 @@ class EditsMatchAListModel(RuleBasedStateMachine):
     def undo(self) -> None:
         change, before_view = self.past.pop()
         plan = history.plan_undo(self.nb.cells, change)
-        self.nb = self.nb.with_cells(edits.apply(self.nb.cells, plan))
+        assert history.plan_undo(self.nb.cells, change, where=self.nb.position) == plan
+        self.nb = edits.apply_notebook(self.nb, plan)
         self.model = before_view
         assert _view(self.nb) == before_view
 

@@ -1,13 +1,15 @@
 """Count the work, not the time: an edit through the tools, on a notebook of 1,000 cells,
-encodes and hashes only the cell it changed and makes no pass over all cells, and a read of an
-unchanged notebook encodes and hashes nothing. The encoder, the hash and the passes over all
-cells (scanning them for an id, listing their ids, mapping ids to positions, comparing the cell
-list with the last one written, or with the one before the edit for undo) are counted wherever
-they are called from (every module of nbrelay that holds them), so no layer can redo the whole
+encodes and hashes only the cells it changed or put in and makes no pass over all cells
+(editing cells in place, inserting, deleting and moving them), and a read of an unchanged
+notebook encodes and hashes nothing. The encoder, the hash and the passes over all cells
+(scanning them for an id, listing their ids, mapping ids to positions, comparing the cell list
+with the last one written, or with the one before the edit for undo) are counted wherever they
+are called from (every module of nbrelay that holds them), so no layer can redo the whole
 notebook unnoticed."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +54,7 @@ def work(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         model.ids_of: spy(model.ids_of, "cells passed over", len),
         model.index_of: spy(model.index_of, "cells passed over", len),
         history.replaced_at: spy(history.replaced_at, "cells passed over", len),
+        history.compare: spy(history.compare, "cells passed over", len),
         splicing.changed_in_place: spy(splicing.changed_in_place, "cells passed over", len),
     }
     patched = 0
@@ -96,3 +99,52 @@ async def test_an_edit_of_one_cell_in_1000_encodes_and_hashes_that_cell_only(
         read = await call(client, "read_notebook", path="big.ipynb", start=500, limit=3)
         assert read["cells"][0]["source"] == "y = 2  # edited"
         assert work == before
+
+
+async def test_inserting_deleting_and_moving_cells_in_1000_passes_over_no_other_cell(
+    tmp_path: Path, work: dict[str, int]
+) -> None:
+    """Cells put in are encoded and hashed, nothing else is; the undo history records the
+    change from where the cells went in and out, and the next read of the notebook (its ids,
+    positions and sources) follows the splices instead of making its maps again."""
+    root = tmp_path / "root"
+    root.mkdir()
+    cells = [new_cell("code", f"x_{i} = {i}\nprint(x_{i})", f"c{i}") for i in range(CELLS)]
+    (root / "big.ipynb").write_bytes(serialize(new_notebook(cells)))
+    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
+    ws = Workspace(settings, FileStore(root, lock_dir=tmp_path / "locks"), id_factory=counter_ids())
+    async with Client(build_server(settings, ws)) as client:
+        await call(client, "read_notebook", path="big.ipynb")
+        await call(client, "edit_cell", path="big.ipynb", cell=0, source="first = 1")
+        steps: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
+            ("insert_cells", {"index": 500, "cells": ["a = 1"]}, ("a = 1",)),
+            ("insert_cells", {"after": "c17", "cells": ["b = 2", "c = 3"]}, ("b = 2", "c = 3")),
+            ("delete_cells", {"cells": [300]}, ()),
+            ("delete_cells", {"cells": ["c12", 800, "c801"]}, ()),
+            ("move_cells", {"cells": ["c40"], "to": 45}, ()),
+            ("insert_cells", {"index": 900, "cells": ["d = 4"]}, ("d = 4",)),
+            ("edit_cell", {"cell": "c600", "source": "e = 5"}, ("e = 5",)),
+        ]
+        for name, args, sources in steps:
+            before = dict(work)
+            await call(client, name, path="big.ipynb", **args)
+            bodies = sum(len(cell_bytes(new_cell("code", s, "c" * 8))) for s in sources)
+            encoded = work["cells encoded"] - before["cells encoded"]
+            hashed = work["bytes hashed"] - before["bytes hashed"]
+            passed = work["cells passed over"] - before["cells passed over"]
+            assert encoded <= len(sources) * 2, f"{name} {args}: {encoded} cells encoded"
+            assert hashed <= bodies, f"{name} {args}: {hashed} bytes hashed"
+            assert passed == 0, f"{name} {args}: {passed} cells passed over"
+        # What the tools say of the cells is what the file holds, parsed afresh.
+        read = await call(client, "read_notebook", path="big.ipynb", start=490, limit=20)
+        fresh = json.loads((root / "big.ipynb").read_bytes())["cells"][490:510]
+        assert [(c["id"], c["source"]) for c in read["cells"]] == [
+            (c["id"], "".join(c["source"])) for c in fresh
+        ]
+        assert "a = 1" in [c["source"] for c in read["cells"]]
+        # The history recorded from the splices undoes them, newest first.
+        for _ in steps:
+            await call(client, "undo", path="big.ipynb")
+    on_disk = json.loads((root / "big.ipynb").read_bytes())
+    assert [c["id"] for c in on_disk["cells"]] == [f"c{i}" for i in range(CELLS)]
+    assert "".join(on_disk["cells"][0]["source"]) == "first = 1"

@@ -30,7 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbrelay.errors import InvalidArgument, act, cell_number
-from nbrelay.notebook.model import CELL_TYPES, Cell, IdFactory, Notebook, new_cell, unique_id
+from nbrelay.notebook.model import (
+    CELL_TYPES,
+    Cell,
+    IdFactory,
+    Notebook,
+    Step,
+    new_cell,
+    unique_id,
+)
 from nbrelay.notebook.output_text import holds_preview
 
 
@@ -106,8 +114,17 @@ def apply_metadata(metadata: Mapping[str, Any], edits: Iterable[Edit]) -> dict[s
 
 
 def apply_notebook(nb: Notebook, edits: Sequence[Edit]) -> Notebook:
-    """A new notebook with the edits applied (cells and notebook metadata); ``nb`` is kept."""
-    after = nb.with_cells(apply(nb.cells, edits, nb.position))
+    """A new notebook with the edits applied (cells and notebook metadata); ``nb`` is kept.
+
+    What it knows of how the cells changed is kept for the next steps (``Notebook.derive``,
+    ``Notebook.derive_spliced``): the few cells replaced in place, or the cells inserted,
+    deleted or moved, so that none of them passes over the cells the edit left alone."""
+    if any(isinstance(e, InsertCells | DeleteCells | MoveCells) for e in edits) and not any(
+        isinstance(e, UpdateCell) for e in edits
+    ):
+        after = _splice_notebook(nb, edits)
+    else:
+        after = nb.with_cells(apply(nb.cells, edits, nb.position))
     if any(isinstance(e, SetMetadata) for e in edits):
         after.data["metadata"] = apply_metadata(nb.data.get("metadata") or {}, edits)
     updated: set[str] = set()
@@ -120,6 +137,58 @@ def apply_notebook(nb: Notebook, edits: Sequence[Edit]) -> Notebook:
             return after
     after.derive(nb, True, sorted(i for i in map(nb.position, updated) if i is not None))
     return after
+
+
+def _splice_notebook(nb: Notebook, edits: Sequence[Edit]) -> Notebook:
+    """``nb`` with edits that insert, delete and move cells applied one by one, each new
+    notebook told the splices that made it (positions found in the map of the one before)."""
+    now = nb
+    for edit in edits:
+        if not isinstance(edit, InsertCells | DeleteCells | MoveCells):
+            continue  # the notebook's metadata: see apply_metadata
+        cells, steps = _splice_one(now.cells, edit, now.position)
+        after = now.with_cells(cells)
+        after.derive_spliced(now, steps, origin=nb)
+        now = after
+    return now if now is not nb else nb.with_cells(list(nb.cells))
+
+
+def _splice_one(
+    cells: list[Cell],
+    edit: InsertCells | DeleteCells | MoveCells,
+    where: Callable[[str], int | None],
+) -> tuple[list[Cell], tuple[Step, ...]]:
+    """An insert, delete or move applied to ``cells`` by slicing, and the splices it made."""
+    if isinstance(edit, InsertCells):
+        index = min(max(edit.index, 0), len(cells))
+        new = [copy.deepcopy(c) for c in edit.cells]
+        return [*cells[:index], *new, *cells[index:]], ((index, 0, new),)
+    at = sorted({_position(cells, cid, where) for cid in edit.ids})
+    out = list(cells)
+    steps: list[Step] = []
+    gone = 0  # cells the runs before this one took out, shifting it left
+    for start, count in _runs(at):
+        steps.append((start - gone, count, []))
+        gone += count
+    for start, count in reversed(_runs(at)):
+        del out[start : start + count]
+    if isinstance(edit, MoveCells):
+        moved = [cells[i] for i in at]
+        index = min(max(edit.index, 0), len(out))
+        out[index:index] = moved
+        steps.append((index, 0, moved))
+    return out, tuple(steps)
+
+
+def _runs(positions: list[int]) -> list[tuple[int, int]]:
+    """Sorted positions as runs of consecutive ones: (first, how many)."""
+    runs: list[tuple[int, int]] = []
+    for p in positions:
+        if runs and runs[-1][0] + runs[-1][1] == p:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((p, 1))
+    return runs
 
 
 def plan_notebook_metadata(

@@ -70,16 +70,25 @@ def random_id() -> str:
             return cid
 
 
+Step = tuple[int, int, list[Cell]]
+"""One splice of a cell list: at this position, this many cells were taken out and these cells
+put in (positions count in the list as it was just before the step)."""
+
+_LOG_LIMIT = 32  # splices a map of positions follows before it is made again (Positions)
+
+
 class _Memo:
-    __slots__ = ("cells", "ids", "index", "origin", "sources")
+    __slots__ = ("cells", "ids", "index", "origin", "sources", "spliced")
 
     def __init__(self, cells: list[Cell]) -> None:
         self.cells = cells
         self.ids: list[str] | None = None
-        self.index: dict[str, int] | None = None
+        self.index: Positions | None = None
         self.sources: Sources | None = None
         # The cell list this one was made from by replacing the cells at these positions only.
         self.origin: tuple[list[Cell], tuple[int, ...]] | None = None
+        # The cell list this one was made from by these splices (cells inserted, deleted, moved).
+        self.spliced: tuple[list[Cell], tuple[Step, ...]] | None = None
 
 
 def ids_of(cells: list[Cell]) -> list[str]:
@@ -93,23 +102,66 @@ def index_of(ids: list[str]) -> dict[str, int]:
     return {c: i for i, c in enumerate(ids)}
 
 
+class Positions:
+    """Each cell id's position: a map made by one pass over the cells (``index_of``), followed
+    through the splices made since (cells inserted, deleted, moved), so that inserting or
+    deleting cells does not cost a pass over the others; after ``_LOG_LIMIT`` splices the map
+    is made again from the ids (one pass per that many splices)."""
+
+    __slots__ = ("base", "log")
+
+    def __init__(
+        self, base: dict[str, int], log: tuple[tuple[int, int, dict[str, int]], ...] = ()
+    ) -> None:
+        self.base, self.log = base, log
+
+    def get(self, cid: str) -> int | None:
+        at = self.base.get(cid)
+        for start, removed, added in self.log:
+            if at is not None:
+                if at >= start + removed:
+                    at += len(added) - removed
+                    continue
+                if at < start:
+                    continue
+                at = None  # taken out here (and maybe put back by this very splice)
+            put = added.get(cid)
+            if put is not None:
+                at = start + put
+        return at
+
+    def spliced(self, steps: Iterable[Step], ids: list[str]) -> Positions:
+        """The positions after ``steps``; ``ids``: the ids after them (to start afresh from)."""
+        log = self.log + tuple(
+            (at, removed, {c["id"]: k for k, c in enumerate(added)}) for at, removed, added in steps
+        )
+        return Positions(index_of(ids)) if len(log) > _LOG_LIMIT else Positions(self.base, log)
+
+
 class Sources(Mapping[str, str]):
     """Each cell's source by id, looked up in the cell list when asked (no map of all sources
     is made: an edit of one cell keeps the rest as they were, and so does this view of them)."""
 
-    __slots__ = ("_cells", "_index")
+    __slots__ = ("_cells", "_ids", "_index")
 
-    def __init__(self, cells: list[Cell], index: dict[str, int]) -> None:
-        self._cells, self._index = cells, index
+    def __init__(self, cells: list[Cell], ids: list[str], index: Positions) -> None:
+        self._cells, self._ids, self._index = cells, ids, index
 
     def __getitem__(self, cid: str) -> str:
-        return str(self._cells[self._index[cid]].get("source", ""))
+        at = self._index.get(cid)
+        if at is None:
+            raise KeyError(cid)
+        return str(self._cells[at].get("source", ""))
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
+        return iter(self._ids)
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self._ids)
+
+    def as_dict(self) -> dict[str, str]:
+        """Every cell's source by id, in one pass over the cells (no id looked up)."""
+        return dict(zip(self._ids, (str(c.get("source", "")) for c in self._cells), strict=True))
 
 
 @dataclass
@@ -142,7 +194,7 @@ class Notebook:
         What a reader last saw of each cell, for three-way merges of its edits."""
         memo = self._current()
         if memo.sources is None:
-            memo.sources = Sources(memo.cells, self._index())
+            memo.sources = Sources(memo.cells, self.ids, self._index())
         return memo.sources
 
     @property
@@ -163,10 +215,10 @@ class Notebook:
         cell list."""
         return self._index().get(cid)
 
-    def _index(self) -> dict[str, int]:
+    def _index(self) -> Positions:
         memo = self._current()
         if memo.index is None:
-            memo.index = index_of(self.ids)
+            memo.index = Positions(index_of(self.ids))
         return memo.index
 
     def derive(
@@ -182,6 +234,39 @@ class Notebook:
         old = before._memo
         if same_ids and old is not None and old.cells is before.data["cells"]:
             memo.ids, memo.index = old.ids, old.index
+
+    def derive_spliced(
+        self, before: Notebook, steps: tuple[Step, ...], origin: Notebook | None = None
+    ) -> None:
+        """Take over what ``before`` derived from its cells, for this cell list made from its by
+        ``steps`` (cells inserted, deleted or moved; ``apply_notebook``), so that such an edit
+        costs what it changed, not a pass over every cell. ``origin``: the notebook whose cell
+        list the steps of ``before`` and then ``steps`` were made from (``spliced_from``), if
+        not ``before``."""
+        memo = self._current()
+        start = origin if origin is not None else before
+        if start is before:
+            memo.spliced = (before.data["cells"], steps)
+        else:
+            first = before._current().spliced
+            if first is not None and first[0] is start.data["cells"]:
+                memo.spliced = (first[0], first[1] + steps)
+        old = before._memo
+        if old is None or old.cells is not before.data["cells"] or old.ids is None:
+            return
+        ids = old.ids
+        for at, removed, added in steps:
+            ids = [*ids[:at], *(c["id"] for c in added), *ids[at + removed :]]
+        memo.ids = ids
+        if old.index is not None:
+            memo.index = old.index.spliced(steps, ids)
+
+    def spliced_from(self, cells: list[Cell]) -> tuple[Step, ...] | None:
+        """The splices that made this notebook's cell list from that very list ``cells``
+        (every cell not put in by a splice is the same object), if ``derive_spliced`` knows
+        them; None: not known."""
+        spliced = self._current().spliced
+        return spliced[1] if spliced is not None and spliced[0] is cells else None
 
     def changed_from(self, cells: list[Cell]) -> tuple[int, ...] | None:
         """The positions whose cells differ from ``cells`` (every other cell is the same

@@ -25,6 +25,7 @@ from nbrelay.notebook.model import (
     CELL_SEAM,
     Cell,
     Notebook,
+    Step,
     encode_json_text,
     piece_digest,
     serialize,
@@ -104,8 +105,9 @@ class CellBytes:
         """The pieces' digests joined, ``_BLOCK`` cells a block; a block is joined again only
         when one of its cells changed (``changed``), so hashing them touches no other cell."""
         count = -(-len(self.middles) // _BLOCK)
-        if len(self.blocks) != count:
-            self.blocks = [None] * count
+        if len(self.blocks) > count:
+            del self.blocks[count:]
+        self.blocks.extend([None] * (count - len(self.blocks)))
         for b, block in enumerate(self.blocks):
             if block is None:
                 self.blocks[b] = b"".join(self.middles[b * _BLOCK : (b + 1) * _BLOCK])
@@ -186,7 +188,8 @@ def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> S
     cells that are the same objects (``known`` is updated to ``nb``'s cells and returned); only
     the other cells are encoded and hashed (``work`` counts it).
 
-    An edit that replaced a few cells in place updates ``known`` at their positions only; the
+    An edit that replaced a few cells in place updates ``known`` at their positions only, and
+    one that inserted, deleted or moved cells slices its lists where it did (``_splice_known``); the
     steps over all cells left (finding them, joining the digests, writing) are loops in C that
     do not even look into the other cells' entries.
     """
@@ -200,11 +203,16 @@ def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> S
         return Spliced([data], CellBytes(), version_of(data))
     known = known or CellBytes()
     changed: Sequence[int] | None = None
+    steps: Sequence[Step] | None = None
     if known.mirrors is not None:  # made from the last cell list by replacing a few cells?
         changed = nb.changed_from(known.mirrors)
-    if changed is None:
+        if changed is None:  # or by inserting, deleting or moving cells?
+            steps = nb.spliced_from(known.mirrors)
+    if changed is None and steps is None:
         changed = changed_in_place(known.cells, cells)
-    if changed is not None:  # the common edit: a few cells replaced, none moved
+    if steps is not None:
+        _splice_known(known, steps, work)
+    elif changed is not None:  # the common edit: a few cells replaced, none moved
         for at in changed:
             entry = Encoded(cells[at], cell_bytes(cells[at]), work)
             known.unseamed += (not entry.seamed) - (not known.entries[at].seamed)
@@ -232,6 +240,27 @@ def splice(nb: Notebook, known: CellBytes | None, work: Work | None = None) -> S
     blocks = None if known.unseamed or len(cells) < 2 else known.digest_blocks()
     version = cells_version(known.entries, known.middles, known.unseamed, tail, work, parts, blocks)
     return Spliced(parts, known, version)
+
+
+def _splice_known(known: CellBytes, steps: Sequence[Step], work: Work) -> None:
+    """Update ``known`` by the splices that made the new cell list from the one it holds the
+    bytes of (cells inserted, deleted, moved): only the cells put in that it holds no bytes of
+    (a moved cell keeps its own) are encoded, and the lists are sliced, not rebuilt."""
+    spare: dict[int, Encoded] = {}
+    for at, removed, added in steps:
+        gone = known.entries[at : at + removed]
+        spare.update(zip(map(id, (e.cell for e in gone)), gone, strict=True))
+        new = [_reused(spare, c) or Encoded(c, cell_bytes(c), work) for c in added]
+        known.unseamed += sum(not e.seamed for e in new) - sum(not e.seamed for e in gone)
+        known.cells[at : at + removed] = added
+        known.entries[at : at + removed] = new
+        known.chunks[at : at + removed] = [e.chunk for e in new]
+        known.middles[at : at + removed] = [e.middle for e in new]
+        del known.blocks[at // _BLOCK :]  # the digests from here on have moved
+
+
+def _reused(spare: dict[int, Encoded], cell: Cell) -> Encoded | None:
+    return spare.pop(id(cell), None)
 
 
 def cells_version(

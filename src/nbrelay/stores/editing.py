@@ -99,7 +99,7 @@ class Readers:
         reader = current().key
         if self._shelf is not None and reader:
             await anyio.to_thread.run_sync(
-                self._shelf.put, reader, key, snap.version, kept, dict(sources)
+                self._shelf.put, reader, key, snap.version, kept, sources.as_dict()
             )
 
     def _remember_here(
@@ -145,7 +145,7 @@ class Readers:
 
             def swap() -> Seen | None:
                 seen = shelf.get(reader, key, sources=False)
-                shelf.put(reader, key, snap.version, kept, dict(sources))
+                shelf.put(reader, key, snap.version, kept, sources.as_dict())
                 return seen
 
             known = self._known(key, await anyio.to_thread.run_sync(swap))[0]

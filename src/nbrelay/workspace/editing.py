@@ -309,12 +309,12 @@ class Editing:
         changes = list(past)[-steps:][::-1]
 
         def planner(nb: Notebook) -> Plan:
-            cells, metadata = nb.cells, nb.data.get("metadata") or {}
+            now = nb  # each change is undone on the notebook the later ones' undos left
             all_edits: list[edits.Edit] = []
             for change in changes:
-                step = history.plan_undo(cells, change, metadata)
-                cells = edits.apply(cells, step)
-                metadata = edits.apply_metadata(metadata, step)
+                metadata = now.data.get("metadata") or {}
+                step = history.plan_undo(now.cells, change, metadata, where=now.position)
+                now = edits.apply_notebook(now, step)
                 all_edits.extend(step)
             touched = tuple(
                 dict.fromkeys(cid for ch in changes for cid in (*ch.before, *ch.after, *ch.moved))

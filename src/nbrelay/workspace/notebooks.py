@@ -368,6 +368,7 @@ class Notebooks:
                 ),
                 order=before.ids,
                 changed=outcome.after.notebook.changed_from(before.cells),
+                spliced=outcome.after.notebook.spliced_from(before.cells),
             )
             if not change.empty and self.settings.undo_depth > 0:
                 await self.callers.record(current(), self.store.relative(path), change)
