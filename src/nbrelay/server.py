@@ -151,6 +151,7 @@ def build_workspace(settings: Settings) -> Workspace:
         lock_dir=settings.lock_dir,
         lock_timeout=settings.lock_timeout,
         shared_state=settings.shared_state,
+        cache_bytes=settings.cache_mb * 2**20,
     )
     if settings.kernel_gateway_url:
         kernels = _gateway_kernels(settings, settings.kernel_gateway_url)
