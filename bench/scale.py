@@ -1,7 +1,8 @@
 """nbrelay's start, memory and many-agent throughput, each against a baseline from the same run.
 
 * **start → tools listed**: ``nbrelay serve`` over stdio against a bare ``mcp`` SDK server (one
-  empty tool), spawned alternately, ``--starts`` times each; medians and their ratio.
+  empty tool), spawned alternately, ``--starts`` times each; medians and their ratio, of the
+  time and of the server's CPU seconds (user + system) until its tools are listed.
 * **memory, no kernels**: the resident set (``VmRSS`` from ``/proc``) of each of those two
   servers once its tools are listed (nbrelay after one ``read_notebook`` of a small notebook too).
 * **many agents**: one real ``nbrelay serve --http`` process on a free 127.0.0.1 port; N official
@@ -97,21 +98,26 @@ def mb(n: float) -> str:
 # -- start and memory over stdio ------------------------------------------------------------
 
 
-async def stdio_start(params: StdioServerParameters, read: str | None) -> tuple[float, int, int]:
-    """Seconds from spawn to tools listed; RSS then; RSS after a read_notebook of ``read``."""
+async def stdio_start(
+    params: StdioServerParameters, read: str | None
+) -> tuple[float, float, int, int]:
+    """Seconds from spawn to tools listed; the server's CPU seconds then (user + system: what
+    the start costs, whatever else the machine runs); RSS then; RSS after a read_notebook of
+    ``read``."""
     before = children()
     t = time.perf_counter()
     async with Client(params, mode="legacy") as client:
         await client.list_tools()
         took = time.perf_counter() - t
         (pid,) = children() - before
+        cpu = cpu_seconds(pid)
         listed = rss(pid)
         after = listed
         if read is not None:
             result = await client.call_tool("read_notebook", {"path": read, "limit": 20})
             assert not result.is_error, result
             after = rss(pid)
-    return took, listed, after
+    return took, cpu, listed, after
 
 
 async def start_and_memory(starts: int) -> list[tuple[str, str, str, str]]:
@@ -124,19 +130,23 @@ async def start_and_memory(starts: int) -> list[tuple[str, str, str, str]]:
             command=sys.executable,
             args=["-m", "nbrelay", "serve", "--root", str(root), "--lock-dir", str(root / ".l")],
         )
-        b_t, b_m, o_t, o_m, o_r = [], [], [], [], []
+        b_t, b_c, b_m, o_t, o_c, o_m, o_r = [], [], [], [], [], [], []
         for _ in range(starts):  # alternated, so that load on the machine hits both alike
-            t, m, _r = await stdio_start(bare, None)
+            t, c, m, _r = await stdio_start(bare, None)
             b_t.append(t)
+            b_c.append(c)
             b_m.append(m)
-            t, m, r = await stdio_start(ours, "nb.ipynb")
+            t, c, m, r = await stdio_start(ours, "nb.ipynb")
             o_t.append(t)
+            o_c.append(c)
             o_m.append(m)
             o_r.append(r)
     bt, ot = statistics.median(b_t), statistics.median(o_t)
+    bc, oc = statistics.median(b_c), statistics.median(o_c)
     bm, om, orr = statistics.median(b_m), statistics.median(o_m), statistics.median(o_r)
     return [
         ("start → tools listed", f"{bt * 1000:.0f} ms", f"{ot * 1000:.0f} ms", f"{ot / bt:.2f}×"),
+        ("CPU, start → tools listed", f"{bc:.2f} s", f"{oc:.2f} s", f"{oc / bc:.2f}×"),
         ("RSS, tools listed, no kernels", mb(bm), mb(om), f"{om / bm:.2f}×"),
         ("RSS after one read_notebook", mb(bm), mb(orr), f"{orr / bm:.2f}×"),
     ]

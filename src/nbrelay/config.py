@@ -73,6 +73,7 @@ class Settings:
     undo_depth: int = _default("undo_depth")
     shared_state: bool = _default("shared_state")
     lock_timeout: float = _default("lock_timeout")
+    cache_mb: int = _default("cache_mb")
     lock_dir: Path | None = _default("lock_dir")
     browser: Path | None = _default("browser")
     export_timeout: float = _default("export_timeout")

@@ -97,6 +97,16 @@ OPTIONS: tuple[Option, ...] = (
         hi=600,
     ),
     Option(
+        "cache_mb",
+        int,
+        160,
+        "Megabytes of notebooks file mode keeps parsed in memory (an edited one counts twice), "
+        "the least recently used dropped first and read again when next used; 0 keeps only "
+        "the notebook in use.",
+        lo=0,
+        hi=1_048_576,
+    ),
+    Option(
         "lock_dir",
         Path,
         None,

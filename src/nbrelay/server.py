@@ -25,6 +25,7 @@ from nbrelay.notebook.text import scrub
 from nbrelay.stores.files import FileStore
 from nbrelay.tools import apps, canonical, resources, sdk, tasks
 from nbrelay.tools._boundary import Registrar, acting_for_request
+from nbrelay.tools.schema_cache import SCHEMAS
 from nbrelay.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -151,6 +152,7 @@ def build_workspace(settings: Settings) -> Workspace:
         lock_dir=settings.lock_dir,
         lock_timeout=settings.lock_timeout,
         shared_state=settings.shared_state,
+        cache_bytes=settings.cache_mb * 2**20,
     )
     if settings.kernel_gateway_url:
         kernels = _gateway_kernels(settings, settings.kernel_gateway_url)
@@ -231,6 +233,7 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
                 f"--tools names unknown tool(s): {', '.join(unknown)}.",
                 hint=f"Tools of profile {settings.profile!r}: {', '.join(every.registered)}.",
             )
+    SCHEMAS.save()  # the argument schemas built for the listing, kept for the next start
     sdk.plain_logging()
     server: MCPServer[Any] = MCPServer(
         "nbrelay",

@@ -6,11 +6,15 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from nbrelay.config import load
+from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import edits
 from nbrelay.notebook.model import new_cell, new_notebook, parse, serialize
+from nbrelay.server import build_workspace
 from nbrelay.stores.files import FileStore
 
 pytestmark = pytest.mark.anyio
@@ -68,3 +72,43 @@ async def test_an_edited_notebook_counts_its_kept_bytes_and_an_evicted_one_still
     raw = (tmp_path / "n0.ipynb").read_bytes()
     assert raw == serialize(parse(raw))
     assert parse(raw).cells[1]["source"] == "b = 2"
+
+
+async def test_cache_mb_sets_the_bound_of_the_server_s_store_and_0_keeps_the_notebook_in_use(
+    tmp_path: Path,
+) -> None:
+    sizes = [write(tmp_path / f"n{i}.ipynb", f"t{i}") for i in range(3)]
+    lock_dir = str(tmp_path / ".locks")
+    flags = {"root": str(tmp_path), "lock_dir": lock_dir, "no_execute": "1"}
+
+    kept = build_workspace(load({**flags}, {"NBRELAY_CACHE_MB": "1"}, {}))
+    store = cast(FileStore, kept.store)
+    assert store._cache.limit == 2**20
+    for i in range(3):
+        await store.load(f"n{i}.ipynb")
+    assert store._cache.held == sum(sizes)  # all three fit in 1 MiB
+
+    only = build_workspace(load({**flags, "cache_mb": "0"}, {}, {}))
+    store = cast(FileStore, only.store)
+    for i in range(3):
+        await store.load(f"n{i}.ipynb")
+        assert store._cache.held == sizes[i]  # the notebook in use, and nothing else
+    before = replace(store.work)
+    await store.load("n2.ipynb")  # the one in use: one stat, nothing read
+    assert store.work.bytes_hashed == before.bytes_hashed
+    await store.load("n0.ipynb")  # dropped: read again
+    assert store.work.bytes_hashed - before.bytes_hashed == sizes[0]
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("-1", "'-1' is outside the accepted range 0-1,048,576"),
+        ("lots", "'lots' is not a valid int"),
+        ("1.5", "'1.5' is not a valid int"),
+    ],
+)
+def test_a_bad_cache_mb_is_refused_naming_the_flag(value: str, problem: str) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        load({}, {"NBRELAY_CACHE_MB": value}, {})
+    assert str(refused.value).startswith(f"--cache-mb (from $NBRELAY_CACHE_MB): {problem}")

@@ -146,3 +146,40 @@ async def test_output_schemas_match_the_golden_file(profile: str, tmp_path: Path
         f"output schemas of {profile} changed; if intended, regenerate with "
         "NBRELAY_REGEN_GOLDEN=1 and review the diff of tests/tools/golden_output_schemas/"
     )
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_a_described_tool_is_the_sdks_own_tool_without_its_model(
+    profile: str, tmp_path: Path
+) -> None:
+    """``sdk.described_tool`` makes, from ``argument_schema(argument_model(fn))``, the tool that
+    ``Tool.from_function`` makes: the same listing, the same context parameter, and the same
+    argument model (fields and schema) on demand."""
+    from mcp.server.mcpserver.tools import Tool
+
+    server = build_server(Settings(root=tmp_path, profile=profile, lock_dir=tmp_path / "locks"))
+    tools = server._tool_manager.list_tools()
+    assert tools
+    for tool in tools:
+        sdks = Tool.from_function(tool.fn, name=tool.name, structured_output=False)
+        model = sdk.argument_model(tool.fn)
+        assert sdk.argument_schema(model) == sdks.parameters
+        assert list(model.model_fields) == list(sdks.fn_metadata.arg_model.model_fields)
+        ours = sdk.described_tool(
+            tool.fn,
+            name=tool.name,
+            description=sdks.description,
+            parameters=sdk.argument_schema(model),
+            annotations=None,
+            meta=None,
+        )
+        assert ours.context_kwarg == (sdks.context_kwarg or sdk.CONTEXT_KWARG)
+        assert ours.is_async == sdks.is_async
+        listed = ours.model_dump(exclude={"fn_metadata"})
+        assert listed == {
+            **sdks.model_dump(exclude={"fn_metadata"}),
+            "context_kwarg": ours.context_kwarg,
+        }
+        assert ours.fn_metadata.validate_arguments({"x": "[1]"}) == {
+            sdk.RAW_ARGUMENTS: {"x": "[1]"}
+        }

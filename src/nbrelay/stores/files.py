@@ -36,6 +36,7 @@ from nbrelay.errors import NotebookExists, PathError, StoreError, act
 from nbrelay.notebook import nblr, validate
 from nbrelay.notebook.model import Notebook, parse, serialize, version_of
 from nbrelay.notebook.serialize import CellBytes, Work, splice
+from nbrelay.options import OPTION_BY_NAME
 from nbrelay.process import map_big_buffers, release_memory
 from nbrelay.stores.base import Capabilities, EditOutcome, Entry, NotebookStore, Planner, Snapshot
 from nbrelay.stores.editing import LockedEdits, Readers
@@ -48,8 +49,8 @@ from nbrelay.stores.shelf import Shelf
 _TRIM_AFTER = 64 * 1024  # bytes of cells encoded after which the C heap is trimmed
 
 # Bytes of notebooks kept parsed (an edited one counts twice: its cells' bytes are kept too);
-# parsed, a notebook of many small cells takes over twice its bytes of memory.
-CACHE_BYTES = 160 * 2**20
+# parsed, a notebook of many small cells takes over twice its bytes of memory. --cache-mb.
+CACHE_BYTES = OPTION_BY_NAME["cache_mb"].default * 2**20
 
 _SETTLED_NS = 50_000_000  # a file's stat proves it unchanged once its mtime is this far past…
 _SETTLED_COARSE_NS = 2_100_000_000  # …or this far, where time stamps are whole ms or seconds

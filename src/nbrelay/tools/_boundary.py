@@ -44,6 +44,7 @@ from pydantic import BaseModel
 from nbrelay.caller import acting, current
 from nbrelay.errors import CANONICAL_WORDS, NEUTRAL, NbrelayError, Vocabulary
 from nbrelay.tools import asking, sdk
+from nbrelay.tools.schema_cache import SCHEMAS
 from nbrelay.tools.schemas import brief_schema, example_of, slim_schema, without_example
 from nbrelay.tools.validation import Arguments, Wording
 
@@ -203,21 +204,33 @@ class Registrar:
             description = inspect.cleandoc(fn.__doc__ or "")
             listed = description if example else without_example(description)
             slot: dict[str, Arguments] = {}
-            tool = Tool.from_function(
-                _guard(tool_name, fn, self, slot, keep_none=self.exact, text=self.text),
-                name=tool_name,
-                description=listed,
-                annotations=annotations,
-                # Without --output-schemas no output schema is built at all: generating them
-                # was most of the server's start-up, only to be dropped below.
-                structured_output=None if self.output_schemas else False,
-                meta=meta,
-            )
-            sdk.pass_context(tool)  # the wrapper learns which client calls (sdk.caller_of)
+            guarded = _guard(tool_name, fn, self, slot, keep_none=self.exact, text=self.text)
+            if self.output_schemas:  # the SDK builds the output schema from the return type
+                tool = Tool.from_function(
+                    guarded, name=tool_name, description=listed, annotations=annotations, meta=meta
+                )
+                sdk.pass_context(tool)  # the wrapper learns which client calls (sdk.caller_of)
+                built: type[BaseModel] | None = sdk.hand_over_arguments(tool)
+                schema_in = tool.parameters
+            else:
+                # Without --output-schemas no output schema is built at all, and the argument
+                # schema comes from the schema cache: the argument model is built on the
+                # tool's first call (building every tool's was most of the server's start-up).
+                schema_in, built = SCHEMAS.schema_of(guarded)
+                tool = sdk.described_tool(
+                    guarded,
+                    name=tool_name,
+                    description=listed,
+                    parameters=schema_in,
+                    annotations=annotations,
+                    meta=meta,
+                )
             slot["arguments"] = self.arguments[tool_name] = Arguments(
                 tool_name,
-                sdk.hand_over_arguments(tool),
-                tool.parameters,
+                (lambda: built)
+                if built is not None
+                else functools.partial(sdk.argument_model, guarded),
+                schema_in,
                 example_of(description),
                 self.argument_errors,
             )

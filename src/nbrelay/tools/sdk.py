@@ -7,6 +7,10 @@ here and nowhere else, so an SDK upgrade that moves these parts breaks this modu
 * argument hand-over: ``FuncMetadata.validate_arguments`` (``mcp.server.mcpserver.utilities``)
   is replaced so the SDK passes a call's arguments on untouched and nbrelay validates them
   (``nbrelay.tools.validation``); pinned by tests/tools/test_arguments.py;
+* a tool listed from a given argument schema (``described_tool``: the ``Tool`` made without
+  ``Tool.from_function``, so no pydantic argument model is built at start) and the argument
+  model ``Tool.from_function`` builds (``argument_model``, from ``func_metadata``), built when
+  a call first needs it;
 * the context parameter: a tool that declares no ``Context`` still receives one
   (``Tool.context_kwarg``), to learn which client calls;
 * the output schema a tool declares (``Tool.fn_metadata.output_schema``);
@@ -38,7 +42,9 @@ from typing import TYPE_CHECKING, Any
 from mcp.server import connection as sdk_connection
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata, func_metadata
+from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from nbrelay.caller import ANYONE, IDENTITY_SCOPE_KEY, JUPYTER_SCOPE_KEY, Caller
@@ -75,6 +81,47 @@ def hand_over_arguments(tool: Tool) -> type[BaseModel]:
         wrap_output=meta.wrap_output,
     )
     return meta.arg_model
+
+
+def described_tool(
+    fn: Callable[..., Awaitable[Any]],
+    *,
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    annotations: ToolAnnotations | None,
+    meta: dict[str, Any] | None,
+) -> Tool:
+    """The ``Tool`` ``Tool.from_function(fn, structured_output=False)`` makes, with
+    ``parameters`` (what ``argument_schema`` gives for ``fn``) as its argument schema, its
+    arguments handed over (``hand_over_arguments``) and the context passed (``pass_context``):
+    no argument model is built (the SDK uses one only to validate, which nbrelay does)."""
+    tool = Tool(
+        fn=fn,
+        name=name,
+        description=description,
+        parameters=parameters,
+        fn_metadata=_HandOver(arg_model=ArgModelBase),
+        is_async=True,
+        context_kwarg=find_context_parameter(fn),
+        annotations=annotations,
+        meta=meta,
+    )
+    pass_context(tool)
+    return tool
+
+
+def argument_model(fn: Callable[..., Any]) -> type[BaseModel]:
+    """The model of ``fn``'s arguments, as ``Tool.from_function`` builds it (its fields are the
+    tool's parameters; a ``Context`` parameter is none of them)."""
+    context = find_context_parameter(fn)
+    skip = [context] if context is not None else []
+    return func_metadata(fn, skip_names=skip, structured_output=False).arg_model
+
+
+def argument_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A tool's argument schema as ``Tool.from_function`` makes it from ``argument_model``."""
+    return model.model_json_schema(by_alias=True)
 
 
 def pass_context(tool: Tool) -> None:

@@ -12,9 +12,10 @@ SDK's own validation: datalayer's jupyter-mcp-server) gets those words instead
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ValidationError
@@ -42,26 +43,38 @@ class Arguments:
     def __init__(
         self,
         tool: str,
-        model: type[BaseModel],
+        model: Callable[[], type[BaseModel]],
         schema: Mapping[str, Any],
         example: str = "",
         wording: Wording = "nbrelay",
     ) -> None:
+        """``model`` makes the tool's argument model (called when a call first needs it: a
+        server that only lists its tools builds none); ``schema`` is that model's JSON schema,
+        whose ``properties`` are the parameters by the names callers send."""
         self.tool = tool
         self.wording = wording
-        self.model = model
+        self._model = model
         self.example = example
         self.defs: dict[str, Any] = dict(schema.get("$defs") or {})
         self.properties: dict[str, Any] = dict(schema.get("properties") or {})
-        # wire name (an alias where the SDK renamed a parameter) -> field name
-        self.fields = {info.alias or name: name for name, info in model.model_fields.items()}
         self.synonyms: dict[str, str] = {}  # another name a caller may use -> the wire name
-        self.required = [
-            wire for wire, name in self.fields.items() if model.model_fields[name].is_required()
-        ]
-        types = {wire: _types(self.properties.get(wire, {}), self.defs) for wire in self.fields}
+        types = {wire: _types(prop, self.defs) for wire, prop in self.properties.items()}
         self._strings = {wire for wire, found in types.items() if "string" in found}
         self._lists = {wire for wire, found in types.items() if "array" in found}
+
+    @functools.cached_property
+    def model(self) -> type[BaseModel]:
+        return self._model()
+
+    @functools.cached_property
+    def fields(self) -> dict[str, str]:
+        """Wire name (an alias where the SDK renamed a parameter) -> field name."""
+        return {info.alias or name: name for name, info in self.model.model_fields.items()}
+
+    @functools.cached_property
+    def required(self) -> list[str]:
+        fields = self.model.model_fields
+        return [wire for wire, name in self.fields.items() if fields[name].is_required()]
 
     def takes_string(self, name: str) -> bool:
         return name in self._strings

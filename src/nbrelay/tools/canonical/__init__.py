@@ -74,7 +74,7 @@ def register(reg: Registrar, ws: Workspace) -> None:
     reg.add(TOOLS, ws, example=False)
     for args in reg.arguments.values():  # edit_cell(type=...) as insert_cells' items take it
         args.synonyms = {
-            k: v for k, v in SYNONYMS.items() if v in args.fields and k not in args.fields
+            k: v for k, v in SYNONYMS.items() if v in args.properties and k not in args.properties
         }
     for tool in reg.tools:  # what tools/list sends (call arguments are checked separately)
         tool.parameters = compact_listing(tool.parameters)
