@@ -65,11 +65,11 @@ class Confinement:
             return None
         if not path.strip("/"):
             return self.root.root_s
-        real = self.root.resolve(path, suffix="")[1]
-        try:
-            mode = os.stat(real).st_mode
-        except OSError:
+        # One lstat per part below the root, unless a part is a link (``Root.resolve_stat``).
+        _, real, found = self.root.resolve_stat(path, suffix="")
+        if found is None:
             return real  # not there (yet)
+        mode = found.st_mode
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise PathError(
                 f"{path!r} is not a regular file or folder (a FIFO, a device or a socket).",

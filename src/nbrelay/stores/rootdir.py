@@ -95,8 +95,8 @@ class Root:
         self.root_s = real
         self.work = Work()  # bytes hashed to check files unchanged (with the store's saves)
 
-    def resolve(self, path: str, *, suffix: str = ".ipynb") -> tuple[str, str]:
-        """Return (relative posix path, real absolute path) or raise PathError."""
+    def _relative(self, path: str, suffix: str) -> str:
+        """The text rules of ``resolve``: the relative posix path, or a PathError."""
         paths.check_text(path)
         if suffix == ".ipynb" and nblr.is_nblr(path):  # notebook-lr's format, read as a notebook
             suffix = nblr.SUFFIX
@@ -108,7 +108,36 @@ class Root:
                     hint=act("see_paths"),
                 )
             raw = PurePosixPath(os.path.relpath(os.path.normpath(path), self.root_s))
-        rel = paths.relative(path, raw.parts, suffix)
+        return paths.relative(path, raw.parts, suffix)
+
+    def resolve_stat(
+        self, path: str, *, suffix: str = ".ipynb"
+    ) -> tuple[str, str, os.stat_result | None]:
+        """``resolve``, and the stat of what the real path names (None: nothing there yet),
+        in one ``lstat`` per part of the path below the root: the root is a real path already,
+        so when no part below it is a symlink (and none is hidden: the text rules saw to that),
+        the path is its own real path. A part that is a symlink takes ``resolve``'s full
+        rules (``realpath``, which also walks the root's own parts), then a ``stat``."""
+        rel = self._relative(path, suffix)
+        at = self.root_s
+        found: os.stat_result | None = None
+        for part in rel.split("/"):
+            at = os.path.join(at, part)
+            try:
+                found = os.lstat(at)
+            except OSError:  # not there (nor anything below it): no link on the way
+                return rel, os.path.join(self.root_s, rel), None
+            if stat.S_ISLNK(found.st_mode):
+                rel, real = self.resolve(path, suffix=suffix)
+                try:
+                    return rel, real, os.stat(real)
+                except OSError:
+                    return rel, real, None
+        return rel, at, found
+
+    def resolve(self, path: str, *, suffix: str = ".ipynb") -> tuple[str, str]:
+        """Return (relative posix path, real absolute path) or raise PathError."""
+        rel = self._relative(path, suffix)
         try:
             real = os.path.realpath(os.path.join(self.root_s, rel))
         except OSError as exc:  # a link on the path was replaced while it was being followed
