@@ -43,6 +43,7 @@ ZYGOTE = r"""
 import os, sys
 import anyio
 from pathlib import Path
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.notebook import validate
 from nbrelay.stores.files import FileStore
@@ -50,6 +51,7 @@ from nbrelay.workspace import Workspace
 
 root, lock_dir = Path(sys.argv[1]), Path(sys.argv[2])
 PAD = "z" * 20_000
+WRITER = Caller("writer")
 for ref in (None, "code_cell", "markdown_cell", "raw_cell"):
     validate._compiled(ref)  # compiled once here, inherited by every forked writer
 
@@ -62,7 +64,7 @@ def writer(ack_path, start):
             k = start
             while True:
                 k += 1
-                await ws.editing.edit_cell("big.ipynb", "c0", source=f"iteration {k}\n{PAD}")
+                await ws.editing.edit_cell("big.ipynb", WRITER, "c0", source=f"iteration {k}\n{PAD}")
                 ack.write(f"ack {k}\n")
 
     anyio.run(loop)

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument, NbrelayError, Vocabulary
 from nbrelay.notebook import render
 from nbrelay.notebook.edits import CellSpec
@@ -246,6 +247,7 @@ async def get_full_output(
 
 async def edit_cell(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index: Annotated[int, Field(description="The 1-based index of the cell to edit.", ge=1)],
     new_source_content: Annotated[
@@ -257,6 +259,7 @@ async def edit_cell(
         filepath,
         lambda: ws.editing.edit_cell(
             filepath,
+            caller,
             _zero_based(cell_index, "cell_index"),
             source=new_source_content,
             clear_outputs=True,
@@ -266,6 +269,7 @@ async def edit_cell(
 
 async def add_cell(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index: Annotated[
         int,
@@ -295,6 +299,7 @@ async def add_cell(
             )
         outcome = await ws.editing.insert_cells(
             filepath,
+            caller,
             [CellSpec(cell_type, source_content)],
             index=at,
             expected_version=snap.version,
@@ -310,17 +315,20 @@ async def add_cell(
 
 async def delete_cell(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index: Annotated[int, Field(description="The 1-based index of the cell to delete.", ge=1)],
 ) -> Success:
     """Deletes a cell from the Jupyter notebook at the specified 1-based index."""
     return await _succeeded(
-        filepath, lambda: ws.editing.delete_cells(filepath, [_zero_based(cell_index, "cell_index")])
+        filepath,
+        lambda: ws.editing.delete_cells(filepath, caller, [_zero_based(cell_index, "cell_index")]),
     )
 
 
 async def merge_cells(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index1: Annotated[int, Field(description="The 1-based index of the first cell.", ge=1)],
     cell_index2: Annotated[
@@ -346,7 +354,7 @@ async def merge_cells(
         both_code = all(nb.cells[i].get("cell_type") == "code" for i in (first, second))
         merged: Literal["code", "markdown"] = "code" if both_code else "markdown"
         await ws.editing.merge_cells(
-            filepath, [first, second], cell_type=merged, expected_version=snap.version
+            filepath, caller, [first, second], cell_type=merged, expected_version=snap.version
         )
 
     return await _succeeded(filepath, merge)

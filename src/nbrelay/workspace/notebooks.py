@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from nbrelay.caller import Caller, current
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.errors import (
     ConflictError,
@@ -334,6 +334,7 @@ class Notebooks:
     async def edit(
         self,
         path: str,
+        caller: Caller,
         label: str,
         planner: Planner,
         *,
@@ -344,8 +345,8 @@ class Notebooks:
         """Run ``planner`` against the current notebook and apply its edits atomically.
 
         ``positional`` says whether the request addressed cells by position (then a change made
-        by someone else since the last read is a conflict); ``record`` adds it to the caller's undo
-        history.
+        by someone else since the last read is a conflict); ``record`` adds it to ``caller``'s
+        undo history.
         """
         outcome = await self.store.edit(
             path, planner, expected_version=expected_version, guard_positions=positional
@@ -370,11 +371,11 @@ class Notebooks:
                 changed=outcome.after.notebook.changed_from(before.cells),
             )
             if not change.empty and self.settings.undo_depth > 0:
-                await self.callers.record(current(), self.store.relative(path), change)
+                await self.callers.record(caller, self.store.relative(path), change)
         # The caller's own edits (and saved outputs) do not make its view stale.
         if outcome.before.version != outcome.after.version:
             await self.callers.keep_viewed(
-                current(), outcome.after.path, outcome.before.version, outcome.after.version
+                caller, outcome.after.path, outcome.before.version, outcome.after.version
             )
         return outcome
 

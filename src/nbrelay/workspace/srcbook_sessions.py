@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound, PathError
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.base import Snapshot
@@ -190,7 +191,7 @@ class Sessions:
         return "\n".join(line for line in lines if not line.strip().startswith("at cell"))
 
     async def start_kernel(
-        self, path: str, snap: Snapshot, time_limit: float, *, replay: bool
+        self, path: str, caller: Caller, snap: Snapshot, time_limit: float, *, replay: bool
     ) -> list[str]:
         """Before a run in a session whose kernel is not running: apply its ``tsconfig``'s JSX
         options to the new kernel, then (``replay``) restore its variables. What was done, for
@@ -200,13 +201,15 @@ class Sessions:
         pragmas = jsx_pragmas(session_meta(snap.notebook) or {})
         if pragmas and self.language(snap) == "typescript":
             job = await self.ws.runs.execute(
-                path, code=pragmas + "\nundefined", time_limit=time_limit
+                path, caller, code=pragmas + "\nundefined", time_limit=time_limit
             )
             await self.ws.runs.wait_job(job, time_limit + 60, None)
-        said = await self.replay(path, snap, time_limit) if replay else None
+        said = await self.replay(path, caller, snap, time_limit) if replay else None
         return [said] if said else []
 
-    async def replay(self, path: str, snap: Snapshot, time_limit: float) -> str | None:
+    async def replay(
+        self, path: str, caller: Caller, snap: Snapshot, time_limit: float
+    ) -> str | None:
         """With ``--persist-sessions``, give a TypeScript/JavaScript session whose kernel had
         stopped its variables back: run the cells it had executed again, in the order of
         their execution counts (Deno's variables cannot be saved like Python's). Returns what
@@ -223,7 +226,9 @@ class Sessions:
         if not ran:
             return None
         ids = [cell_id for _, cell_id in sorted(ran)]
-        job = await self.ws.runs.execute(path, ids, time_limit=time_limit, stop_on_error=False)
+        job = await self.ws.runs.execute(
+            path, caller, ids, time_limit=time_limit, stop_on_error=False
+        )
         await self.ws.runs.wait_job(job, time_limit * len(ids) + 60, None)
         if not job.done.is_set():
             await self.ws.runs.cancel_job(job)

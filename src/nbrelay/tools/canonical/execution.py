@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field, create_model
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
@@ -39,6 +40,7 @@ class OutputRead(BaseModel):
 
 async def execute(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ctx: Context,
     cells: Annotated[
@@ -63,9 +65,9 @@ async def execute(
             hint='To run every cell pass cells=[":"] (or cells="all"); some cells: '
             'cells=[0, "a1b2c3d4", "2:5"]; scratch code: code="print(1)".',
         )
-    await choose_kernel(ws, path)
+    await choose_kernel(ws, caller, path)
     job = await ws.runs.execute(
-        path, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error
+        path, caller, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error
     )
     await follow(ws, job, wait, ctx)
     result = execution_view(ws, job, images=images)
@@ -77,7 +79,7 @@ async def execute(
     return result
 
 
-async def choose_kernel(ws: Workspace, path: str) -> None:
+async def choose_kernel(ws: Workspace, caller: Caller, path: str) -> None:
     """A notebook that names a kernelspec this server does not have, and has no kernel running:
     ask the person which installed one to run it with, and switch the notebook to it (one undo
     step). Declined, or a client that cannot answer: nothing changes, and the run is refused as
@@ -106,7 +108,7 @@ async def choose_kernel(ws: Workspace, path: str) -> None:
         choice,
     )
     if answer is not None and answer.accepted and answer.data is not None:
-        await ws.kernels.switch_kernel(rel, str(answer.data.model_dump()["kernel"]))
+        await ws.kernels.switch_kernel(rel, caller, str(answer.data.model_dump()["kernel"]))
 
 
 # Polling a run belongs with running code: --no-execute and --read-only drop it.

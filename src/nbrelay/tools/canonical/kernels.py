@@ -7,6 +7,7 @@ from typing import Annotated
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from nbrelay.caller import Caller
 from nbrelay.kernels.base import KernelInfo
 from nbrelay.tools import asking
 from nbrelay.tools.arguments import NbPath
@@ -75,6 +76,7 @@ async def interrupt_kernel(ws: Workspace, path: NbPath) -> KernelResult:
 
 async def restart_kernel(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ctx: Context,
     clear_outputs: bool = False,
@@ -103,9 +105,9 @@ async def restart_kernel(
     info = await ws.kernels.restart_kernel(path)
     result = KernelResult(path=info.key, kernel=kernel_view(info), note="kernel restarted")
     if clear_outputs:
-        await ws.editing.clear_outputs(path)
+        await ws.editing.clear_outputs(path, caller)
     if run_all:
-        result.execution = await finished(ws, await ws.runs.execute(path, [":"]), ctx)
+        result.execution = await finished(ws, await ws.runs.execute(path, caller, [":"]), ctx)
     return result
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, cast
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from nbrelay.caller import Caller
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.stores.base import Snapshot
@@ -101,6 +102,7 @@ class NotebookMetadata(BaseModel):
 
 async def notebook_metadata(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     metadata: dict[str, Any] | None = None,
     kernel: str | None = None,
@@ -113,11 +115,11 @@ async def notebook_metadata(
     note = None
     if kernel is not None:
         outcome, note = await ws.kernels.switch_kernel(
-            path, kernel, metadata, expected_version=expected_version
+            path, caller, kernel, metadata, expected_version=expected_version
         )
     elif metadata is not None:
         outcome = await ws.editing.set_notebook_metadata(
-            path, metadata, expected_version=expected_version
+            path, caller, metadata, expected_version=expected_version
         )
     else:
         snap = await ws.notebooks.read(path)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.tools import results
 from nbrelay.tools.arguments import NbPath, Refs, Version
@@ -48,6 +49,7 @@ async def search_notebook(
 
 async def replace_in_notebook(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     find: Annotated[str, Field(description="Text, or a regex with regex=true.")],
     replace: Annotated[str, Field(description="Regex: \\1, \\g<name>.")],
@@ -62,6 +64,7 @@ async def replace_in_notebook(
     """
     outcome = await ws.editing.replace_in_cells(
         path,
+        caller,
         find,
         replace,
         regex=regex,

@@ -10,6 +10,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
@@ -182,6 +183,7 @@ async def read_nb_cells(
 
 async def modify_nb_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     modifications: Annotated[
         list[CellModification], Field(description="Array of cell modifications")
@@ -197,9 +199,9 @@ async def modify_nb_cells(
     """
     rel = lab_path(path)
     outcome = await ws.editing.set_sources(
-        rel, [(range_ref(m.range), m.content) for m in modifications]
+        rel, caller, [(range_ref(m.range), m.content) for m in modifications]
     )
-    execution = await run_cells(ws, rel, list(outcome.plan.touched), ctx) if exec else None
+    execution = await run_cells(ws, caller, rel, list(outcome.plan.touched), ctx) if exec else None
     n = len(modifications)
     message = f"Successfully modified {n} cell ranges"  # the original's words, for any n
     return said(done_running(message, execution, ws, modified_ranges=n))
@@ -207,6 +209,7 @@ async def modify_nb_cells(
 
 async def insert_nb_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     position: Annotated[int, Field(description="Position to insert the cells")],
     cells: Annotated[list[CellInsertion], Field(description="Array of cells to insert")],
@@ -220,15 +223,16 @@ async def insert_nb_cells(
     """
     rel = lab_path(path)
     outcome = await ws.editing.insert_cells(
-        rel, [CellSpec(c.type, c.content) for c in cells], index=position
+        rel, caller, [CellSpec(c.type, c.content) for c in cells], index=position
     )
     ids = list(outcome.plan.touched)
-    execution = await run_cells(ws, rel, ids, ctx) if exec else None
+    execution = await run_cells(ws, caller, rel, ids, ctx) if exec else None
     return done_running(f"Successfully inserted {len(ids)} cells", execution, ws, cell_ids=ids)
 
 
 async def delete_nb_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ranges: Annotated[list[CellRange], Field(description="Array of cell ranges to delete")],
 ) -> Annotated[CallToolResult, Done]:
@@ -239,13 +243,14 @@ async def delete_nb_cells(
     """
     if not ranges:
         raise InvalidArgument("ranges is empty.", hint='Give ranges like [{"start": 3}].')
-    outcome = await ws.editing.delete_cells(lab_path(path), [range_ref(r) for r in ranges])
+    outcome = await ws.editing.delete_cells(lab_path(path), caller, [range_ref(r) for r in ranges])
     n = len(outcome.plan.touched)
     return said(Done(message=f"Successfully deleted {n} cells", deleted=n))
 
 
 async def restart_nb_kernel(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ctx: Context,
     clear_contents: Annotated[
@@ -261,8 +266,8 @@ async def restart_nb_kernel(
     rel = lab_path(path)
     await ws.kernels.restart_kernel(rel)
     if clear_contents:
-        await ws.editing.clear_outputs(rel)
-    execution = await run_cells(ws, rel, None, ctx) if exec else None
+        await ws.editing.clear_outputs(rel, caller)
+    execution = await run_cells(ws, caller, rel, None, ctx) if exec else None
     message = "Kernel restarted successfully"
     if clear_contents:
         message += ", outputs cleared"

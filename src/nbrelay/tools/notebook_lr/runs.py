@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument, NotebookExists
 from nbrelay.notebook.model import new_notebook
 from nbrelay.tools.notebook_lr.context import Current, ran_cells
@@ -97,7 +98,7 @@ async def save_notebook(
     return SaveResult(status="saved with session", path=target, session=session)
 
 
-async def execute_cell(lr: Current, index: Index, ctx: Context) -> Any:
+async def execute_cell(lr: Current, caller: Caller, index: Index, ctx: Context) -> Any:
     """Execute a code cell and store its outputs in the notebook.
 
     Args:
@@ -111,7 +112,7 @@ async def execute_cell(lr: Current, index: Index, ctx: Context) -> Any:
         ValueError: If index is out of range, the cell is not code, or the run timed out
     """
     zero_based(index)
-    job = await lr.on_current(lambda p: lr.ws.runs.execute(p, [index]))
+    job = await lr.on_current(lambda p: lr.ws.runs.execute(p, caller, [index]))
     await lr.run(job, ctx)
     cell = job.cells[0]
     outputs = job.cell_outputs(cell)
@@ -126,7 +127,7 @@ async def execute_cell(lr: Current, index: Index, ctx: Context) -> Any:
     return with_images(model, outputs)
 
 
-async def execute_all(lr: Current, ctx: Context) -> CellList:
+async def execute_all(lr: Current, caller: Caller, ctx: Context) -> CellList:
     """Execute every code cell in order, stopping at the first cell that raises.
 
     Returns:
@@ -138,7 +139,7 @@ async def execute_all(lr: Current, ctx: Context) -> CellList:
     nb = await lr.notebook()
     if not any(c.get("cell_type") == "code" for c in nb.cells):
         return CellList(cells=[])
-    job = await lr.on_current(lambda p: lr.ws.runs.execute(p, None))
+    job = await lr.on_current(lambda p: lr.ws.runs.execute(p, caller, None))
     await lr.run(job, ctx)
     return lr.budget().share(
         lambda b: CellList(

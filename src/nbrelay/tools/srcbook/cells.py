@@ -9,6 +9,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import ImageContent
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
@@ -34,6 +35,7 @@ def _timeout_schema(schema: dict[str, Any]) -> None:
 
 async def cell_add(
     sb: Served,
+    caller: Caller,
     ctx: Context,
     session_id: str,
     content: Annotated[str, Field(description="Cell content (code or markdown)")],
@@ -45,7 +47,9 @@ async def cell_add(
     Returns: Cell ID and position (0-based; position -1 or none appends).
     """
     snap = await sb.sessions.open(session_id)
-    outcome = await sb.ws.editing.insert_cells(snap.path, [CellSpec(type, content)], index=position)
+    outcome = await sb.ws.editing.insert_cells(
+        snap.path, caller, [CellSpec(type, content)], index=position
+    )
     new_id = outcome.plan.touched[0]
     await sb.changed(ctx, session_id)
     return CellPlace(cell_id=new_id, position=outcome.after.notebook.ids.index(new_id))
@@ -53,6 +57,7 @@ async def cell_add(
 
 async def cell_execute(
     sb: Served,
+    caller: Caller,
     ctx: Context,
     session_id: str,
     cell_id: Annotated[str, Field(description="Specific cell ID or 'all' for all cells")],
@@ -90,13 +95,13 @@ async def cell_execute(
     notes: list[str] = []
     # A kernel about to start gets the tsconfig's JSX options and, unless every cell runs
     # anyway, the variables of the session's earlier cells (persistSessions).
-    notes += await sb.sessions.start_kernel(snap.path, snap, seconds, replay=not run_all)
+    notes += await sb.sessions.start_kernel(snap.path, caller, snap, seconds, replay=not run_all)
     if sb.sessions.language(snap) == "javascript":
         refused = await javascript_refusal(sb.sessions, events, snap, cell_id)
         if refused is not None:
             return refused
     job = await sb.ws.runs.execute(
-        snap.path, None if run_all else [cell_id], time_limit=seconds, stop_on_error=True
+        snap.path, caller, None if run_all else [cell_id], time_limit=seconds, stop_on_error=True
     )
     wait = seconds * len(job.cells) + sb.settings.interrupt_grace + 60
     try:
@@ -137,6 +142,7 @@ async def cell_execute(
 
 async def cell_update(
     sb: Served,
+    caller: Caller,
     ctx: Context,
     session_id: str,
     cell_id: str,
@@ -144,16 +150,18 @@ async def cell_update(
 ) -> CellPlace:
     """Updates an existing cell's content."""
     snap = await sb.sessions.open(session_id)
-    outcome = await sb.ws.editing.edit_cell(snap.path, cell_id, source=content)
+    outcome = await sb.ws.editing.edit_cell(snap.path, caller, cell_id, source=content)
     changed_id = outcome.plan.touched[0]
     await sb.changed(ctx, session_id)
     return CellPlace(cell_id=changed_id, position=outcome.after.notebook.ids.index(changed_id))
 
 
-async def cell_delete(sb: Served, ctx: Context, session_id: str, cell_id: str) -> CellDeleted:
+async def cell_delete(
+    sb: Served, caller: Caller, ctx: Context, session_id: str, cell_id: str
+) -> CellDeleted:
     """Removes a cell from the notebook."""
     snap = await sb.sessions.open(session_id)
-    outcome = await sb.ws.editing.delete_cells(snap.path, [cell_id])
+    outcome = await sb.ws.editing.delete_cells(snap.path, caller, [cell_id])
     await sb.changed(ctx, session_id)
     return CellDeleted(cell_id=outcome.plan.touched[0], deleted=True)
 
