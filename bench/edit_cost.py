@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from nbrelay.caller import ANYONE
 from nbrelay.config import Settings
 from nbrelay.kernels.local import LocalKernels
 from nbrelay.notebook import edits
@@ -111,13 +112,14 @@ async def store_edit(folder: Path, n: int, make: Callable[[int], Cell], rounds: 
     data = notebook_bytes(n, make)
     (folder / "s.ipynb").write_bytes(data)
     store = FileStore(folder, lock_dir=folder / ".locks")
-    await store.load("s.ipynb")
+    await store.load("s.ipynb", ANYONE)
     counter = iter(range(10**9))
 
     async def edit() -> None:
         k = next(counter)
         await store.edit(
             "s.ipynb",
+            ANYONE,
             lambda nb: edits.plan_set_source(nb, n // 2, f"y = {k}\n"),
             expected_version=None,
             guard_positions=False,

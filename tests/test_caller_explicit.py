@@ -1,5 +1,5 @@
-"""Who is calling travels as an argument: edits, runs and undo take the caller they act for,
-and the modules that take it read no caller from the context (``nbrelay.caller.current``)."""
+"""Who is calling travels as an argument: reads, edits, runs and undo take the caller they act
+for, and the modules that take it read no caller from the context (``nbrelay.caller.current``)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,18 @@ import pytest
 from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.errors import ConflictError, UndoRefused
-from nbrelay.notebook.edits import CellSpec
+from nbrelay.notebook.edits import CellSpec, Plan, plan_delete, plan_insert
+from nbrelay.notebook.model import Notebook, new_notebook
 from nbrelay.stores.files import FileStore
 from nbrelay.workspace import Workspace
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "nbrelay"
 
 # The modules that still read the caller from the context (``current()``) or set it there
-# (``acting``), until the stores and the kernels take it as an argument too. A module leaves
+# (``acting``), until the extension's checks and the kernels take it as an argument too. A module leaves
 # this list when it is handed the caller; none may join it.
 STILL_FROM_CONTEXT = {
     "caller.py",
-    "stores/base.py",
-    "stores/editing.py",
     "stores/rtc_rooms.py",
     "workspace/facade.py",
     "workspace/runs.py",
@@ -70,7 +69,7 @@ async def test_an_edit_belongs_to_the_caller_it_is_made_for(tmp_path: Path) -> N
     the edit joins and whose view it keeps current."""
     ws = Workspace(Settings(root=tmp_path), FileStore(tmp_path))
     alice, bob = Caller("alice"), Caller("bob")
-    await ws.notebooks.create_notebook("a.ipynb", [CellSpec("code", "x = 1")])
+    await ws.notebooks.create_notebook("a.ipynb", alice, [CellSpec("code", "x = 1")])
     await ws.notebooks.view("a.ipynb", alice)
     await ws.notebooks.view("a.ipynb", bob)
 
@@ -83,4 +82,29 @@ async def test_an_edit_belongs_to_the_caller_it_is_made_for(tmp_path: Path) -> N
         await ws.editing.undo("a.ipynb", bob)
     done = await ws.editing.undo("a.ipynb", alice)
     assert done.labels == ("edit cell",)
-    assert (await ws.notebooks.read("a.ipynb")).notebook.cells[0]["source"] == "x = 1"
+    assert (await ws.notebooks.read("a.ipynb", alice)).notebook.cells[0]["source"] == "x = 1"
+
+
+@pytest.mark.anyio
+async def test_a_read_belongs_to_the_caller_it_is_made_for(tmp_path: Path) -> None:
+    """No caller is current: the caller passed to a store's read decides whose read it is, so
+    an edit by position is refused only to the caller that has not read the change since."""
+    store = FileStore(tmp_path)
+    alice, bob = Caller("alice"), Caller("bob")
+    await store.create("a.ipynb", alice, new_notebook(), overwrite=False)
+    await store.load("a.ipynb", alice)
+    await store.load("a.ipynb", bob)
+
+    def insert(nb: Notebook) -> Plan:
+        return plan_insert(nb, 0, [CellSpec("code", "x = 1")], lambda: "c1")
+
+    await store.edit("a.ipynb", bob, insert, expected_version=None, guard_positions=True)
+
+    def delete(nb: Notebook) -> Plan:
+        return plan_delete(nb, [0])
+
+    with pytest.raises(ConflictError, match="changed by someone else"):
+        await store.edit("a.ipynb", alice, delete, expected_version=None, guard_positions=True)
+    await store.load("a.ipynb", alice)  # she reads the change: her edit by position is hers
+    done = await store.edit("a.ipynb", alice, delete, expected_version=None, guard_positions=True)
+    assert done.after.notebook.cells == []

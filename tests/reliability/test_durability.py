@@ -29,6 +29,7 @@ import nbformat
 import pytest
 from mcp import Client, StdioServerParameters
 
+from nbrelay.caller import ANYONE
 from nbrelay.notebook.model import new_cell, new_notebook, parse, serialize
 from nbrelay.stores.files import FileStore
 from tests.helpers import call, call_error, notebook, text_of, write_notebook
@@ -184,7 +185,7 @@ def test_kill_9_mid_write_leaves_the_old_or_new_notebook_byte_for_byte(
     store = FileStore(root, lock_dir=tmp_path / "locks")
     listed = anyio.run(lambda: store.list("", recursive=True))
     assert [e.path for e in listed] == ["big.ipynb"]
-    anyio.run(store.load, "big.ipynb")
+    anyio.run(store.load, "big.ipynb", ANYONE)
     assert temp_files(root) == []
     report(
         request,

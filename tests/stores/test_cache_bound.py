@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from nbrelay.caller import ANYONE
 from nbrelay.notebook import edits
 from nbrelay.notebook.model import new_cell, new_notebook, parse, serialize
 from nbrelay.stores.files import FileStore
@@ -33,14 +34,14 @@ async def test_opening_notebooks_past_the_bound_evicts_the_least_recently_used(
     limit = sizes[0] * 5 // 2  # room for two notebooks, not three
     store = FileStore(tmp_path, lock_dir=tmp_path / ".locks", cache_bytes=limit)
     for i in range(6):
-        await store.load(f"n{i}.ipynb")
+        await store.load(f"n{i}.ipynb", ANYONE)
         assert store._cache.held <= max(limit, sizes[i])
     assert store._cache.held == sizes[4] + sizes[5]
 
     before = replace(store.work)
-    await store.load("n5.ipynb")  # kept: one stat, nothing read
+    await store.load("n5.ipynb", ANYONE)  # kept: one stat, nothing read
     assert store.work.bytes_hashed == before.bytes_hashed
-    await store.load("n0.ipynb")  # evicted: read and hashed again
+    await store.load("n0.ipynb", ANYONE)  # evicted: read and hashed again
     assert store.work.bytes_hashed - before.bytes_hashed == sizes[0]
     assert store._cache.held == sizes[5] + sizes[0]  # n4 went, the least recently used
 
@@ -54,6 +55,7 @@ async def test_an_edited_notebook_counts_its_kept_bytes_and_an_evicted_one_still
     async def edit(name: str, source: str) -> None:
         await store.edit(
             name,
+            ANYONE,
             lambda nb: edits.plan_set_source(nb, 1, source),
             expected_version=None,
             guard_positions=False,
@@ -61,7 +63,7 @@ async def test_an_edited_notebook_counts_its_kept_bytes_and_an_evicted_one_still
 
     await edit("n0.ipynb", "a = 1")  # parsed and its cells' bytes kept: about twice its size
     assert store._cache.held == 2 * (tmp_path / "n0.ipynb").stat().st_size
-    await store.load("n1.ipynb")  # past the bound: n0 goes, with its cells' bytes
+    await store.load("n1.ipynb", ANYONE)  # past the bound: n0 goes, with its cells' bytes
     assert "n0.ipynb" not in {Path(k).name for k in store._cell_bytes}
     assert store._cache.held == sizes[1]
     await edit("n0.ipynb", "b = 2")  # read again, encoded whole, written right

@@ -196,10 +196,12 @@ def full_output(out: dict[str, Any], type_hint: str | None) -> tuple[str | None,
     return "application/json", json.dumps(data)
 
 
-async def get_formatted_content(ws: Workspace, filepath: FilePath) -> FormattedContent:
+async def get_formatted_content(
+    ws: Workspace, caller: Caller, filepath: FilePath
+) -> FormattedContent:
     """Retrieves a formatted, summarized view of the entire Jupyter notebook's content, including cell types, source code/markdown, and truncated outputs. This tool is useful for getting a quick overview of the notebook without loading all large outputs. Cells and outputs are numbered from 1."""
     try:
-        snap = await ws.notebooks.read(filepath)
+        snap = await ws.notebooks.read(filepath, caller)
     except NbrelayError as exc:
         return FormattedContent(formatted_content="", filepath=filepath, error=exc.render(WORDS))
     return FormattedContent(formatted_content=format_notebook(snap.notebook), filepath=filepath)
@@ -207,6 +209,7 @@ async def get_formatted_content(ws: Workspace, filepath: FilePath) -> FormattedC
 
 async def get_full_output(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index: Annotated[
         int,
@@ -224,7 +227,7 @@ async def get_full_output(
 ) -> FullOutput:
     """Fetches the complete, untruncated content of a specific output from a Jupyter notebook cell. This is particularly useful for retrieving full text, image data (base64), or large table outputs (HTML) that are truncated in `get_formatted_content`. Without type_hint, text/plain comes first; an error output is {ename, evalue, traceback}."""
     try:
-        snap = await ws.notebooks.read(filepath)
+        snap = await ws.notebooks.read(filepath, caller)
         cell = snap.notebook.cells[_cell_index(snap.notebook, cell_index)]
         outputs = [o for o in cell.get("outputs") or [] if isinstance(o, dict)]
         if cell.get("cell_type") != "code" or not outputs:
@@ -289,7 +292,7 @@ async def add_cell(
     """Adds a new cell (either `code` or `markdown`) to the Jupyter notebook at a specified 1-based index. To append, pass the number of cells + 1; an index past that is refused (new_cell_actual_index -1)."""
     try:
         at = _zero_based(cell_index, "cell_index")
-        snap = await ws.notebooks.read(filepath)
+        snap = await ws.notebooks.read(filepath, caller)
         count = len(snap.notebook.cells)
         if at > count:
             raise InvalidArgument(
@@ -342,7 +345,7 @@ async def merge_cells(
     """Merges two consecutive cells in a Jupyter notebook. The content of the second cell (`cell_index2`) is appended to the first cell (`cell_index1`), and the second cell is then deleted. The merged cell's type will be 'code' if both original cells were 'code', otherwise it will be 'markdown'."""
 
     async def merge() -> None:
-        snap = await ws.notebooks.read(filepath)
+        snap = await ws.notebooks.read(filepath, caller)
         nb = snap.notebook
         first = _cell_index(nb, cell_index1)
         second = _cell_index(nb, cell_index2)

@@ -264,7 +264,7 @@ async def run_after_edit(
     ws: Workspace, caller: Caller, path: str, ids: list[str], ctx: Context | None
 ) -> ExecutionResult | None:
     """Run the given cells after an edit (insert-and-run, edit-and-run); None if none is code."""
-    snap = await ws.notebooks.read(path)
+    snap = await ws.notebooks.read(path, caller)
     code = [c["id"] for c in snap.notebook.cells if c["id"] in ids and c["cell_type"] == "code"]
     if not code:
         return None

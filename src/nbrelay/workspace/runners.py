@@ -227,14 +227,14 @@ class Kernels:
         await runner.interrupt()
         return runner.session.info
 
-    async def restart_kernel(self, path: str) -> KernelInfo:
+    async def restart_kernel(self, path: str, caller: Caller) -> KernelInfo:
         """Restart a notebook's kernel (stopping its runs); all variables are lost."""
         rel = self._notebooks.relative(path)
         for job in self._jobs.running(rel):
             job.stop.set()
         runner = self._runners.get(rel)
         if runner is None or self._provider is None or self._provider.get(rel) is None:
-            runner = await self.runner(await self._notebooks.read(rel))
+            runner = await self.runner(await self._notebooks.read(rel, caller))
             return runner.session.info
         await runner.restart()
         return runner.session.info

@@ -103,7 +103,7 @@ class Runs:
                 "give either cells (to run notebook cells) or code (scratch code), not both."
             )
         limit = self.timeout_for(time_limit)
-        snap = await self._notebooks.read(path)
+        snap = await self._notebooks.read(path, caller)
         nb = snap.notebook
         if code is not None:
             runs = [CellRun(id=None, index=-1, source=code, history=history)]
@@ -239,7 +239,7 @@ class Runs:
             writer.ended(job)
             return
         resume(str(kernel_id), str(client_session))
-        snap = await self._notebooks.read(job.path)
+        snap = await self._notebooks.read(job.path, _RESUMING)
         runner = await self._kernels.runner(snap)
         if getattr(runner.session, "kernel_id", None) != kernel_id:
             raise KernelError("the kernel that ran it is gone from the Jupyter Server")

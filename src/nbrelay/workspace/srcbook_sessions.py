@@ -96,7 +96,7 @@ class Sessions:
             return self.ws.notebooks.relative(f"{session_id}/{session_id}.ipynb")
         return self.ws.notebooks.relative(session_id + ".ipynb")
 
-    async def open(self, session_id: str, *, touch: bool = True) -> Snapshot:
+    async def open(self, session_id: str, caller: Caller, *, touch: bool = True) -> Snapshot:
         """The session's notebook (``touch`` marks it used, resuming a suspended session); a
         session made before sessions had folders of their own is found in the root."""
         snap: Snapshot | None = None
@@ -104,7 +104,7 @@ class Sessions:
         places = [f"{session_id}/{session_id}.ipynb"] if self.own_folders else []
         for place in [*places, session_id + ".ipynb"]:
             try:
-                snap = await self.ws.notebooks.read(self.ws.notebooks.relative(place))
+                snap = await self.ws.notebooks.read(self.ws.notebooks.relative(place), caller)
             except (NotebookNotFound, PathError):  # a link that leads elsewhere is no session
                 continue
             if isinstance(session_meta(snap.notebook), dict):
@@ -134,7 +134,7 @@ class Sessions:
         meta = session_meta(snap.notebook) or {}
         return str(meta.get("language") or snap.notebook.language or "typescript").lower()
 
-    async def all(self) -> list[tuple[str, Snapshot]]:
+    async def all(self, caller: Caller) -> list[tuple[str, Snapshot]]:
         entries = await self.ws.notebooks.list_notebooks("", recursive=False)
         if self.own_folders:
             entries += await self.ws.notebooks.list_notebooks("", pattern="*/*.ipynb")
@@ -145,7 +145,7 @@ class Sessions:
             if folder not in ("", session_id) or not SESSION_ID.match(session_id):
                 continue
             try:
-                snap = await self.ws.notebooks.read(entry.path)
+                snap = await self.ws.notebooks.read(entry.path, caller)
             except NbrelayError:
                 continue
             is_session = isinstance(session_meta(snap.notebook), dict)
@@ -173,7 +173,7 @@ class Sessions:
 
     # -- what sessions need of their kernels -----------------------------------------------
 
-    async def javascript_error(self, path: str, source: str) -> str | None:
+    async def javascript_error(self, path: str, caller: Caller, source: str) -> str | None:
         """Why ``source`` is not JavaScript (a SyntaxError's message), or None if it parses.
         Deno's kernel compiles every cell as TypeScript; here the cell is parsed as a
         JavaScript module in the session's kernel (a ``data:`` import that can never link, so
@@ -184,7 +184,7 @@ class Sessions:
             f"import({json.dumps(url)}).then(() => null, (e) => "
             "/SyntaxError/.test(String(e)) ? String(e.message ?? e) : null)"
         )
-        found = await self.ws.inspect.evaluate_json(path, expression)
+        found = await self.ws.inspect.evaluate_json(path, caller, expression)
         if not isinstance(found, str):
             return None
         lines = [line for line in found.replace(url, "cell").splitlines() if line.strip()]

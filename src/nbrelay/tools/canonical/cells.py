@@ -133,7 +133,7 @@ async def settle(
             "source was not written",
             hint="Read the cell again before you edit it.",
         )
-    snap = await ws.notebooks.read(rel)  # the other change is now what the caller has read
+    snap = await ws.notebooks.read(rel, caller)  # the other change is now what the caller has read
     if answer.data.keep == "mine":
         return await ws.editing.edit_cell(rel, caller, conflict.cell, source=source, **changes)
     kind = str(snap.notebook.cells[snap.notebook.ids.index(conflict.cell)].get("cell_type"))
@@ -148,7 +148,7 @@ async def delete_cells(
     Example: delete_cells(path="eda.ipynb", cells=[0, "a1b2c3d4", "5:8"]).
     """
     if asking.can_ask():
-        snap = await ws.notebooks.read(path)
+        snap = await ws.notebooks.read(path, caller)
         n = len(set(resolve_many(snap.notebook.ids, cells)))
         if n > ASK_OVER:
             await asking.confirm(

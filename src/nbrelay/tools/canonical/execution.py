@@ -75,7 +75,9 @@ async def execute(
         ran = [c.id for c in job.cells if c.id is not None]
         going = {} if job.done.is_set() else apps.run_state([job])
         shaped = to_result(result, text=canonical_text)
-        return apps.with_view(ctx, shaped, await ws.notebooks.read(job.path), ran=ran, **going)
+        return apps.with_view(
+            ctx, shaped, await ws.notebooks.read(job.path, caller), ran=ran, **going
+        )
     return result
 
 
@@ -89,7 +91,7 @@ async def choose_kernel(ws: Workspace, caller: Caller, path: str) -> None:
     rel = ws.notebooks.relative(path)
     if ws.kernels.kernel_info(rel) is not None:
         return
-    wanted = (await ws.notebooks.read(rel)).notebook.kernel_name
+    wanted = (await ws.notebooks.read(rel, caller)).notebook.kernel_name
     _, specs = await ws.kernels.list_kernels()
     names = [s.name for s in specs]
     if not wanted or not names or wanted in names:
@@ -128,6 +130,7 @@ async def cancel_execution(ws: Workspace, handle: str) -> Any:
 
 async def read_output(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cell: Ref,
     output: Annotated[int, Field(ge=0)] = 0,
@@ -143,7 +146,7 @@ async def read_output(
 
     Offsets count stored characters. Example: read_output(path="a.ipynb", cell=3, offset=6000).
     """
-    snap = await ws.notebooks.read(path)
+    snap = await ws.notebooks.read(path, caller)
     i = resolve_one(snap.notebook.ids, cell)
     outs = snap.notebook.cells[i].get("outputs") or []
     if output >= len(outs):

@@ -17,6 +17,7 @@ from nbrelay.workspace.notebooks import names_one_notebook
 
 async def search_notebook(
     ws: Workspace,
+    caller: Caller,
     path: Annotated[str, Field(description="A notebook, folder or glob ('**/eda*').")],
     pattern: Annotated[str, Field(description="Text, or a regex with regex=true.")],
     regex: bool = False,
@@ -42,7 +43,7 @@ async def search_notebook(
         )
         return results.many_result(found)
     snap, matches = await ws.notebooks.search(
-        path, pattern, regex=regex, case_sensitive=case_sensitive, outputs=outputs
+        path, caller, pattern, regex=regex, case_sensitive=case_sensitive, outputs=outputs
     )
     return results.search_result(snap, matches, limit)
 

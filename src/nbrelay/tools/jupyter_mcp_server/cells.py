@@ -69,6 +69,7 @@ def _shown(state: InUse, outs: list[Any]) -> list[str | ImageContent]:
 
 async def read_cell(
     state: InUse,
+    caller: Caller,
     *,
     cell_index: CellIndex = None,
     include_outputs: Annotated[bool, Field(description="Include a code cell's outputs.")] = True,
@@ -77,7 +78,7 @@ async def read_cell(
 ) -> CallToolResult:
     """Read one cell: a header (index, type, execution count), its source, then its outputs as
     text (images as images)."""
-    _, snap = await state.read(notebook_name)
+    _, snap = await state.read(caller, notebook_name)
     i = _resolve(snap, cell_index, cell_id)
     cells = snap.notebook.cells
     if i >= len(cells):
@@ -132,7 +133,7 @@ async def insert_cell(
     notebook_name: NotebookName = None,
 ) -> CallToolResult:
     """Insert a cell (it is not run); returns the cells around it as a table."""
-    path, snap = await state.read(notebook_name)
+    path, snap = await state.read(caller, notebook_name)
     total = len(snap.notebook.cells)
     if cell_index < -1 or cell_index > total:
         raise ToolError(
@@ -369,9 +370,9 @@ async def execute_cell(
 ) -> CallToolResult:
     """Run a cell of the current notebook and wait for it; returns its outputs (text, images
     as images), then how long it took. Outputs are saved in the notebook."""
-    path, snap = await state.read(None)
+    path, snap = await state.read(caller, None)
     # As in the original, an execution attaches the notebook's kernel before anything is checked.
-    await state.ws.notebook_sessions.begin_session(path)
+    await state.ws.notebook_sessions.begin_session(path, caller)
     i = _resolve(snap, cell_index, cell_id)
     n = len(snap.notebook.cells)
     if i >= n:
@@ -397,7 +398,7 @@ async def insert_execute_code_cell(
     progress_interval: ProgressInterval = 5,
 ) -> CallToolResult:
     """Insert a code cell into the current notebook and run it; returns its outputs."""
-    path, snap = await state.read(None)
+    path, snap = await state.read(caller, None)
     total = len(snap.notebook.cells)
     if cell_index < -1 or cell_index > total:
         raise ToolError(

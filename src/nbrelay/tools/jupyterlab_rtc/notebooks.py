@@ -42,21 +42,21 @@ from nbrelay.tools.results import iso
 from nbrelay.workspace import Workspace
 
 
-async def begin_nb_session(ws: Workspace, path: NbPath) -> SessionResult:
+async def begin_nb_session(ws: Workspace, caller: Caller, path: NbPath) -> SessionResult:
     """Begin a real-time collaboration session for a notebook.
 
     Live mode joins the notebook's collaboration room (a person in JupyterLab sees the
     agent's edits as they happen); file mode opens the notebook and starts its kernel.
     """
     if ws.settings.no_execute:
-        snap = await ws.notebooks.read(lab_path(path))
+        snap = await ws.notebooks.read(lab_path(path), caller)
         return SessionResult(
             path=as_given(path, snap.path),
             status="connected",
             message="Notebook opened (this server runs no code, so no kernel was started)",
         )
-    session = await ws.notebook_sessions.begin_session(lab_path(path))
-    snap = await ws.notebooks.read(session.path)
+    session = await ws.notebook_sessions.begin_session(lab_path(path), caller)
+    snap = await ws.notebooks.read(session.path, caller)
     message = (
         "RTC session started successfully"
         if session.live
@@ -90,6 +90,7 @@ async def end_nb_session(ws: Workspace, path: NbPath) -> SessionResult:
 
 async def query_nb_sessions(
     ws: Workspace,
+    caller: Caller,
     root_path: Annotated[
         str | None,
         Field(
@@ -101,7 +102,9 @@ async def query_nb_sessions(
     folder = lab_path(root_path)
     if folder:
         await ws.notebooks.list_notebooks(folder, recursive=False)  # the folder must exist
-    views = [await session_view(ws, s, root_path) for s in ws.notebook_sessions.listing(folder)]
+    views = [
+        await session_view(ws, caller, s, root_path) for s in ws.notebook_sessions.listing(folder)
+    ]
     return SessionsResult(
         root_path=root_path if root_path is not None else "",
         sessions=views,
@@ -131,9 +134,9 @@ async def list_nbs(
     )
 
 
-async def get_nb_stat(ws: Workspace, path: NbPath) -> NotebookStat:
+async def get_nb_stat(ws: Workspace, caller: Caller, path: NbPath) -> NotebookStat:
     """Get status information about a notebook, including cell count and kernel information."""
-    snap = await ws.notebooks.read(lab_path(path))
+    snap = await ws.notebooks.read(lab_path(path), caller)
     return NotebookStat(
         path=as_given(path, snap.path),
         cell_count=len(snap.notebook.cells),
@@ -144,6 +147,7 @@ async def get_nb_stat(ws: Workspace, path: NbPath) -> NotebookStat:
 
 async def read_nb_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ranges: Annotated[
         list[CellRange] | None,
@@ -156,7 +160,7 @@ async def read_nb_cells(
     `start`; cells past the end are left out. Code cells also give their outputs as text.
     Example: ranges=[{"start": 0, "end": 3}].
     """
-    snap = await ws.notebooks.read(lab_path(path))
+    snap = await ws.notebooks.read(lab_path(path), caller)
     nb = snap.notebook
     indexes: list[int] = []
     for r in ranges if ranges is not None else [CellRange(start=0, end=len(nb.cells))]:
@@ -264,7 +268,7 @@ async def restart_nb_kernel(
     code cell from the top.
     """
     rel = lab_path(path)
-    await ws.kernels.restart_kernel(rel)
+    await ws.kernels.restart_kernel(rel, caller)
     if clear_contents:
         await ws.editing.clear_outputs(rel, caller)
     execution = await run_cells(ws, caller, rel, None, ctx) if exec else None

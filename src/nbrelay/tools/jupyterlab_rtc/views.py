@@ -173,7 +173,7 @@ async def run_cells(
     ws: Workspace, caller: Caller, path: str, ids: list[str] | None, ctx: Context | None
 ) -> ExecutionResult | None:
     """Run the code cells among ``ids`` (None: all) to the end; None if there is none to run."""
-    snap = await ws.notebooks.read(path)
+    snap = await ws.notebooks.read(path, caller)
     code = [
         c["id"]
         for c in snap.notebook.cells
@@ -270,10 +270,12 @@ WORDS = Vocabulary(
 )
 
 
-async def session_view(ws: Workspace, s: NotebookSession, given: str | None) -> SessionView:
+async def session_view(
+    ws: Workspace, caller: Caller, s: NotebookSession, given: str | None
+) -> SessionView:
     count, activity = None, s.last_activity
     try:
-        snap = await ws.notebooks.read(s.path)
+        snap = await ws.notebooks.read(s.path, caller)
         count = len(snap.notebook.cells)
         activity = max(activity, await ws.documents.last_modified(snap) or 0.0)
     except NbrelayError:

@@ -187,13 +187,13 @@ async def setup_notebook(
             hint="Leave server_url out, or start nbrelay with --jupyter-url set to that server.",
         )
     try:
-        await state.ws.notebooks.read(path)
+        await state.ws.notebooks.read(path, caller)
         message = f"Notebook {path} already exists"
     except NotebookNotFound:
-        await state.ws.notebooks.create_notebook(path, initial_cells(cells or []))
+        await state.ws.notebooks.create_notebook(path, caller, initial_cells(cells or []))
         message = f"Notebook {path} created"
     if not state.ws.settings.no_execute:
-        await state.ws.notebook_sessions.begin_session(path)
+        await state.ws.notebook_sessions.begin_session(path, caller)
     snap = await state.ws.notebooks.view(path, caller)
     if url is not None:
         state.servers[snap.path] = url

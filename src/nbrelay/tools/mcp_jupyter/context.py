@@ -43,7 +43,7 @@ class Served:
         self, caller: Caller, path: str, index: int, ctx: Context | None
     ) -> dict[str, Any]:
         """Run the code cell at ``index`` to its end: {execution_count, outputs, status}."""
-        snap = await self.ws.notebooks.read(path)
+        snap = await self.ws.notebooks.read(path, caller)
         if index >= len(snap.notebook.cells):
             raise InvalidArgument(
                 f"position_index={index} is out of range: {describe_bounds(len(snap.notebook.cells))}.",

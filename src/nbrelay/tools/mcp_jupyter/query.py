@@ -198,7 +198,7 @@ async def execute_notebook_code(
         raise InvalidArgument("package_names is required for install_packages operation.")
     names = package_names.replace(",", " ").split()
     done = await state.ws.inspect.install_packages(
-        path, names, prefer_uv=True, progress=progress_reporter(ctx)
+        path, caller, names, prefer_uv=True, progress=progress_reporter(ctx)
     )
     await _record_install(state, caller, path, package_names, done.output)
     await state.ws.notebooks.view(path, caller)

@@ -31,7 +31,9 @@ from nbrelay.tools.notebook_lr.views import (
 )
 
 
-async def get_cell_source(lr: Current, index: Index) -> Annotated[CallToolResult, str]:
+async def get_cell_source(
+    lr: Current, caller: Caller, index: Index
+) -> Annotated[CallToolResult, str]:
     """Get the source content of a cell at the specified index.
 
     Args:
@@ -43,7 +45,7 @@ async def get_cell_source(lr: Current, index: Index) -> Annotated[CallToolResult
     Raises:
         ValueError: If index is out of range
     """
-    nb = await lr.notebook()
+    nb = await lr.notebook(caller)
     return scalar(str(nb.cells[address.resolve_one(nb.ids, zero_based(index))].get("source", "")))
 
 
@@ -98,7 +100,7 @@ async def add_cell(
     """
     after = None if after_index is None else zero_based(after_index, "after_index")
     new = [CellSpec(cell_type, source)]
-    snap = await lr.snapshot()
+    snap = await lr.snapshot(caller)
     ids = snap.notebook.ids if snap else []
     if after is not None and (ids or after != 0):
         # An existing cell, as notebook-lr checks ("out of range"), never appended instead; only
@@ -107,7 +109,7 @@ async def add_cell(
     if snap is None:
         # The first cell makes the notebook (live mode: no placeholder cell before it).
         with contextlib.suppress(NotebookExists):
-            made = await lr.ws.notebooks.create_notebook(lr.path, new)
+            made = await lr.ws.notebooks.create_notebook(lr.path, caller, new)
             return lr.budget().share(lambda b: cell_output(made.notebook.cells[0], 0, b))
     outcome = await lr.on_current(lambda p: lr.ws.editing.insert_cells(p, caller, new, after=after))
     new_id = outcome.plan.touched[0]
@@ -164,7 +166,7 @@ async def move_cell(
     return MoveResult(ok=True, new_index=moves.step_target(index, direction))
 
 
-async def get_cell(lr: Current, index: Index) -> Any:
+async def get_cell(lr: Current, caller: Caller, index: Index) -> Any:
     """Get complete information about a cell at the specified index.
 
     Args:
@@ -176,7 +178,7 @@ async def get_cell(lr: Current, index: Index) -> Any:
     Raises:
         ValueError: If index is out of range
     """
-    nb = await lr.notebook()
+    nb = await lr.notebook(caller)
     i = address.resolve_one(nb.ids, zero_based(index))
     cell = nb.cells[i]
     return with_images(
@@ -184,13 +186,13 @@ async def get_cell(lr: Current, index: Index) -> Any:
     )
 
 
-async def list_cells(lr: Current) -> CellList:
+async def list_cells(lr: Current, caller: Caller) -> CellList:
     """Get a list of all cells in the notebook.
 
     Returns:
         CellList containing an array of all cells with their indices
     """
-    nb = await lr.notebook()
+    nb = await lr.notebook(caller)
     shared = lr.budget()
     return shared.share(
         lambda b: CellList(cells=[cell_output(c, i, b) for i, c in enumerate(nb.cells)])
@@ -227,6 +229,7 @@ async def convert_cell_type(
 
 async def find_in_cells(
     lr: Current,
+    caller: Caller,
     query: Annotated[str, Field(description="Text (or regular expression) to find")],
     case_sensitive: Annotated[bool, Field(description="Match case")] = False,
     regex: Annotated[bool, Field(description="Treat query as a regular expression")] = False,
@@ -244,7 +247,7 @@ async def find_in_cells(
     """
     try:
         _, found = await lr.ws.notebooks.search(
-            lr.path, query, regex=regex, case_sensitive=case_sensitive
+            lr.path, caller, query, regex=regex, case_sensitive=case_sensitive
         )
     except NotebookNotFound:
         found = []

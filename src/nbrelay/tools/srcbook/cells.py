@@ -46,7 +46,7 @@ async def cell_add(
 
     Returns: Cell ID and position (0-based; position -1 or none appends).
     """
-    snap = await sb.sessions.open(session_id)
+    snap = await sb.sessions.open(session_id, caller)
     outcome = await sb.ws.editing.insert_cells(
         snap.path, caller, [CellSpec(type, content)], index=position
     )
@@ -74,7 +74,7 @@ async def cell_execute(
     Returns: Execution results with stdout, stderr, and return values. cell_id "all" runs
     every code cell in order and stops at the first that fails; the timeout is per cell.
     """
-    snap = await sb.sessions.open(session_id)
+    snap = await sb.sessions.open(session_id, caller)
     limit_ms = sb.default_timeout_ms() if timeout is None else timeout
     if limit_ms <= 0:
         raise InvalidArgument("timeout must be more than 0 milliseconds.")
@@ -97,7 +97,7 @@ async def cell_execute(
     # anyway, the variables of the session's earlier cells (persistSessions).
     notes += await sb.sessions.start_kernel(snap.path, caller, snap, seconds, replay=not run_all)
     if sb.sessions.language(snap) == "javascript":
-        refused = await javascript_refusal(sb.sessions, events, snap, cell_id)
+        refused = await javascript_refusal(sb.sessions, caller, events, snap, cell_id)
         if refused is not None:
             return refused
     job = await sb.ws.runs.execute(
@@ -149,7 +149,7 @@ async def cell_update(
     content: Annotated[str, Field(description="New cell content")],
 ) -> CellPlace:
     """Updates an existing cell's content."""
-    snap = await sb.sessions.open(session_id)
+    snap = await sb.sessions.open(session_id, caller)
     outcome = await sb.ws.editing.edit_cell(snap.path, caller, cell_id, source=content)
     changed_id = outcome.plan.touched[0]
     await sb.changed(ctx, session_id)
@@ -160,7 +160,7 @@ async def cell_delete(
     sb: Served, caller: Caller, ctx: Context, session_id: str, cell_id: str
 ) -> CellDeleted:
     """Removes a cell from the notebook."""
-    snap = await sb.sessions.open(session_id)
+    snap = await sb.sessions.open(session_id, caller)
     outcome = await sb.ws.editing.delete_cells(snap.path, caller, [cell_id])
     await sb.changed(ctx, session_id)
     return CellDeleted(cell_id=outcome.plan.touched[0], deleted=True)
@@ -168,6 +168,7 @@ async def cell_delete(
 
 async def cell_visualize(
     sb: Served,
+    caller: Caller,
     session_id: str,
     cell_id: str,
     type: Literal["chart", "table", "graph", "auto"] = "auto",
@@ -181,13 +182,15 @@ async def cell_visualize(
     bar, scatter, hist, pie), title, max_rows, expression (a value to show instead of the
     cell's result).
     """
-    snap = await sb.sessions.open(session_id)
+    snap = await sb.sessions.open(session_id, caller)
     nb = snap.notebook
     cell = nb.cells[address.resolve_one(nb.ids, cell_id)]
     if (nb.language or "").lower() == "python":
-        done = await sb.ws.inspect.visualize_cell(snap.path, cell["id"], kind=type, options=options)
+        done = await sb.ws.inspect.visualize_cell(
+            snap.path, caller, cell["id"], kind=type, options=options
+        )
     else:
-        value = await script_value(sb.ws, snap.path, cell, options)
+        value = await script_value(sb.ws, caller, snap.path, cell, options)
         done = await sb.ws.inspect.visualize_value(value, kind=type, options=options)
     for key in ("path", "cell"):
         done.pop(key, None)
