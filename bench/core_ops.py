@@ -28,6 +28,7 @@ from pathlib import Path
 import anyio
 import nbformat
 
+from nbrelay.caller import ANYONE
 from nbrelay.notebook import edits
 from nbrelay.notebook.model import new_cell, new_notebook, serialize
 from nbrelay.stores.files import FileStore
@@ -82,15 +83,16 @@ def measure_size(root: Path, n: int) -> Row:
 
     async def cold_read() -> None:
         store._cache.clear()  # as after an outside change
-        await store.load("nb.ipynb")
+        await store.load("nb.ipynb", ANYONE)
 
     async def warm_read() -> None:
-        await store.load("nb.ipynb")
+        await store.load("nb.ipynb", ANYONE)
 
     async def edit() -> None:
         k = next(counter)
         await store.edit(
             "nb.ipynb",
+            ANYONE,
             lambda nb: edits.plan_set_source(nb, 1, f"y = {k}\n"),
             expected_version=None,
             guard_positions=False,

@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from nbrelay.caller import ANYONE
 from nbrelay.config import Settings
 from nbrelay.kernels.local import LocalKernels
 from nbrelay.notebook import edits
@@ -114,13 +115,14 @@ async def store_edit(folder: Path, n: int, make: Callable[[int], Cell], rounds: 
     data = notebook_bytes(n, make)
     (folder / "s.ipynb").write_bytes(data)
     store = FileStore(folder, lock_dir=folder / ".locks")
-    await store.load("s.ipynb")
+    await store.load("s.ipynb", ANYONE)
     counter = iter(range(10**9))
 
     async def edit() -> None:
         k = next(counter)
         await store.edit(
             "s.ipynb",
+            ANYONE,
             lambda nb: edits.plan_set_source(nb, n // 2, f"y = {k}\n"),
             expected_version=None,
             guard_positions=False,
@@ -138,7 +140,7 @@ async def store_splices(folder: Path, n: int, rounds: int) -> list[Row]:
     data = notebook_bytes(n)
     (folder / "i.ipynb").write_bytes(data)
     store = FileStore(folder, lock_dir=folder / ".locks")
-    await store.load("i.ipynb")
+    await store.load("i.ipynb", ANYONE)
     counter = iter(range(10**9))
     ids = iter(f"new{k}" for k in range(10**9))
 
@@ -146,6 +148,7 @@ async def store_splices(folder: Path, n: int, rounds: int) -> list[Row]:
         k = next(counter)
         await store.edit(
             "i.ipynb",
+            ANYONE,
             lambda nb: edits.plan_insert(
                 nb, n // 2, [edits.CellSpec("code", f"y = {k}")], lambda: next(ids)
             ),
@@ -156,6 +159,7 @@ async def store_splices(folder: Path, n: int, rounds: int) -> list[Row]:
     async def delete() -> None:
         await store.edit(
             "i.ipynb",
+            ANYONE,
             lambda nb: edits.plan_delete(nb, [n // 3]),
             expected_version=None,
             guard_positions=False,

@@ -44,20 +44,21 @@ async def test_an_operation_without_the_jupyter_user_is_refused(tmp_path: Path) 
     async with store.running():
         with acting(ANYONE):  # reached without going through Jupyter's authentication
             with pytest.raises(AccessDenied) as refused:
-                await store.load("n.ipynb")
+                await store.load("n.ipynb", ANYONE)
             assert "without the Jupyter user" in str(refused.value)
             assert "contents:read" in str(refused.value)
             with pytest.raises(AccessDenied):
-                await store.create("m.ipynb", notebook("b = 2"), overwrite=False)
+                await store.create("m.ipynb", ANYONE, notebook("b = 2"), overwrite=False)
         assert not (tmp_path / "m.ipynb").exists()
         denied = Caller("k", jupyter=JupyterUser(_Handler(allow=False), None))
         with acting(denied), pytest.raises(AccessDenied, match="does not allow"):
-            await store.load("n.ipynb")
+            await store.load("n.ipynb", denied)
         allowed = Caller("k", jupyter=JupyterUser(_Handler(allow=True), None))
         with acting(allowed):
-            assert (await store.load("n.ipynb")).notebook.cells[0]["source"] == "a = 1"
-        with acting(Caller.server("a test of the server's own work")):
-            assert (await store.load("n.ipynb")).notebook.cells[0]["source"] == "a = 1"
+            assert (await store.load("n.ipynb", allowed)).notebook.cells[0]["source"] == "a = 1"
+        own = Caller.server("a test of the server's own work")
+        with acting(own):
+            assert (await store.load("n.ipynb", own)).notebook.cells[0]["source"] == "a = 1"
     assert (tmp_path / "n.ipynb").read_bytes() == before
 
 

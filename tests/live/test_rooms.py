@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from nbrelay.caller import ANYONE
 from nbrelay.notebook.edits import CellSpec, Plan, plan_insert, plan_set_source
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.rtc import RTCStore
@@ -103,7 +104,7 @@ async def test_an_edit_converts_only_the_cells_it_changed(
     nb = notebook(*(f"x{i} = {i}" for i in range(CELLS)))
     ids = counter_ids("new")
     async with room_store(way, request, nb) as store:
-        first = await store.load("n.ipynb")
+        first = await store.load("n.ipynb", ANYONE)
         mirror = store._rooms["n.ipynb"].mirror
         assert len(first.notebook.cells) == CELLS
         assert (mirror.cells_converted, mirror.whole_reads) == (CELLS, 0)
@@ -117,9 +118,11 @@ async def test_an_edit_converts_only_the_cells_it_changed(
             return plan_insert(nb, CELLS // 3, [CellSpec("code", "inserted = 1")], ids)
 
         for planner in (edit_one, insert_one, edit_one):
-            await store.edit("n.ipynb", planner, expected_version=None, guard_positions=False)
-        read = await store.load("n.ipynb")
-        again = await store.load("n.ipynb")
+            await store.edit(
+                "n.ipynb", ANYONE, planner, expected_version=None, guard_positions=False
+            )
+        read = await store.load("n.ipynb", ANYONE)
+        again = await store.load("n.ipynb", ANYONE)
     # Three edits and two reads converted the cells the edits made or changed, nothing else.
     assert mirror.cells_converted == CELLS + 3
     assert mirror.whole_reads == 0

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from nbrelay.caller import ANYONE
 from nbrelay.notebook.model import version_of
 from tests.helpers import call, notebook, write_notebook
 from tests.live.conftest import agent
@@ -178,14 +179,18 @@ async def test_an_edit_that_restates_the_room_sends_nothing_and_leaves_nothing_t
         return Plan(edits=(UpdateCell("c0", {"source": "a3"}),), touched=())
 
     async with contextlib.aclosing(store), store.running():
-        before = await store.load("n.ipynb")
+        before = await store.load("n.ipynb", ANYONE)
         room = store._rooms["n.ipynb"]
         sent = room.sent
-        outcome = await store.edit("n.ipynb", restate, expected_version=None, guard_positions=False)
+        outcome = await store.edit(
+            "n.ipynb", ANYONE, restate, expected_version=None, guard_positions=False
+        )
         assert outcome.after.version == before.version
         assert (room.sent, room.edits) == (sent, 0)
         assert await store.flush("n.ipynb") is None
-        outcome = await store.edit("n.ipynb", retype, expected_version=None, guard_positions=False)
+        outcome = await store.edit(
+            "n.ipynb", ANYONE, retype, expected_version=None, guard_positions=False
+        )
         assert outcome.after.version != before.version
         assert (room.sent, room.edits) == (sent + 1, 1)
         assert await fresh_sources(quiet_server, "n.ipynb") == (["c0", "c1"], ["a3", "b"])
@@ -210,7 +215,7 @@ async def test_run_state_is_shown_in_the_room_only_and_is_no_notebook_field(
         return Plan(edits=(UpdateCell("c0", {"execution_state": "running"}),), touched=())
 
     async with contextlib.aclosing(store), store.running():
-        before = await store.load("n.ipynb")
+        before = await store.load("n.ipynb", ANYONE)
         shown = store.capabilities.run_state
         assert shown is not None
         room = store._rooms["n.ipynb"]
@@ -224,9 +229,11 @@ async def test_run_state_is_shown_in_the_room_only_and_is_no_notebook_field(
             assert p.cell("c1")["execution_state"] == "idle"
         assert room.edits == 0
         assert await store.flush("n.ipynb") is None
-        assert (await store.load("n.ipynb")).version == before.version
+        assert (await store.load("n.ipynb", ANYONE)).version == before.version
         with pytest.raises(NotebookInvalid, match="execution_state"):
-            await store.edit("n.ipynb", running, expected_version=None, guard_positions=False)
+            await store.edit(
+                "n.ipynb", ANYONE, running, expected_version=None, guard_positions=False
+            )
         await shown.show_running("n.ipynb", (), ["c0"])
         async with person(quiet_server, "n.ipynb") as p:
             assert p.cell("c0")["execution_state"] == "idle"
@@ -284,10 +291,10 @@ async def test_an_edit_does_not_wait_behind_a_save_the_server_is_writing(
         return plan
 
     async with contextlib.aclosing(store), store.running():
-        await store.load("n.ipynb")
+        await store.load("n.ipynb", ANYONE)
         room = store._rooms["n.ipynb"]
         await store.edit(
-            "n.ipynb", typing("c0", "a1"), expected_version=None, guard_positions=False
+            "n.ipynb", ANYONE, typing("c0", "a1"), expected_version=None, guard_positions=False
         )
         gate.touch()
         order: list[str] = []
@@ -301,7 +308,7 @@ async def test_an_edit_does_not_wait_behind_a_save_the_server_is_writing(
             tg.start_soon(saving)
             await wait_for(entered.exists, seconds=15)  # the server is writing the file
             await store.edit(
-                "n.ipynb", typing("c1", "b1"), expected_version=None, guard_positions=False
+                "n.ipynb", ANYONE, typing("c1", "b1"), expected_version=None, guard_positions=False
             )
             order.append("edited")
             gate.unlink()

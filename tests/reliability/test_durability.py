@@ -29,6 +29,7 @@ import nbformat
 import pytest
 from mcp import Client, StdioServerParameters
 
+from nbrelay.caller import ANYONE
 from nbrelay.notebook.model import new_cell, new_notebook, parse, serialize
 from nbrelay.stores.files import FileStore
 from tests.helpers import call, call_error, notebook, text_of, write_notebook
@@ -43,6 +44,7 @@ ZYGOTE = r"""
 import os, sys
 import anyio
 from pathlib import Path
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.notebook import validate
 from nbrelay.stores.files import FileStore
@@ -50,6 +52,7 @@ from nbrelay.workspace import Workspace
 
 root, lock_dir = Path(sys.argv[1]), Path(sys.argv[2])
 PAD = "z" * 20_000
+WRITER = Caller("writer")
 for ref in (None, "code_cell", "markdown_cell", "raw_cell"):
     validate._compiled(ref)  # compiled once here, inherited by every forked writer
 
@@ -62,7 +65,7 @@ def writer(ack_path, start):
             k = start
             while True:
                 k += 1
-                await ws.editing.edit_cell("big.ipynb", "c0", source=f"iteration {k}\n{PAD}")
+                await ws.editing.edit_cell("big.ipynb", WRITER, "c0", source=f"iteration {k}\n{PAD}")
                 ack.write(f"ack {k}\n")
 
     anyio.run(loop)
@@ -182,7 +185,7 @@ def test_kill_9_mid_write_leaves_the_old_or_new_notebook_byte_for_byte(
     store = FileStore(root, lock_dir=tmp_path / "locks")
     listed = anyio.run(lambda: store.list("", recursive=True))
     assert [e.path for e in listed] == ["big.ipynb"]
-    anyio.run(store.load, "big.ipynb")
+    anyio.run(store.load, "big.ipynb", ANYONE)
     assert temp_files(root) == []
     report(
         request,

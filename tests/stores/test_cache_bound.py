@@ -10,6 +10,7 @@ from typing import cast
 
 import pytest
 
+from nbrelay.caller import ANYONE
 from nbrelay.config import load
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import edits
@@ -37,14 +38,14 @@ async def test_opening_notebooks_past_the_bound_evicts_the_least_recently_used(
     limit = sizes[0] * 5 // 2  # room for two notebooks, not three
     store = FileStore(tmp_path, lock_dir=tmp_path / ".locks", cache_bytes=limit)
     for i in range(6):
-        await store.load(f"n{i}.ipynb")
+        await store.load(f"n{i}.ipynb", ANYONE)
         assert store._cache.held <= max(limit, sizes[i])
     assert store._cache.held == sizes[4] + sizes[5]
 
     before = replace(store.work)
-    await store.load("n5.ipynb")  # kept: one stat, nothing read
+    await store.load("n5.ipynb", ANYONE)  # kept: one stat, nothing read
     assert store.work.bytes_hashed == before.bytes_hashed
-    await store.load("n0.ipynb")  # evicted: read and hashed again
+    await store.load("n0.ipynb", ANYONE)  # evicted: read and hashed again
     assert store.work.bytes_hashed - before.bytes_hashed == sizes[0]
     assert store._cache.held == sizes[5] + sizes[0]  # n4 went, the least recently used
 
@@ -58,6 +59,7 @@ async def test_an_edited_notebook_counts_its_kept_bytes_and_an_evicted_one_still
     async def edit(name: str, source: str) -> None:
         await store.edit(
             name,
+            ANYONE,
             lambda nb: edits.plan_set_source(nb, 1, source),
             expected_version=None,
             guard_positions=False,
@@ -65,7 +67,7 @@ async def test_an_edited_notebook_counts_its_kept_bytes_and_an_evicted_one_still
 
     await edit("n0.ipynb", "a = 1")  # parsed and its cells' bytes kept: about twice its size
     assert store._cache.held == 2 * (tmp_path / "n0.ipynb").stat().st_size
-    await store.load("n1.ipynb")  # past the bound: n0 goes, with its cells' bytes
+    await store.load("n1.ipynb", ANYONE)  # past the bound: n0 goes, with its cells' bytes
     assert "n0.ipynb" not in {Path(k).name for k in store._cell_bytes}
     assert store._cache.held == sizes[1]
     await edit("n0.ipynb", "b = 2")  # read again, encoded whole, written right
@@ -85,18 +87,18 @@ async def test_cache_mb_sets_the_bound_of_the_server_s_store_and_0_keeps_the_not
     store = cast(FileStore, kept.store)
     assert store._cache.limit == 2**20
     for i in range(3):
-        await store.load(f"n{i}.ipynb")
+        await store.load(f"n{i}.ipynb", ANYONE)
     assert store._cache.held == sum(sizes)  # all three fit in 1 MiB
 
     only = build_workspace(load({**flags, "cache_mb": "0"}, {}, {}))
     store = cast(FileStore, only.store)
     for i in range(3):
-        await store.load(f"n{i}.ipynb")
+        await store.load(f"n{i}.ipynb", ANYONE)
         assert store._cache.held == sizes[i]  # the notebook in use, and nothing else
     before = replace(store.work)
-    await store.load("n2.ipynb")  # the one in use: one stat, nothing read
+    await store.load("n2.ipynb", ANYONE)  # the one in use: one stat, nothing read
     assert store.work.bytes_hashed == before.bytes_hashed
-    await store.load("n0.ipynb")  # dropped: read again
+    await store.load("n0.ipynb", ANYONE)  # dropped: read again
     assert store.work.bytes_hashed - before.bytes_hashed == sizes[0]
 
 

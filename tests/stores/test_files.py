@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from nbrelay.caller import ANYONE
 from nbrelay.errors import (
     ConflictError,
     NotebookExists,
@@ -55,7 +56,7 @@ async def test_reading_never_modifies_the_file(store: FileStore, root: Path) -> 
     ).encode()
     (root / "old.ipynb").write_bytes(raw)
     before = os.stat(root / "old.ipynb")
-    snap = await store.load("old.ipynb")
+    snap = await store.load("old.ipynb", ANYONE)
     assert snap.notebook.cells[0]["source"] == "a\nb"
     assert (root / "old.ipynb").read_bytes() == raw
     assert os.stat(root / "old.ipynb").st_mtime_ns == before.st_mtime_ns
@@ -67,7 +68,7 @@ async def test_edit_writes_the_new_notebook_and_keeps_the_mode(
     write_notebook(root / "a.ipynb", notebook("x = 1"))
     os.chmod(root / "a.ipynb", 0o640)
     outcome = await store.edit(
-        "a.ipynb", setter(0, "x = 2"), expected_version=None, guard_positions=True
+        "a.ipynb", ANYONE, setter(0, "x = 2"), expected_version=None, guard_positions=True
     )
     assert parse((root / "a.ipynb").read_bytes()).cells[0]["source"] == "x = 2"
     assert stat.S_IMODE(os.stat(root / "a.ipynb").st_mode) == 0o640
@@ -79,13 +80,17 @@ async def test_stale_expected_version_is_refused_with_the_current_one(
     store: FileStore, root: Path
 ) -> None:
     write_notebook(root / "a.ipynb", notebook("x = 1"))
-    v1 = (await store.load("a.ipynb")).version
+    v1 = (await store.load("a.ipynb", ANYONE)).version
     v2 = (
-        await store.edit("a.ipynb", setter(0, "y"), expected_version=v1, guard_positions=True)
+        await store.edit(
+            "a.ipynb", ANYONE, setter(0, "y"), expected_version=v1, guard_positions=True
+        )
     ).after.version
     raw = (root / "a.ipynb").read_bytes()
     with pytest.raises(ConflictError) as info:
-        await store.edit("a.ipynb", setter(0, "z"), expected_version=v1, guard_positions=True)
+        await store.edit(
+            "a.ipynb", ANYONE, setter(0, "z"), expected_version=v1, guard_positions=True
+        )
     assert info.value.current == v2
     assert (root / "a.ipynb").read_bytes() == raw
 
@@ -94,13 +99,15 @@ async def test_outside_change_refuses_positional_edits_but_applies_id_edits_on_t
     store: FileStore, root: Path
 ) -> None:
     write_notebook(root / "a.ipynb", notebook("a", "b"))
-    await store.load("a.ipynb")
+    await store.load("a.ipynb", ANYONE)
     write_notebook(root / "a.ipynb", notebook("NEW", "a", "b"))  # someone inserts at the top
     with pytest.raises(ConflictError) as info:
-        await store.edit("a.ipynb", setter(0, "z"), expected_version=None, guard_positions=True)
+        await store.edit(
+            "a.ipynb", ANYONE, setter(0, "z"), expected_version=None, guard_positions=True
+        )
     assert "changed by someone else since you last read it" in info.value.message
     outcome = await store.edit(
-        "a.ipynb", inserter("mine"), expected_version=None, guard_positions=False
+        "a.ipynb", ANYONE, inserter("mine"), expected_version=None, guard_positions=False
     )
     assert outcome.changed_outside
     assert [c["source"] for c in parse((root / "a.ipynb").read_bytes()).cells] == [
@@ -113,9 +120,11 @@ async def test_outside_change_refuses_positional_edits_but_applies_id_edits_on_t
 
 async def test_a_touch_is_not_a_conflict(store: FileStore, root: Path) -> None:
     write_notebook(root / "a.ipynb", notebook("a"))
-    v = (await store.load("a.ipynb")).version
+    v = (await store.load("a.ipynb", ANYONE)).version
     os.utime(root / "a.ipynb", (time.time() + 5, time.time() + 5))
-    outcome = await store.edit("a.ipynb", setter(0, "b"), expected_version=v, guard_positions=True)
+    outcome = await store.edit(
+        "a.ipynb", ANYONE, setter(0, "b"), expected_version=v, guard_positions=True
+    )
     assert not outcome.changed_outside
 
 
@@ -124,43 +133,45 @@ async def test_same_size_change_with_mtime_restored_is_still_detected(
 ) -> None:
     path = root / "a.ipynb"
     write_notebook(path, notebook("aaaa"))
-    v = (await store.load("a.ipynb")).version
+    v = (await store.load("a.ipynb", ANYONE)).version
     st = os.stat(path)
     path.write_bytes(path.read_bytes().replace(b"aaaa", b"bbbb"))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert (await store.load("a.ipynb")).notebook.cells[0]["source"] == "bbbb"
+    assert (await store.load("a.ipynb", ANYONE)).notebook.cells[0]["source"] == "bbbb"
     with pytest.raises(ConflictError):
-        await store.edit("a.ipynb", setter(0, "c"), expected_version=v, guard_positions=True)
+        await store.edit(
+            "a.ipynb", ANYONE, setter(0, "c"), expected_version=v, guard_positions=True
+        )
 
 
 async def test_invalid_files_are_reported_and_never_written(store: FileStore, root: Path) -> None:
     (root / "bad.ipynb").write_bytes(b'{"cells": [')
     with pytest.raises(NotebookInvalid) as info:
-        await store.load("bad.ipynb")
+        await store.load("bad.ipynb", ANYONE)
     assert "line 1, column 12" in info.value.message
     nb = notebook("a")
     nb.cells[0]["outputs"] = "nope"  # a field nbrelay cannot read: refused with its name
     write_notebook(root / "shape.ipynb", nb)
     with pytest.raises(NotebookInvalid, match="cell 0 \\(id 'c0'\\)'s outputs are a string"):
-        await store.load("shape.ipynb")
+        await store.load("shape.ipynb", ANYONE)
     nb = notebook("a")
     nb.cells[0]["unknown"] = 1  # readable, but not valid nbformat: reported, never written
     write_notebook(root / "schema.ipynb", nb)
     raw = (root / "schema.ipynb").read_bytes()
-    snap = await store.load("schema.ipynb")
+    snap = await store.load("schema.ipynb", ANYONE)
     assert snap.problems
     with pytest.raises(NotebookInvalid):
         await store.edit(
-            "schema.ipynb", inserter("x"), expected_version=None, guard_positions=False
+            "schema.ipynb", ANYONE, inserter("x"), expected_version=None, guard_positions=False
         )
     assert (root / "schema.ipynb").read_bytes() == raw
 
 
 async def test_create_refuses_to_overwrite_unless_asked(store: FileStore, root: Path) -> None:
-    await store.create("sub/dir/n.ipynb", notebook("a"), overwrite=False)
+    await store.create("sub/dir/n.ipynb", ANYONE, notebook("a"), overwrite=False)
     with pytest.raises(NotebookExists):
-        await store.create("sub/dir/n.ipynb", notebook("b"), overwrite=False)
-    await store.create("sub/dir/n.ipynb", notebook("b"), overwrite=True)
+        await store.create("sub/dir/n.ipynb", ANYONE, notebook("b"), overwrite=False)
+    await store.create("sub/dir/n.ipynb", ANYONE, notebook("b"), overwrite=True)
     assert parse((root / "sub/dir/n.ipynb").read_bytes()).cells[0]["source"] == "b"
     new_mode = stat.S_IMODE(os.stat(root / "sub/dir/n.ipynb").st_mode)
     umask = os.umask(0)
@@ -170,7 +181,7 @@ async def test_create_refuses_to_overwrite_unless_asked(store: FileStore, root: 
 
 async def test_missing_notebooks_say_how_to_find_them(store: FileStore) -> None:
     with pytest.raises(NotebookNotFound) as info:
-        await store.load("nope.ipynb")
+        await store.load("nope.ipynb", ANYONE)
     assert "list_notebooks" in info.value.hint
 
 
@@ -197,7 +208,7 @@ ATTACKS = [
 @pytest.mark.parametrize("path", ATTACKS)
 async def test_paths_that_escape_or_hide_are_refused(store: FileStore, path: str) -> None:
     with pytest.raises(PathError):
-        await store.load(path)
+        await store.load(path, ANYONE)
 
 
 async def test_symlinks_out_of_root_and_sibling_prefix_roots_are_refused(tmp_path: Path) -> None:
@@ -211,14 +222,16 @@ async def test_symlinks_out_of_root_and_sibling_prefix_roots_are_refused(tmp_pat
     store = FileStore(root, lock_dir=tmp_path / "locks")
     for path in ("link.ipynb", "dirlink/secret.ipynb", str(evil / "secret.ipynb")):
         with pytest.raises(PathError):
-            await store.load(path)
+            await store.load(path, ANYONE)
     assert [e.path for e in await store.list("", recursive=True)] == []
 
 
 async def test_a_symlink_inside_root_is_followed_and_kept(store: FileStore, root: Path) -> None:
     write_notebook(root / "real.ipynb", notebook("a"))
     os.symlink(root / "real.ipynb", root / "alias.ipynb")
-    await store.edit("alias.ipynb", setter(0, "b"), expected_version=None, guard_positions=True)
+    await store.edit(
+        "alias.ipynb", ANYONE, setter(0, "b"), expected_version=None, guard_positions=True
+    )
     assert os.path.islink(root / "alias.ipynb")
     assert parse((root / "real.ipynb").read_bytes()).cells[0]["source"] == "b"
 
@@ -226,7 +239,7 @@ async def test_a_symlink_inside_root_is_followed_and_kept(store: FileStore, root
 async def test_fifos_are_refused_without_blocking(store: FileStore, root: Path) -> None:
     os.mkfifo(root / "pipe.ipynb")
     with pytest.raises(PathError) as info:
-        await store.load("pipe.ipynb")
+        await store.load("pipe.ipynb", ANYONE)
     assert "not a regular file" in info.value.message
 
 
@@ -243,6 +256,7 @@ WRITER = r"""
 import sys, anyio
 from pathlib import Path
 from nbrelay.notebook import edits
+from nbrelay.caller import ANYONE
 from nbrelay.notebook.edits import CellSpec
 from nbrelay.stores.files import FileStore
 
@@ -253,7 +267,7 @@ async def main(root, lock_dir, tag, count):
         return f"{tag}-{n}"
     for n in range(int(count)):
         plan = lambda nb: edits.plan_insert(nb, len(nb.cells), [CellSpec("code", f"{tag} {n}")], ids)
-        await store.edit("shared.ipynb", plan, expected_version=None, guard_positions=False)
+        await store.edit("shared.ipynb", ANYONE, plan, expected_version=None, guard_positions=False)
     print("done", flush=True)
 
 anyio.run(main, *sys.argv[1:])
@@ -283,6 +297,7 @@ LOOP = r"""
 import sys, anyio
 from pathlib import Path
 from nbrelay.notebook import edits
+from nbrelay.caller import ANYONE
 from nbrelay.stores.files import FileStore
 
 async def main(root, lock_dir):
@@ -292,7 +307,7 @@ async def main(root, lock_dir):
     while True:
         k += 1
         plan = lambda nb: edits.plan_set_source(nb, 0, f"iteration {k}\n" + "x" * 200_000)
-        await store.edit("big.ipynb", plan, expected_version=None, guard_positions=False)
+        await store.edit("big.ipynb", ANYONE, plan, expected_version=None, guard_positions=False)
 
 anyio.run(main, *sys.argv[1:])
 """
@@ -332,6 +347,7 @@ async def test_empty_plans_do_not_write(store: FileStore, root: Path) -> None:
     before = os.stat(root / "a.ipynb").st_mtime_ns
     outcome = await store.edit(
         "a.ipynb",
+        ANYONE,
         lambda nb: Plan(edits=(), touched=()),
         expected_version=None,
         guard_positions=True,

@@ -12,6 +12,7 @@ import anyio
 import nbformat
 import pytest
 
+from nbrelay.caller import ANYONE
 from nbrelay.errors import ConflictError
 from nbrelay.notebook import edits
 from nbrelay.notebook.edits import CellSpec, Plan
@@ -97,7 +98,7 @@ async def test_every_edit_writes_nbformats_bytes(tmp_path: Path) -> None:
     with anyio.fail_after(120):
         for planner in planners * 2:
             done = await store.edit(
-                "n.ipynb", planner, expected_version=None, guard_positions=False
+                "n.ipynb", ANYONE, planner, expected_version=None, guard_positions=False
             )
             raw = path.read_bytes()
             expected = serialize(parse(raw))
@@ -113,6 +114,7 @@ async def test_an_outside_change_is_encoded_afresh(tmp_path: Path) -> None:
     store = FileStore(tmp_path, lock_dir=tmp_path / ".locks")
     await store.edit(
         "n.ipynb",
+        ANYONE,
         lambda nb: edits.plan_set_source(nb, 0, "a = 2"),
         expected_version=None,
         guard_positions=False,
@@ -122,6 +124,7 @@ async def test_an_outside_change_is_encoded_afresh(tmp_path: Path) -> None:
     path.write_bytes(serialize(outside))
     await store.edit(
         "n.ipynb",
+        ANYONE,
         lambda nb: edits.plan_insert(nb, 1, [CellSpec("code", "b = 1")], counter_ids()),
         expected_version=None,
         guard_positions=False,
@@ -145,12 +148,13 @@ async def test_an_edit_of_a_large_notebook_encodes_and_hashes_only_its_cell(
     async def edit(at: int, source: str) -> EditOutcome:
         return await store.edit(
             "n.ipynb",
+            ANYONE,
             lambda nb: edits.plan_set_source(nb, at, source),
             expected_version=None,
             guard_positions=False,
         )
 
-    await store.load("n.ipynb")
+    await store.load("n.ipynb", ANYONE)
     await edit(0, "first = 1")  # the first save after a read encodes every cell once
     for k, at in enumerate((2500, 17, 2500, n - 2)):
         before = replace(store.work)
@@ -174,7 +178,9 @@ async def test_a_same_size_rewrite_right_after_a_save_is_seen(tmp_path: Path) ->
     path = tmp_path / "n.ipynb"
     path.write_bytes(serialize(new_notebook([new_cell("code", "a = 1", "a")])))
     store = FileStore(tmp_path, lock_dir=tmp_path / ".locks")
-    snap = await store.load("n.ipynb")  # someone else's file, read just after it was written
+    snap = await store.load(
+        "n.ipynb", ANYONE
+    )  # someone else's file, read just after it was written
 
     def rewrite(old: str, new: str) -> None:
         raw = path.read_bytes()
@@ -184,12 +190,13 @@ async def test_a_same_size_rewrite_right_after_a_save_is_seen(tmp_path: Path) ->
             fh.write(raw.replace(old.encode(), new.encode()))
 
     rewrite("a = 1", "a = 2")
-    seen = await store.load("n.ipynb")
+    seen = await store.load("n.ipynb", ANYONE)
     assert seen.notebook.cells[0]["source"] == "a = 2"
     assert seen.version != snap.version
 
     done = await store.edit(
         "n.ipynb",
+        ANYONE,
         lambda nb: edits.plan_set_source(nb, 0, "b = 1"),
         expected_version=seen.version,
         guard_positions=False,
@@ -198,6 +205,7 @@ async def test_a_same_size_rewrite_right_after_a_save_is_seen(tmp_path: Path) ->
     with pytest.raises(ConflictError):
         await store.edit(
             "n.ipynb",
+            ANYONE,
             lambda nb: edits.plan_set_source(nb, 0, "c = 1"),
             expected_version=done.after.version,
             guard_positions=False,

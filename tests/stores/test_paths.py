@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from nbrelay.caller import ANYONE
 from nbrelay.errors import PathError
 from nbrelay.stores.contents import normalize
 from nbrelay.stores.files import FileStore
@@ -78,9 +79,10 @@ def test_a_name_of_255_bytes_is_created_edited_and_listed(tmp_path: Path) -> Non
     store = FileStore(tmp_path)
 
     async def run() -> None:
-        await store.create(name, notebook("x = 1"), overwrite=False)
+        await store.create(name, ANYONE, notebook("x = 1"), overwrite=False)
         await store.edit(
             name,
+            ANYONE,
             lambda nb: edits.plan_set_source(nb, 0, "x = 2"),
             expected_version=None,
             guard_positions=False,

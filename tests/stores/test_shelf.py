@@ -93,7 +93,7 @@ async def test_shared_state_is_written_off_the_event_loop(
     with acting(someone):
         async with anyio.create_task_group() as tg:
             tg.start_soon(disk.tick, stop)
-            snap = await store.load("n.ipynb")
+            snap = await store.load("n.ipynb", someone)
             assert (disk.writes, disk.stalled) == (2, 0)  # the shelf's two files
             await callers.set_viewed(someone, snap.path, snap.version)
             await callers.record(someone, snap.path, change)

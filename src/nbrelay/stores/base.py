@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from nbrelay.caller import current
+from nbrelay.caller import Caller
 from nbrelay.notebook.edits import Plan
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.paths import Glob
@@ -33,22 +33,24 @@ class LastSeen(Generic[V]):
     of each notebook (a version, a cell order), by path: what "since you last read it" means
     when several clients share one server.
 
-    Used like a dict keyed by path. A reader that has not seen a path yet gets what anyone in
-    this process saw last, so a caller nbrelay cannot tell apart keeps the process-wide guard.
+    Keyed by path and caller. A reader that has not seen a path yet gets what anyone in this
+    process saw last, so a caller nbrelay cannot tell apart keeps the process-wide guard.
     """
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str], V] = {}
 
-    def get(self, path: str, default: V | None = None) -> V | None:
-        reader = current().key
+    def get(self, path: str, caller: Caller) -> V | None:
+        """What ``caller`` last saw of ``path`` (else what anyone in this process saw last)."""
+        reader = caller.key
         if reader and (reader, path) in self._seen:
             return self._seen[reader, path]
-        return self._seen.get(("", path), default)
+        return self._seen.get(("", path))
 
-    def __setitem__(self, path: str, value: V) -> None:
+    def set(self, path: str, caller: Caller, value: V) -> None:
+        """``caller`` has just seen ``value`` of ``path``."""
         self._seen["", path] = value
-        reader = current().key
+        reader = caller.key
         if reader:
             self._seen.pop((reader, path), None)
             self._seen[reader, path] = value
@@ -56,11 +58,10 @@ class LastSeen(Generic[V]):
                 for key in [k for k in self._seen if k[0]][: _MAX_READER_ENTRIES // 10]:
                     del self._seen[key]
 
-    def pop(self, path: str, default: V | None = None) -> V | None:
-        found = self.get(path, default)
+    def forget(self, path: str) -> None:
+        """Drop what every reader saw of ``path``."""
         for key in [k for k in self._seen if k[1] == path]:
             del self._seen[key]
-        return found
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,9 @@ class NotebookStore(Protocol):
         store that caches notebooks does not keep this one unless it had it already."""
         return await self.peek(path)
 
-    async def load(self, path: str) -> Snapshot:
-        """Return the current snapshot. Called by every read; must be cheap when unchanged."""
+    async def load(self, path: str, caller: Caller) -> Snapshot:
+        """Return the current snapshot, read by ``caller`` (what it last read of the notebook
+        is now this version). Called by every read; must be cheap when unchanged."""
         ...
 
     async def peek(self, path: str) -> Snapshot:
@@ -158,13 +160,17 @@ class NotebookStore(Protocol):
         clients listen to."""
         ...
 
-    async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
-        """Create (or, if asked, replace) a notebook. Called by create and import tools."""
+    async def create(
+        self, path: str, caller: Caller, notebook: Notebook, *, overwrite: bool
+    ) -> Snapshot:
+        """Create (or, if asked, replace) a notebook for ``caller``. Called by create and import
+        tools."""
         ...
 
     async def edit(
         self,
         path: str,
+        caller: Caller,
         planner: Planner,
         *,
         expected_version: str | None,
@@ -174,7 +180,7 @@ class NotebookStore(Protocol):
 
         Refuses with ``ConflictError`` when ``expected_version`` is given and differs, or when
         ``guard_positions`` is set (the plan addresses cells by position) and the notebook was
-        changed by someone else since this store last saw it. Called by ``Notebooks.edit``.
+        changed by someone else since ``caller`` last read it. Called by ``Notebooks.edit``.
         """
         ...
 
@@ -182,8 +188,10 @@ class NotebookStore(Protocol):
         """Delete a notebook. Called by the document tools of compatibility profiles."""
         ...
 
-    async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
-        """Move (or copy, with ``keep_source``) a notebook to a new path."""
+    async def rename(
+        self, src: str, dst: str, caller: Caller, *, overwrite: bool, keep_source: bool
+    ) -> Snapshot:
+        """Move (or copy, with ``keep_source``) a notebook to a new path, for ``caller``."""
         ...
 
     def relative(self, path: str) -> str:

@@ -17,6 +17,7 @@ import builtins
 import json
 from typing import Any
 
+from nbrelay.caller import Caller
 from nbrelay.errors import (
     ConflictError,
     NotebookExists,
@@ -209,9 +210,9 @@ class ContentsStore(LockedEdits, NotebookStore):
         digest = model.get("hash")
         return str(digest)[:16] if isinstance(digest, str) and digest else None
 
-    async def load(self, path: str) -> Snapshot:
+    async def load(self, path: str, caller: Caller) -> Snapshot:
         rel = self.relative(path)
-        return await self._seen.observe(rel, await self._fetch(rel))
+        return await self._seen.observe(rel, caller, await self._fetch(rel))
 
     async def peek(self, path: str) -> Snapshot:
         return await self._fetch(self.relative(path))
@@ -228,7 +229,9 @@ class ContentsStore(LockedEdits, NotebookStore):
         )
         return await self._fetch(rel)
 
-    async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
+    async def create(
+        self, path: str, caller: Caller, notebook: Notebook, *, overwrite: bool
+    ) -> Snapshot:
         rel = self.relative(path)
         validate.check_notebook(notebook)
         async with self.lock(rel):
@@ -238,16 +241,22 @@ class ContentsStore(LockedEdits, NotebookStore):
                     hint=act("exists"),
                 )
             snap = await self._write(rel, notebook)
-        await self._seen.remember(rel, snap)
+        await self._seen.remember(rel, caller, snap)
         return snap
 
     async def _edit_locked(
-        self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
+        self,
+        rel: str,
+        key: str,
+        caller: Caller,
+        planner: Planner,
+        expected: str | None,
+        guard_positions: bool,
     ) -> EditOutcome:
         before = await self._fetch(rel)
         fix = "Fix it in JupyterLab, then retry."
         plan, after_nb, outside = self._seen.plan(
-            rel, before, planner, expected, guard_positions, fix
+            rel, caller, before, planner, expected, guard_positions, fix
         )
         if after_nb is None:
             return EditOutcome(before, before, plan, changed_outside=outside)
@@ -260,7 +269,7 @@ class ContentsStore(LockedEdits, NotebookStore):
                 hint="Read the notebook again and retry.",
             )
         after = await self._write(rel, after_nb)
-        await self._seen.remember(rel, after)
+        await self._seen.remember(rel, caller, after)
         return EditOutcome(before, after, plan, changed_outside=outside, notes=(NOT_LIVE_NOTE,))
 
     async def remove(self, path: str) -> None:
@@ -270,13 +279,15 @@ class ContentsStore(LockedEdits, NotebookStore):
             await self.api.delete_contents(self.paths.server(rel))
             await self._seen.forget(rel)
 
-    async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
+    async def rename(
+        self, src: str, dst: str, caller: Caller, *, overwrite: bool, keep_source: bool
+    ) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
         if src_rel == dst_rel:
             raise PathError(f"{src!r} and {dst!r} are the same file.")
         snap = await self._fetch(src_rel)
         if keep_source:
-            return await self.create(dst_rel, snap.notebook, overwrite=overwrite)
+            return await self.create(dst_rel, caller, snap.notebook, overwrite=overwrite)
         if await self.api.exists(self.paths.server(dst_rel)):
             if not overwrite:
                 raise NotebookExists(
@@ -289,7 +300,7 @@ class ContentsStore(LockedEdits, NotebookStore):
             await self.api.make_folders(full.rsplit("/", 1)[0])
         await self.api.rename_contents(self.paths.server(src_rel), full)
         await self._seen.forget(src_rel)
-        return await self.load(dst_rel)
+        return await self.load(dst_rel, caller)
 
     async def aclose(self) -> None:
         await self.api.aclose()

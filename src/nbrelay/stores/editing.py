@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import anyio
 
-from nbrelay.caller import current
+from nbrelay.caller import Caller
 from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Edit, Plan, SetMetadata, apply_notebook, changed_cells
@@ -53,6 +53,7 @@ class LockedEdits(ABC):
     async def edit(
         self,
         path: str,
+        caller: Caller,
         planner: Planner,
         *,
         expected_version: str | None,
@@ -61,7 +62,9 @@ class LockedEdits(ABC):
         """See ``NotebookStore.edit``."""
         rel, key = await self._edit_target(path)
         async with self.lock(key):
-            return await self._edit_locked(rel, key, planner, expected_version, guard_positions)
+            return await self._edit_locked(
+                rel, key, caller, planner, expected_version, guard_positions
+            )
 
     async def _edit_target(self, path: str) -> tuple[str, str]:
         """The notebook's relative path and the key of its lock (by default the same)."""
@@ -70,10 +73,16 @@ class LockedEdits(ABC):
 
     @abstractmethod
     async def _edit_locked(
-        self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
+        self,
+        rel: str,
+        key: str,
+        caller: Caller,
+        planner: Planner,
+        expected: str | None,
+        guard_positions: bool,
     ) -> EditOutcome:
         """Read the notebook, check and plan the edit (``Readers.plan``) and apply it, the
-        lock held; record what the reader now knows."""
+        lock held; record what ``caller`` now knows."""
 
 
 class Readers:
@@ -92,53 +101,66 @@ class Readers:
         self.sources: LastSeen[Mapping[str, str]] = LastSeen()
         self._shelf = shelf
 
-    async def remember(self, key: str, snap: Snapshot, order: Iterable[str] | None = None) -> None:
+    async def remember(
+        self, key: str, caller: Caller, snap: Snapshot, order: Iterable[str] | None = None
+    ) -> None:
+        """``caller`` has just read (or written) ``snap`` of ``key``."""
         kept = tuple(order) if order is not None else None
         sources = snap.notebook.sources()
-        self._remember_here(key, snap, kept, sources)
-        reader = current().key
+        self._remember_here(key, caller, snap, kept, sources)
+        reader = caller.key
         if self._shelf is not None and reader:
             await anyio.to_thread.run_sync(
                 self._shelf.put, reader, key, snap.version, kept, sources.as_dict()
             )
 
     def _remember_here(
-        self, key: str, snap: Snapshot, kept: tuple[str, ...] | None, sources: Mapping[str, str]
+        self,
+        key: str,
+        caller: Caller,
+        snap: Snapshot,
+        kept: tuple[str, ...] | None,
+        sources: Mapping[str, str],
     ) -> None:
-        self.version[key] = snap.version
+        self.version.set(key, caller, snap.version)
         if kept is not None:
-            self.order[key] = kept
-        self.sources[key] = sources
+            self.order.set(key, caller, kept)
+        self.sources.set(key, caller, sources)
 
-    async def last(self, key: str, *, sources: bool = True) -> LastRead:
-        """What the current reader last read of ``key``: version, order, sources (from the
-        shelf when there is one, so a read through another process counts)."""
-        reader = current().key
+    async def last(self, key: str, caller: Caller, *, sources: bool = True) -> LastRead:
+        """What ``caller`` last read of ``key``: version, order, sources (from the shelf when
+        there is one, so a read through another process counts)."""
+        reader = caller.key
         if self._shelf is not None and reader:
             seen = await anyio.to_thread.run_sync(
                 functools.partial(self._shelf.get, reader, key, sources=sources)
             )
-            return self._known(key, seen)
-        return self._known(key, None)
+            return self._known(key, caller, seen)
+        return self._known(key, caller, None)
 
-    def last_sync(self, key: str, *, sources: bool = True) -> LastRead:
+    def last_sync(self, key: str, caller: Caller, *, sources: bool = True) -> LastRead:
         """``last`` for a caller already in a worker thread (it blocks on the shelf's files)."""
-        reader = current().key
+        reader = caller.key
         seen = None
         if self._shelf is not None and reader:
             seen = self._shelf.get(reader, key, sources=sources)
-        return self._known(key, seen)
+        return self._known(key, caller, seen)
 
-    def _known(self, key: str, seen: Seen | None) -> LastRead:
+    def _known(self, key: str, caller: Caller, seen: Seen | None) -> LastRead:
         if seen is not None and seen.version is not None:
             return seen.version, seen.order, seen.sources
-        return self.version.get(key), self.order.get(key), self.sources.get(key)
+        return (
+            self.version.get(key, caller),
+            self.order.get(key, caller),
+            self.sources.get(key, caller),
+        )
 
     async def observe(
-        self, key: str, snap: Snapshot, order: Iterable[str] | None = None
+        self, key: str, caller: Caller, snap: Snapshot, order: Iterable[str] | None = None
     ) -> Snapshot:
-        """Remember ``snap`` as read; flagged if someone else changed the notebook since."""
-        reader = current().key
+        """Remember ``snap`` as ``caller``'s read; flagged if someone else changed the notebook
+        since."""
+        reader = caller.key
         if self._shelf is not None and reader:  # one trip to a worker thread, not two
             shelf, kept = self._shelf, tuple(order) if order is not None else None
             sources = snap.notebook.sources()
@@ -148,11 +170,11 @@ class Readers:
                 shelf.put(reader, key, snap.version, kept, sources.as_dict())
                 return seen
 
-            known = self._known(key, await anyio.to_thread.run_sync(swap))[0]
-            self._remember_here(key, snap, kept, sources)
+            known = self._known(key, caller, await anyio.to_thread.run_sync(swap))[0]
+            self._remember_here(key, caller, snap, kept, sources)
         else:
-            known = self.version.get(key)
-            await self.remember(key, snap, order)
+            known = self.version.get(key, caller)
+            await self.remember(key, caller, snap, order)
         changed = known is not None and known != snap.version
         return replace(snap, changed_outside=True) if changed else snap
 
@@ -169,11 +191,12 @@ class Readers:
 
     def _forget_here(self, key: str) -> None:
         for seen in (self.version, self.order, self.sources):
-            seen.pop(key)
+            seen.forget(key)
 
     def plan(
         self,
         key: str,
+        caller: Caller,
         before: Snapshot,
         planner: Planner,
         expected: str | None,
@@ -184,7 +207,7 @@ class Readers:
         told: str = "",
         seen: LastRead | None = None,
     ) -> tuple[Plan, Notebook | None, bool]:
-        """Check an edit of ``before`` against what this reader last saw, then plan it (see
+        """Check an edit of ``before`` against what ``caller`` last saw, then plan it (see
         ``plan_edit``). Returns the plan, the new notebook (None when the plan changes nothing)
         and whether someone else changed the notebook since the reader's last read (the edit
         reports it). ``seen`` is that read (``last``); without it, it is fetched here, which
@@ -198,7 +221,7 @@ class Readers:
         """
         rel = before.path
         _refuse_stale(rel, expected, before.version, told)
-        known, known_order, read = seen if seen is not None else self.last_sync(key)
+        known, known_order, read = seen if seen is not None else self.last_sync(key, caller)
         outside = known is not None and known != before.version
         if guard_positions and expected is None:
             if order is None and outside:
@@ -214,6 +237,7 @@ class Readers:
 
     def plan_in_room(
         self,
+        caller: Caller,
         before: Snapshot,
         order: Sequence[str],
         planner: Planner,
@@ -227,6 +251,7 @@ class Readers:
         flagged if it changed since. ``seen``: the reader's last read (``last``)."""
         plan, after, outside = self.plan(
             before.path,
+            caller,
             before,
             planner,
             expected,

@@ -32,6 +32,7 @@ from typing import cast
 import anyio
 import anyio.to_thread
 
+from nbrelay.caller import Caller
 from nbrelay.errors import NotebookExists, PathError, StoreError, act
 from nbrelay.notebook import nblr, validate
 from nbrelay.notebook.model import Notebook, parse, serialize, version_of
@@ -161,14 +162,14 @@ class FileStore(LockedEdits, NotebookStore):
         self._cache[real] = _Cached(stat_key(st), snap, _proves(st))
         return snap
 
-    async def load(self, path: str) -> Snapshot:
+    async def load(self, path: str, caller: Caller) -> Snapshot:
         rel, real = self.fs.resolve(path)
         self.fs.sweep_soon(real)
         async with self.lock(real):
             snap = self._unchanged(real)  # the common case needs one stat, not a thread
             if snap is None:
                 snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
-        return await self._seen.observe(real, snap)
+        return await self._seen.observe(real, caller, snap)
 
     async def peek(self, path: str) -> Snapshot:
         rel, real = self.fs.resolve(path)
@@ -270,13 +271,15 @@ class FileStore(LockedEdits, NotebookStore):
 
     # -- writing --------------------------------------------------------------------------
 
-    async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
+    async def create(
+        self, path: str, caller: Caller, notebook: Notebook, *, overwrite: bool
+    ) -> Snapshot:
         rel, real = self.fs.resolve(path)
         validate.check_notebook(notebook)
         data = nblr.dump(notebook, path=rel) if nblr.is_nblr(rel) else serialize(notebook)
         async with self.lock(real):
             snap = await anyio.to_thread.run_sync(self._create_sync, rel, real, data, overwrite)
-        return await self._seen.observe(real, snap)
+        return await self._seen.observe(real, caller, snap)
 
     def _create_sync(self, rel: str, real: str, data: bytes, overwrite: bool) -> Snapshot:
         return self._remember(rel, real, data, self.put_sync(rel, real, data, overwrite))
@@ -324,23 +327,35 @@ class FileStore(LockedEdits, NotebookStore):
         return rel, real
 
     async def _edit_locked(
-        self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
+        self,
+        rel: str,
+        key: str,
+        caller: Caller,
+        planner: Planner,
+        expected: str | None,
+        guard_positions: bool,
     ) -> EditOutcome:
         outcome = await anyio.to_thread.run_sync(
-            self._edit_sync, rel, key, planner, expected, guard_positions
+            self._edit_sync, rel, key, caller, planner, expected, guard_positions
         )
-        await self._seen.remember(key, outcome.after)
+        await self._seen.remember(key, caller, outcome.after)
         return outcome
 
     def _edit_sync(
-        self, rel: str, real: str, planner: Planner, expected: str | None, guard_positions: bool
+        self,
+        rel: str,
+        real: str,
+        caller: Caller,
+        planner: Planner,
+        expected: str | None,
+        guard_positions: bool,
     ) -> EditOutcome:
         with self.fs.flock(real):
             before = self._snapshot(rel, real)
             seen = self._cache.get(real)  # None if another notebook's read evicted it since
             fix = "Fix the file by hand or restore it from version control, then retry."
             plan, after_nb, outside = self._seen.plan(
-                real, before, planner, expected, guard_positions, fix
+                real, caller, before, planner, expected, guard_positions, fix
             )
             if after_nb is None:
                 return EditOutcome(before, before, plan, changed_outside=outside)
@@ -386,7 +401,9 @@ class FileStore(LockedEdits, NotebookStore):
             self.fs.unlink(real)
             self.forget(real)
 
-    async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
+    async def rename(
+        self, src: str, dst: str, caller: Caller, *, overwrite: bool, keep_source: bool
+    ) -> Snapshot:
         src_rel, src_real = self.fs.resolve(src)
         dst_rel, dst_real = self.fs.resolve(dst)
         if src_real == dst_real:
@@ -396,7 +413,7 @@ class FileStore(LockedEdits, NotebookStore):
             snap = await anyio.to_thread.run_sync(
                 self.rename_sync, src_rel, src_real, dst_rel, dst_real, overwrite, keep_source
             )
-        return await self._seen.observe(dst_real, cast(Snapshot, snap))
+        return await self._seen.observe(dst_real, caller, cast(Snapshot, snap))
 
     def rename_sync(
         self,

@@ -39,6 +39,7 @@ import contextlib
 from collections.abc import Collection, Iterable
 from dataclasses import replace
 
+from nbrelay.caller import Caller
 from nbrelay.errors import ConflictError, NotebookExists, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook import validate
@@ -190,17 +191,17 @@ class RTCStore(RoomHost):
     async def scan(self, path: str) -> Snapshot:
         return await self.peek(path)
 
-    async def load(self, path: str) -> Snapshot:
+    async def load(self, path: str, caller: Caller) -> Snapshot:
         rel = self.relative(path)
         await self.allow("read")
         async with self.lock(rel):
             room = await self._room(rel)
         if room is None:
-            return await self.contents.load(rel)
+            return await self.contents.load(rel, caller)
         # No round trip (see the module docstring): the room as nbrelay holds it now.
         snap, order = self._snapshot(rel, room)
         notes = self._notes(rel, room)
-        return replace(await self._seen.observe(rel, snap, order), notes=notes)
+        return replace(await self._seen.observe(rel, caller, snap, order), notes=notes)
 
     async def peek(self, path: str) -> Snapshot:
         """The notebook as its room holds it now (or as the server stores it, when nbrelay is
@@ -225,25 +226,38 @@ class RTCStore(RoomHost):
         return rel, rel
 
     async def _edit_locked(
-        self, rel: str, key: str, planner: Planner, expected: str | None, guard_positions: bool
+        self,
+        rel: str,
+        key: str,
+        caller: Caller,
+        planner: Planner,
+        expected: str | None,
+        guard_positions: bool,
     ) -> EditOutcome:
-        outcome = await self._edit(rel, planner, expected, guard_positions)
+        outcome = await self._edit(rel, caller, planner, expected, guard_positions)
         if outcome.plan.edits:
-            await self._seen.remember(rel, outcome.after, outcome.after.notebook.ids)
+            await self._seen.remember(rel, caller, outcome.after, outcome.after.notebook.ids)
         return outcome
 
     async def _edit(
-        self, rel: str, planner: Planner, expected_version: str | None, guard_positions: bool
+        self,
+        rel: str,
+        caller: Caller,
+        planner: Planner,
+        expected_version: str | None,
+        guard_positions: bool,
     ) -> EditOutcome:
         for attempt in range(2):
             room = await self._room(rel)
             if room is None:
-                return await self._edit_file(rel, planner, expected_version, guard_positions)
+                return await self._edit_file(
+                    rel, caller, planner, expected_version, guard_positions
+                )
             try:
                 async with room.lock:
                     await room.barrier()
                     return await self._edit_in(
-                        room, rel, planner, expected_version, guard_positions
+                        room, rel, caller, planner, expected_version, guard_positions
                     )
             except RoomLost:
                 # The connection ended before the edit was applied: retry on a fresh document.
@@ -254,11 +268,17 @@ class RTCStore(RoomHost):
         raise self._lost_twice(rel)
 
     async def _edit_file(
-        self, rel: str, planner: Planner, expected_version: str | None, guard_positions: bool
+        self,
+        rel: str,
+        caller: Caller,
+        planner: Planner,
+        expected_version: str | None,
+        guard_positions: bool,
     ) -> EditOutcome:
         """An edit through the contents API (no room: no real-time collaboration)."""
         outcome = await self.contents.edit(
             rel,
+            caller,
             planner,
             expected_version=expected_version,
             guard_positions=guard_positions,
@@ -273,16 +293,19 @@ class RTCStore(RoomHost):
         self,
         room: SharedRoom,
         rel: str,
+        caller: Caller,
         planner: Planner,
         expected_version: str | None,
         guard_positions: bool,
     ) -> EditOutcome:
-        seen = await self._seen.last(rel)  # before the snapshot: no await between it and the plan
+        seen = await self._seen.last(
+            rel, caller
+        )  # before the snapshot: no await between it and the plan
         before, order = self._snapshot(rel, room)
         notes = self._notes(rel, room, commit=False)
         told = (" " + " ".join(notes)) if notes else ""
         before, plan, after_nb, outside = self._seen.plan_in_room(
-            before, order, planner, expected_version, guard_positions, told, seen=seen
+            caller, before, order, planner, expected_version, guard_positions, told, seen=seen
         )
         self._notes(rel, room)
         if after_nb is None:
@@ -354,7 +377,9 @@ class RTCStore(RoomHost):
             self.way.confine(self.paths.server(rel))
         return await rtc_saving.flush(room)
 
-    async def create(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
+    async def create(
+        self, path: str, caller: Caller, notebook: Notebook, *, overwrite: bool
+    ) -> Snapshot:
         rel = self.relative(path)
         validate.check_notebook(notebook)
         await self.allow("write")
@@ -367,12 +392,12 @@ class RTCStore(RoomHost):
                     hint=act("exists"),
                 )
             if self.way.rtc is False:
-                return await self.contents.create(rel, notebook, overwrite=overwrite)
+                return await self.contents.create(rel, caller, notebook, overwrite=overwrite)
             notes: tuple[str, ...] = ()
             if not exists:
                 # No room can be open on a file that does not exist yet: write it, then join.
                 await self._drop(rel)
-                created = await self.contents.create(rel, notebook, overwrite=False)
+                created = await self.contents.create(rel, caller, notebook, overwrite=False)
                 room = await self._room(rel)
                 if room is None:
                     return created
@@ -387,7 +412,7 @@ class RTCStore(RoomHost):
             else:
                 room = await self._room(rel)
                 if room is None:
-                    return await self.contents.create(rel, notebook, overwrite=True)
+                    return await self.contents.create(rel, caller, notebook, overwrite=True)
                 async with room.lock:
                     await room.barrier()
                     room.replace_all(notebook)
@@ -397,7 +422,7 @@ class RTCStore(RoomHost):
                     self._notes(rel, room)
                 if saved is not None:
                     notes = (SAVE_NOTE.format(why=saved),)
-        await self._seen.remember(rel, snap, order)
+        await self._seen.remember(rel, caller, snap, order)
         return replace(snap, notes=notes)
 
     async def remove(self, path: str) -> None:
@@ -408,15 +433,19 @@ class RTCStore(RoomHost):
             await self.contents.remove(rel)
             await self._seen.forget(rel)
 
-    async def rename(self, src: str, dst: str, *, overwrite: bool, keep_source: bool) -> Snapshot:
+    async def rename(
+        self, src: str, dst: str, caller: Caller, *, overwrite: bool, keep_source: bool
+    ) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
         await self.allow("write")
         if keep_source:
-            snap = await self.load(src_rel)
-            return await self.create(dst_rel, snap.notebook, overwrite=overwrite)
+            snap = await self.load(src_rel, caller)
+            return await self.create(dst_rel, caller, snap.notebook, overwrite=overwrite)
         async with self.lock(src_rel):
             await self._drop(src_rel)
             await self._drop(dst_rel)
-            await self.contents.rename(src_rel, dst_rel, overwrite=overwrite, keep_source=False)
+            await self.contents.rename(
+                src_rel, dst_rel, caller, overwrite=overwrite, keep_source=False
+            )
             await self._seen.forget(src_rel)
-        return await self.load(dst_rel)
+        return await self.load(dst_rel, caller)

@@ -41,7 +41,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
-from nbrelay.caller import acting, current
+from nbrelay.caller import Caller, acting, current
 from nbrelay.errors import CANONICAL_WORDS, NEUTRAL, NbrelayError, Vocabulary
 from nbrelay.tools import asking, sdk
 from nbrelay.tools.schema_cache import SCHEMAS
@@ -125,8 +125,9 @@ class Registrar:
     argument_errors: Wording = "nbrelay"  # how a refused argument is worded (validation.py)
     # The notebook a profile's path-less tools act on (notebook-lr's current one), for the view.
     current_notebook: Callable[[], str] | None = None
-    # What the profile adds to every result (the canonical profile's resource links).
-    finish: Callable[[Any], Awaitable[Any]] | None = None
+    # What the profile adds to every result (the canonical profile's resource links), for
+    # the call's caller.
+    finish: Callable[[Any, Caller], Awaitable[Any]] | None = None
     tools: list[Tool] = field(default_factory=list)
     kinds: dict[str, Kind] = field(default_factory=dict)
     arguments: dict[str, Arguments] = field(default_factory=dict)
@@ -141,27 +142,37 @@ class Registrar:
 
     def resource(self, fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
         """A resource reader that acts for the client reading it (what it read counts as that
-        client's read, as a tool's would) and whose ``NbrelayError`` becomes a
+        client's read, as a tool's would: a reader that declares ``caller: Caller`` is passed
+        it, and it is no parameter of the resource) and whose ``NbrelayError`` becomes a
         ``ResourceError`` (its message reaches the client) in this profile's words."""
+        signature = inspect.signature(fn)
+        wants_caller = CALLER in signature.parameters
 
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-            ctx = cast(dict[str, Any], kwargs).pop(_RESOURCE_CONTEXT, None)
-            with acting(sdk.caller_of(ctx) if ctx is not None else current()):
+            passed = cast(dict[str, Any], kwargs)
+            ctx = passed.pop(_RESOURCE_CONTEXT, None)
+            caller = sdk.caller_of(ctx) if ctx is not None else current()
+            if wants_caller:
+                passed[CALLER] = caller
+            with acting(caller):
                 try:
                     return await fn(*args, **kwargs)
                 except NbrelayError as exc:
                     raise ResourceError(exc.render(resource_words(self.words))) from exc
 
         # The SDK passes the request's Context to a parameter annotated with it.
-        signature = inspect.signature(fn)
         context = inspect.Parameter(
             _RESOURCE_CONTEXT, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Context
         )
+        kept = [p for name, p in signature.parameters.items() if name != CALLER]
         wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*signature.parameters.values(), context]
+            parameters=[*kept, context]
         )
-        wrapper.__annotations__ = {**fn.__annotations__, _RESOURCE_CONTEXT: Context}
+        wrapper.__annotations__ = {
+            **{k: v for k, v in fn.__annotations__.items() if k != CALLER},
+            _RESOURCE_CONTEXT: Context,
+        }
         return wrapper
 
     def add(
@@ -325,7 +336,7 @@ def _guard(
                 values = slot["arguments"].validate(raw)
                 value = await fn(*args, **values, **passed)
                 result = to_result(value, keep_none=keep_none, text=text)
-                return await reg.finish(result) if reg.finish is not None else result
+                return await reg.finish(result, caller) if reg.finish is not None else result
             except asking.InputNeeded as needed:  # a question for the person (2026-07-28)
                 return needed.result
             except NbrelayError as exc:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument, NbrelayError, Vocabulary
 from nbrelay.notebook import render
 from nbrelay.notebook.edits import CellSpec
@@ -195,10 +196,12 @@ def full_output(out: dict[str, Any], type_hint: str | None) -> tuple[str | None,
     return "application/json", json.dumps(data)
 
 
-async def get_formatted_content(ws: Workspace, filepath: FilePath) -> FormattedContent:
+async def get_formatted_content(
+    ws: Workspace, caller: Caller, filepath: FilePath
+) -> FormattedContent:
     """Retrieves a formatted, summarized view of the entire Jupyter notebook's content, including cell types, source code/markdown, and truncated outputs. This tool is useful for getting a quick overview of the notebook without loading all large outputs. Cells and outputs are numbered from 1."""
     try:
-        snap = await ws.notebooks.read(filepath)
+        snap = await ws.notebooks.read(filepath, caller)
     except NbrelayError as exc:
         return FormattedContent(formatted_content="", filepath=filepath, error=exc.render(WORDS))
     return FormattedContent(formatted_content=format_notebook(snap.notebook), filepath=filepath)
@@ -206,6 +209,7 @@ async def get_formatted_content(ws: Workspace, filepath: FilePath) -> FormattedC
 
 async def get_full_output(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index: Annotated[
         int,
@@ -223,7 +227,7 @@ async def get_full_output(
 ) -> FullOutput:
     """Fetches the complete, untruncated content of a specific output from a Jupyter notebook cell. This is particularly useful for retrieving full text, image data (base64), or large table outputs (HTML) that are truncated in `get_formatted_content`. Without type_hint, text/plain comes first; an error output is {ename, evalue, traceback}."""
     try:
-        snap = await ws.notebooks.read(filepath)
+        snap = await ws.notebooks.read(filepath, caller)
         cell = snap.notebook.cells[_cell_index(snap.notebook, cell_index)]
         outputs = [o for o in cell.get("outputs") or [] if isinstance(o, dict)]
         if cell.get("cell_type") != "code" or not outputs:
@@ -246,6 +250,7 @@ async def get_full_output(
 
 async def edit_cell(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index: Annotated[int, Field(description="The 1-based index of the cell to edit.", ge=1)],
     new_source_content: Annotated[
@@ -257,6 +262,7 @@ async def edit_cell(
         filepath,
         lambda: ws.editing.edit_cell(
             filepath,
+            caller,
             _zero_based(cell_index, "cell_index"),
             source=new_source_content,
             clear_outputs=True,
@@ -266,6 +272,7 @@ async def edit_cell(
 
 async def add_cell(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index: Annotated[
         int,
@@ -285,7 +292,7 @@ async def add_cell(
     """Adds a new cell (either `code` or `markdown`) to the Jupyter notebook at a specified 1-based index. To append, pass the number of cells + 1; an index past that is refused (new_cell_actual_index -1)."""
     try:
         at = _zero_based(cell_index, "cell_index")
-        snap = await ws.notebooks.read(filepath)
+        snap = await ws.notebooks.read(filepath, caller)
         count = len(snap.notebook.cells)
         if at > count:
             raise InvalidArgument(
@@ -295,6 +302,7 @@ async def add_cell(
             )
         outcome = await ws.editing.insert_cells(
             filepath,
+            caller,
             [CellSpec(cell_type, source_content)],
             index=at,
             expected_version=snap.version,
@@ -310,17 +318,20 @@ async def add_cell(
 
 async def delete_cell(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index: Annotated[int, Field(description="The 1-based index of the cell to delete.", ge=1)],
 ) -> Success:
     """Deletes a cell from the Jupyter notebook at the specified 1-based index."""
     return await _succeeded(
-        filepath, lambda: ws.editing.delete_cells(filepath, [_zero_based(cell_index, "cell_index")])
+        filepath,
+        lambda: ws.editing.delete_cells(filepath, caller, [_zero_based(cell_index, "cell_index")]),
     )
 
 
 async def merge_cells(
     ws: Workspace,
+    caller: Caller,
     filepath: NotebookFile,
     cell_index1: Annotated[int, Field(description="The 1-based index of the first cell.", ge=1)],
     cell_index2: Annotated[
@@ -334,7 +345,7 @@ async def merge_cells(
     """Merges two consecutive cells in a Jupyter notebook. The content of the second cell (`cell_index2`) is appended to the first cell (`cell_index1`), and the second cell is then deleted. The merged cell's type will be 'code' if both original cells were 'code', otherwise it will be 'markdown'."""
 
     async def merge() -> None:
-        snap = await ws.notebooks.read(filepath)
+        snap = await ws.notebooks.read(filepath, caller)
         nb = snap.notebook
         first = _cell_index(nb, cell_index1)
         second = _cell_index(nb, cell_index2)
@@ -346,7 +357,7 @@ async def merge_cells(
         both_code = all(nb.cells[i].get("cell_type") == "code" for i in (first, second))
         merged: Literal["code", "markdown"] = "code" if both_code else "markdown"
         await ws.editing.merge_cells(
-            filepath, [first, second], cell_type=merged, expected_version=snap.version
+            filepath, caller, [first, second], cell_type=merged, expected_version=snap.version
         )
 
     return await _succeeded(filepath, merge)

@@ -15,6 +15,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, ResourceLink
 
+from nbrelay.caller import Caller
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook.address import resolve_one
 from nbrelay.stores.base import Snapshot
@@ -35,18 +36,18 @@ class _Output:
     image: str | None
 
 
-def adder(ws: Workspace) -> Callable[[Any], Awaitable[Any]]:
+def adder(ws: Workspace) -> Callable[[Any, Caller], Awaitable[Any]]:
     """What the canonical profile does to each result: ``add_links`` with ``ws``."""
 
-    async def finish(result: Any) -> Any:
-        return await add_links(ws, result)
+    async def finish(result: Any, caller: Caller) -> Any:
+        return await add_links(ws, caller, result)
 
     return finish
 
 
-async def add_links(ws: Workspace, result: Any) -> Any:
-    """``result`` (a tool's ``CallToolResult``) with a ``resource_link`` after its text for each
-    image, cut output and saved PDF export it reports."""
+async def add_links(ws: Workspace, caller: Caller, result: Any) -> Any:
+    """``result`` (a tool's ``CallToolResult``, made for ``caller``) with a ``resource_link``
+    after its text for each image, cut output and saved PDF export it reports."""
     if not isinstance(result, CallToolResult) or result.is_error:
         return result
     data = result.structured_content
@@ -56,7 +57,7 @@ async def add_links(ws: Workspace, result: Any) -> Any:
     links = _export_links(data)
     outputs = list(_outputs(data))[: MAX_LINKS - len(links)]
     if outputs:
-        snap = await _snapshot(ws, path) if any(o.image for o in outputs) else None
+        snap = await _snapshot(ws, caller, path) if any(o.image for o in outputs) else None
         links.extend(_output_link(path, o, _image_size(snap, o)) for o in outputs)
     known = {b.uri for b in result.content if isinstance(b, ResourceLink)}
     links = [link for link in links if link.uri not in known]
@@ -114,9 +115,9 @@ def _cells(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield cell
 
 
-async def _snapshot(ws: Workspace, path: str) -> Snapshot | None:
+async def _snapshot(ws: Workspace, caller: Caller, path: str) -> Snapshot | None:
     try:
-        return await ws.notebooks.read(path)
+        return await ws.notebooks.read(path, caller)
     except NbrelayError:  # gone since: the links say what they can without a size
         return None
 

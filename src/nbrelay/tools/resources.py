@@ -23,11 +23,12 @@ are built in ``nbrelay.tools.uris``.
 from __future__ import annotations
 
 import base64
-import functools
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import (
+    CompleteRequestParams,
+    CompleteResult,
     Completion,
     CompletionArgument,
     CompletionContext,
@@ -37,6 +38,7 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookInvalid
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
@@ -90,6 +92,7 @@ COMPLETION_WALK = 5000
 
 async def complete(
     ws: Workspace,
+    caller: Caller,
     ref: PromptReference | ResourceTemplateReference,
     argument: CompletionArgument,
     context: CompletionContext | None,
@@ -109,7 +112,7 @@ async def complete(
             path = (context.arguments or {}).get("path") if context is not None else None
             if not path:
                 return Completion(values=[])
-            ids = (await ws.notebooks.read(path)).notebook.ids
+            ids = (await ws.notebooks.read(path, caller)).notebook.ids
             values = [c for c in ids if c.startswith(typed)]
             values += [str(i) for i in range(len(ids)) if str(i).startswith(typed)]
         else:
@@ -127,7 +130,14 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Regis
     """Register the notebook resources on ``server``, completions of their arguments and the
     legacy subscribe handlers; the resources' errors go through ``reg``'s boundary (in its
     profile's words)."""
-    server.completion()(functools.partial(complete, ws))  # type: ignore[no-untyped-call]
+
+    async def completion(ctx: Any, params: CompleteRequestParams) -> CompleteResult:
+        """``complete`` for the client asking (its reads are its own)."""
+        caller = sdk.caller_of_request(ctx)
+        found = await complete(ws, caller, params.ref, params.argument, params.context)
+        return CompleteResult(completion=found or Completion(values=[]))
+
+    sdk.add_request_handler(server, "completion/complete", CompleteRequestParams, completion)
     sdk.add_request_handler(server, "resources/subscribe", SubscribeRequestParams, feed.subscribe)
     sdk.add_request_handler(
         server, "resources/unsubscribe", UnsubscribeRequestParams, feed.unsubscribe
@@ -141,8 +151,8 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Regis
             mime_type=mime,
         )
         @reg.resource
-        async def read_image(path: str, cell: str, output: int) -> bytes:
-            snap = await ws.notebooks.read(path)
+        async def read_image(path: str, caller: Caller, cell: str, output: int) -> bytes:
+            snap = await ws.notebooks.read(path, caller)
             _, cid, out = _output(snap, cell, output)
             data = (out.get("data") or {}).get(mime)
             if not isinstance(data, str | list):
@@ -172,8 +182,8 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Regis
         mime_type="application/json",
     )
     @reg.resource
-    async def read_output(path: str, cell: str, output: int) -> str:
-        snap = await ws.notebooks.read(path)
+    async def read_output(path: str, caller: Caller, cell: str, output: int) -> str:
+        snap = await ws.notebooks.read(path, caller)
         i, cid, out = _output(snap, cell, output)
         ot = render.output_text(out)
         data: dict[str, Any] = {
@@ -201,8 +211,8 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Regis
         mime_type="application/json",
     )
     @reg.resource
-    async def read_cell(path: str, cell: str) -> str:
-        snap = await ws.notebooks.read(path)
+    async def read_cell(path: str, caller: Caller, cell: str) -> str:
+        snap = await ws.notebooks.read(path, caller)
         i = resolve_one(snap.notebook.ids, cell)
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
         # As read_cell returns it; an image says how to get it only where read_output exists.
@@ -219,9 +229,9 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Regis
         mime_type="application/json",
     )
     @reg.resource
-    async def read_changes(path: str, since: str | None = None) -> str:
+    async def read_changes(path: str, caller: Caller, since: str | None = None) -> str:
         rel = ws.notebooks.relative(path)
-        snap = await ws.notebooks.read(rel)
+        snap = await ws.notebooks.read(rel, caller)
         data: dict[str, Any] = {
             "path": rel,
             "version": snap.version,
@@ -238,8 +248,8 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Regis
         mime_type="application/pdf",
     )
     @reg.resource
-    async def read_pdf(path: str) -> bytes:
-        done = await ws.transfer.export_notebook(path, "pdf")
+    async def read_pdf(path: str, caller: Caller) -> bytes:
+        done = await ws.transfer.export_notebook(path, caller, "pdf")
         return done.exported.data
 
     @server.resource(
@@ -250,9 +260,9 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Regis
         mime_type="application/json",
     )
     @reg.resource
-    async def read_history(path: str) -> str:
+    async def read_history(path: str, caller: Caller) -> str:
         rel = ws.notebooks.relative(path)
-        await ws.notebooks.read(rel)  # the notebook must exist
+        await ws.notebooks.read(rel, caller)  # the notebook must exist
         return _json({"path": rel, "executions": ws.runs.execution_history(rel)})
 
     @server.resource(
@@ -262,5 +272,5 @@ def register(server: MCPServer[Any], ws: Workspace, feed: ChangeFeed, reg: Regis
         mime_type="application/json",
     )
     @reg.resource
-    async def read_state(path: str) -> str:
-        return _json(notebook_state(ws, await ws.notebooks.read(path)))
+    async def read_state(path: str, caller: Caller) -> str:
+        return _json(notebook_state(ws, await ws.notebooks.read(path, caller)))

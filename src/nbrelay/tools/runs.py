@@ -16,6 +16,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp_types import ImageContent
 
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, NbrelayError, NotebookInvalid
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import render
@@ -260,15 +261,15 @@ async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | Non
 
 
 async def run_after_edit(
-    ws: Workspace, path: str, ids: list[str], ctx: Context | None
+    ws: Workspace, caller: Caller, path: str, ids: list[str], ctx: Context | None
 ) -> ExecutionResult | None:
     """Run the given cells after an edit (insert-and-run, edit-and-run); None if none is code."""
-    snap = await ws.notebooks.read(path)
+    snap = await ws.notebooks.read(path, caller)
     code = [c["id"] for c in snap.notebook.cells if c["id"] in ids and c["cell_type"] == "code"]
     if not code:
         return None
     with saved_then_run():
-        job = await ws.runs.execute(path, code)
+        job = await ws.runs.execute(path, caller, code)
     return await finished(ws, job, ctx)
 
 
@@ -280,13 +281,19 @@ async def finished(ws: Workspace, job: Job, ctx: Context | None) -> ExecutionRes
 
 
 async def edited(
-    ws: Workspace, path: str, outcome: EditOutcome, ctx: Context | None, *, execute: bool
+    ws: Workspace,
+    caller: Caller,
+    path: str,
+    outcome: EditOutcome,
+    ctx: Context | None,
+    *,
+    execute: bool,
 ) -> EditResult:
     """An edit's result; with ``execute``, the code cells it touched are run first and that run
     is attached (insert-and-run, edit-and-run)."""
     result = edit_result(outcome)
     if execute:
-        add_run(result, await run_after_edit(ws, path, list(outcome.plan.touched), ctx))
+        add_run(result, await run_after_edit(ws, caller, path, list(outcome.plan.touched), ctx))
     return result
 
 

@@ -5,6 +5,7 @@ the notebook store, with its kernel and session stopped first.
 
 from __future__ import annotations
 
+from nbrelay.caller import Caller
 from nbrelay.errors import (
     InvalidArgument,
     NbrelayError,
@@ -67,14 +68,16 @@ class Documents:
         """The first ``limit`` bytes of a file (all if None) and its full size."""
         return await self._documents().read_document(path, limit=limit)
 
-    async def create_document(self, path: str, content: str | None = None) -> Document:
+    async def create_document(
+        self, path: str, caller: Caller, content: str | None = None
+    ) -> Document:
         """Create a file, never over an existing one. A ``.ipynb`` path becomes a notebook: empty,
         or imported from ``content`` (notebook JSON, Markdown or a script)."""
         if path.endswith(".ipynb"):
             if content and content.strip():
-                await self._transfer.import_notebook(path, content=content)
+                await self._transfer.import_notebook(path, caller, content=content)
             else:
-                await self._notebooks.create_notebook(path)
+                await self._notebooks.create_notebook(path, caller)
             return await self.document(path)
         try:
             data = (content or "").encode("utf-8")
@@ -96,7 +99,9 @@ class Documents:
             await self._documents().remove_document(doc.path)
         return doc
 
-    async def move_document(self, src: str, dst: str, *, keep_source: bool = False) -> Document:
+    async def move_document(
+        self, src: str, dst: str, caller: Caller, *, keep_source: bool = False
+    ) -> Document:
         """Rename (or copy) a file, never over an existing one. A notebook that is moved loses
         its kernel; a file moved to a ``.ipynb`` path must be a valid notebook."""
         doc = await self.document(src)
@@ -114,11 +119,12 @@ class Documents:
             await self._sessions.forget(doc.path)
         if dst.endswith(".ipynb") and doc.type == "notebook":
             await self._notebooks.store.rename(
-                doc.path, dst, overwrite=False, keep_source=keep_source
+                doc.path, dst, caller, overwrite=False, keep_source=keep_source
             )
         elif dst.endswith(".ipynb"):
             raw, _ = await documents.read_document(doc.path)
-            await self._notebooks.store.create(dst, parse(raw, name=doc.path), overwrite=False)
+            nb = parse(raw, name=doc.path)
+            await self._notebooks.store.create(dst, caller, nb, overwrite=False)
             if not keep_source:
                 await documents.remove_document(doc.path)
         else:

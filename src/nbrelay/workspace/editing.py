@@ -41,6 +41,7 @@ class Editing:
     async def set_sources(
         self,
         path: str,
+        caller: Caller,
         changes: Sequence[tuple[CellRef, str]],
         *,
         expected_version: str | None = None,
@@ -60,12 +61,13 @@ class Editing:
             return _chained(steps, tuple(dict.fromkeys(t for s in steps for t in s.touched)))
 
         return await self._edit(
-            path, "edit cells", planner, expected_version, (ref for ref, _ in changes)
+            path, caller, "edit cells", planner, expected_version, (ref for ref, _ in changes)
         )
 
     async def insert_cells(
         self,
         path: str,
+        caller: Caller,
         cells: Sequence[CellSpec],
         *,
         index: int | None = None,
@@ -88,12 +90,18 @@ class Editing:
 
         positional = (index is not None and index not in (-1,)) or _positional(after)
         return await self._notebooks.edit(
-            path, "insert cells", planner, expected_version=expected_version, positional=positional
+            path,
+            caller,
+            "insert cells",
+            planner,
+            expected_version=expected_version,
+            positional=positional,
         )
 
     async def edit_cell(
         self,
         path: str,
+        caller: Caller,
         cell: CellRef,
         *,
         source: str | None = None,
@@ -148,29 +156,41 @@ class Editing:
                 detail.update(s.detail)
             return _chained(steps, (nb.cells[i]["id"],), detail)
 
-        return await self._edit(path, "edit cell", planner, expected_version, (cell,))
+        return await self._edit(path, caller, "edit cell", planner, expected_version, (cell,))
 
     async def delete_cells(
-        self, path: str, cells: Sequence[CellRef], *, expected_version: str | None = None
+        self,
+        path: str,
+        caller: Caller,
+        cells: Sequence[CellRef],
+        *,
+        expected_version: str | None = None,
     ) -> EditOutcome:
         def planner(nb: Notebook) -> Plan:
             return edits.plan_delete(nb, address.resolve_many(nb.ids, cells))
 
-        return await self._edit(path, "delete cells", planner, expected_version, cells)
+        return await self._edit(path, caller, "delete cells", planner, expected_version, cells)
 
     async def move_cells(
-        self, path: str, cells: Sequence[CellRef], to: int, *, expected_version: str | None = None
+        self,
+        path: str,
+        caller: Caller,
+        cells: Sequence[CellRef],
+        to: int,
+        *,
+        expected_version: str | None = None,
     ) -> EditOutcome:
         def planner(nb: Notebook) -> Plan:
             return edits.plan_move(nb, address.resolve_many(nb.ids, cells), to)
 
         return await self._notebooks.edit(
-            path, "move cells", planner, expected_version=expected_version, positional=True
+            path, caller, "move cells", planner, expected_version=expected_version, positional=True
         )
 
     async def merge_cells(
         self,
         path: str,
+        caller: Caller,
         cells: Sequence[CellRef],
         *,
         separator: str = "\n",
@@ -181,11 +201,12 @@ class Editing:
             idx = address.resolve_many(nb.ids, cells)
             return edits.plan_merge(nb, idx, separator, cell_type)
 
-        return await self._edit(path, "merge cells", planner, expected_version, cells)
+        return await self._edit(path, caller, "merge cells", planner, expected_version, cells)
 
     async def split_cell(
         self,
         path: str,
+        caller: Caller,
         cell: CellRef,
         lines: Sequence[int],
         *,
@@ -195,11 +216,12 @@ class Editing:
             i = address.resolve_one(nb.ids, cell)
             return edits.plan_split(nb, i, lines, self._notebooks.id_factory)
 
-        return await self._edit(path, "split cell", planner, expected_version, (cell,))
+        return await self._edit(path, caller, "split cell", planner, expected_version, (cell,))
 
     async def clear_outputs(
         self,
         path: str,
+        caller: Caller,
         cells: Sequence[CellRef] | None = None,
         *,
         expected_version: str | None = None,
@@ -211,12 +233,13 @@ class Editing:
             return edits.plan_clear_outputs(nb, idx)
 
         return await self._edit(
-            path, "clear outputs", planner, expected_version, cells or (), record=False
+            path, caller, "clear outputs", planner, expected_version, cells or (), record=False
         )
 
     async def replace_in_cells(
         self,
         path: str,
+        caller: Caller,
         pattern: str,
         replacement: str,
         *,
@@ -270,10 +293,17 @@ class Editing:
             touched = tuple(c for s in steps for c in s.touched)
             return _chained(steps, touched, {"replacements": total, "diffs": diffs})
 
-        return await self._edit(path, "replace in cells", planner, expected_version, cells or ())
+        return await self._edit(
+            path, caller, "replace in cells", planner, expected_version, cells or ()
+        )
 
     async def set_notebook_metadata(
-        self, path: str, metadata: Mapping[str, Any], *, expected_version: str | None = None
+        self,
+        path: str,
+        caller: Caller,
+        metadata: Mapping[str, Any],
+        *,
+        expected_version: str | None = None,
     ) -> EditOutcome:
         """Merge keys into the notebook's own metadata (a None value deletes the key)."""
         if not metadata:
@@ -284,7 +314,9 @@ class Editing:
         def planner(nb: Notebook) -> Plan:
             return edits.plan_notebook_metadata(nb, metadata)
 
-        return await self._edit(path, "set notebook metadata", planner, expected_version, ())
+        return await self._edit(
+            path, caller, "set notebook metadata", planner, expected_version, ()
+        )
 
     async def undo(
         self, path: str, caller: Caller, steps: int = 1, *, expected_version: str | None = None
@@ -322,7 +354,13 @@ class Editing:
             return Plan(edits=tuple(all_edits), touched=touched)
 
         outcome = await self._notebooks.edit(
-            path, "undo", planner, expected_version=expected_version, positional=False, record=False
+            path,
+            caller,
+            "undo",
+            planner,
+            expected_version=expected_version,
+            positional=False,
+            record=False,
         )
         await self._notebooks.callers.drop(caller, key, len(changes))
         return UndoOutcome(outcome, tuple(c.label for c in changes))
@@ -330,6 +368,7 @@ class Editing:
     async def _edit(
         self,
         path: str,
+        caller: Caller,
         label: str,
         planner: Planner,
         expected_version: str | None,
@@ -341,6 +380,7 @@ class Editing:
         ``refs`` names a cell by position (an index or a range, not an id)."""
         return await self._notebooks.edit(
             path,
+            caller,
             label,
             planner,
             expected_version=expected_version,

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import anyio
 import anyio.to_thread
 
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.errors import (
     InvalidArgument,
@@ -48,8 +49,8 @@ class Inspect:
 
     # -- looking inside the kernel --------------------------------------------------------
 
-    async def _python_runner(self, path: str, what: str) -> Runner:
-        snap = await self._notebooks.read(path)
+    async def _python_runner(self, path: str, caller: Caller, what: str) -> Runner:
+        snap = await self._notebooks.read(path, caller)
         runner = await self._kernels.runner(snap)
         if runner.session.info.language != "python":
             raise Unsupported(
@@ -62,6 +63,7 @@ class Inspect:
     async def visualize_cell(
         self,
         path: str,
+        caller: Caller,
         cell: CellRef,
         *,
         kind: str = "auto",
@@ -71,7 +73,7 @@ class Inspect:
         in ``png``) or give it as table data, in the notebook's Python kernel."""
         opts = dict(options or {})
         _check_visual(kind, opts)
-        snap = await self._notebooks.read(path)
+        snap = await self._notebooks.read(path, caller)
         found = snap.notebook.cells[address.resolve_one(snap.notebook.ids, cell)]
         count = found.get("execution_count")
         if not opts.get("expression") and (found.get("cell_type") != "code" or count is None):
@@ -79,7 +81,7 @@ class Inspect:
                 f"cell {found['id']!r} has no result to visualise: it has not run.",
                 hint=f"{act('run_first')}, or pass options={{'expression': 'df'}}.",
             )
-        runner = await self._python_runner(path, "visualize_cell")
+        runner = await self._python_runner(path, caller, "visualize_cell")
         code = visualize.snippet(count if isinstance(count, int) else None, kind, opts)
         done = await self._kernels.ask(runner, code, "visualising the cell")
         if done.get("error") is None:
@@ -130,10 +132,10 @@ class Inspect:
             return done
         _visual_error(done, "the value", None)
 
-    async def evaluate_json(self, path: str, expression: str) -> Any:
+    async def evaluate_json(self, path: str, caller: Caller, expression: str) -> Any:
         """The value of a TypeScript/JavaScript expression in the notebook's (Deno) kernel, as
         JSON (``JSON.stringify``); Python kernels use ``inspect_variable``."""
-        snap = await self._notebooks.read(path)
+        snap = await self._notebooks.read(path, caller)
         runner = await self._kernels.runner(snap)
         language = runner.session.info.language.lower()
         if language not in ("typescript", "javascript"):
@@ -155,18 +157,22 @@ class Inspect:
         for name in (self._state.state_file(rel), self._state.session_state_file(rel)):
             await self._state.remove(name)
 
-    async def list_variables(self, path: str, *, limit: int = 100) -> dict[str, Any]:
-        runner = await self._python_runner(path, "list_variables")
+    async def list_variables(
+        self, path: str, caller: Caller, *, limit: int = 100
+    ) -> dict[str, Any]:
+        runner = await self._python_runner(path, caller, "list_variables")
         return await self._kernels.ask(
             runner, introspect.list_variables(limit), "listing variables"
         )
 
-    async def inspect_variable(self, path: str, name: str, *, limit: int) -> dict[str, Any]:
+    async def inspect_variable(
+        self, path: str, caller: Caller, name: str, *, limit: int
+    ) -> dict[str, Any]:
         if not name.isidentifier():
             raise InvalidArgument(
                 f"{name!r} is not a variable name.", hint="Give a plain name such as df."
             )
-        runner = await self._python_runner(path, "inspect_variable")
+        runner = await self._python_runner(path, caller, "inspect_variable")
         found = await self._kernels.ask(
             runner, introspect.inspect_variable(name, limit), "inspecting"
         )
@@ -181,6 +187,7 @@ class Inspect:
     async def install_packages(
         self,
         path: str,
+        caller: Caller,
         requirements: Sequence[str],
         *,
         time_limit: float = 600,
@@ -191,7 +198,7 @@ class Inspect:
         ``kernels.packages``), with pip, or with ``uv pip`` when ``prefer_uv`` and uv is on the
         kernel's PATH (or when that Python has no pip); ``progress`` hears how it goes."""
         checked = validate_requirements(requirements)
-        runner = await self._python_runner(path, "install_packages")
+        runner = await self._python_runner(path, caller, "install_packages")
         found = await self._kernels.ask(
             runner, introspect.python_environment(), "finding the kernel's Python"
         )
@@ -245,9 +252,11 @@ class Inspect:
             note=note,
         )
 
-    async def save_kernel_state(self, path: str, *, to: str | None = None) -> dict[str, Any]:
+    async def save_kernel_state(
+        self, path: str, caller: Caller, *, to: str | None = None
+    ) -> dict[str, Any]:
         """Save ``path``'s kernel variables into the state file of ``to`` (default: ``path``)."""
-        runner = await self._python_runner(path, "save_kernel_state")
+        runner = await self._python_runner(path, caller, "save_kernel_state")
         target = self._state.state_file(self._notebooks.relative(to or path))
         await self._state.make_folder(target)
         found = await self._kernels.ask(runner, introspect.save_state(target), "saving the state")
@@ -258,8 +267,8 @@ class Inspect:
             )
         return found
 
-    async def restore_kernel_state(self, path: str) -> dict[str, Any]:
-        runner = await self._python_runner(path, "restore_kernel_state")
+    async def restore_kernel_state(self, path: str, caller: Caller) -> dict[str, Any]:
+        runner = await self._python_runner(path, caller, "restore_kernel_state")
         source = self._state.state_file(self._notebooks.relative(path))
         if not await self._kernels.state_exists(runner, source):
             raise InvalidArgument(

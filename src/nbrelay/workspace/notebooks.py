@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from nbrelay.caller import Caller, current
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.errors import (
     ConflictError,
@@ -160,12 +160,14 @@ class Notebooks:
         glob = Glob(pattern) if pattern is not None else None
         return await self.store.find(folder, recursive=recursive, glob=glob, limit=limit)
 
-    async def read(self, path: str) -> Snapshot:
-        return await self.store.load(path)
+    async def read(self, path: str, caller: Caller) -> Snapshot:
+        """The notebook, read by ``caller`` (an edit by position is checked against it)."""
+        return await self.store.load(path, caller)
 
     async def search(
         self,
         path: str,
+        caller: Caller,
         pattern: str,
         *,
         regex: bool = False,
@@ -174,7 +176,7 @@ class Notebooks:
         cell_types: Sequence[str] = ("code", "markdown", "raw"),
     ) -> tuple[Snapshot, list[Match]]:
         pat = compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)
-        snap = await self.store.load(path)
+        snap = await self.store.load(path, caller)
         # Off the event loop: the regex engine releases the GIL and stops at its time limit.
         found = await anyio.to_thread.run_sync(
             functools.partial(search, snap.notebook, pat, cell_types=cell_types, outputs=outputs)
@@ -263,7 +265,7 @@ class Notebooks:
 
     async def view(self, path: str, caller: Caller) -> Snapshot:
         """Read a notebook and remember its version as the one ``caller`` has now seen."""
-        snap = await self.store.load(path)
+        snap = await self.store.load(path, caller)
         await self.callers.set_viewed(caller, snap.path, snap.version)
         return snap
 
@@ -272,7 +274,7 @@ class Notebooks:
     ) -> Snapshot:
         """The current notebook, if it is the version ``caller`` last viewed (nbrelay's own edits
         and saved outputs keep a view current); otherwise ``ConflictError``, nothing done."""
-        snap = await self.store.load(path)
+        snap = await self.store.load(path, caller)
         seen = await self.callers.viewed(caller, snap.path)
         if seen is None:
             raise ConflictError(
@@ -295,6 +297,7 @@ class Notebooks:
     async def create_notebook(
         self,
         path: str,
+        caller: Caller,
         cells: Sequence[CellSpec] = (),
         *,
         kernel_name: str = "python3",
@@ -305,21 +308,23 @@ class Notebooks:
         if cells:
             plan = edits.plan_insert(nb, 0, cells, self.id_factory)
             nb = nb.with_cells(edits.apply([], plan.edits))
-        return await self.create_from(path, nb, overwrite=overwrite)
+        return await self.create_from(path, caller, nb, overwrite=overwrite)
 
-    async def create_from(self, path: str, notebook: Notebook, *, overwrite: bool) -> Snapshot:
+    async def create_from(
+        self, path: str, caller: Caller, notebook: Notebook, *, overwrite: bool
+    ) -> Snapshot:
         """Create a notebook from a parsed notebook (used by import)."""
-        snap = await self.store.create(path, notebook, overwrite=overwrite)
+        snap = await self.store.create(path, caller, notebook, overwrite=overwrite)
         await self.callers.forget(self.store.relative(path))
         return snap
 
-    async def save(self, path: str) -> Snapshot:
+    async def save(self, path: str, caller: Caller) -> Snapshot:
         """Wait until the notebook's file holds every edit made so far (live mode saves in the
         background); the notebook as saved, with a note if the server did not confirm it."""
         rel = self.store.relative(path)
         why = await self.store.flush(rel) if isinstance(self.store, Flushing) else None
         if why is None:
-            return await self.store.load(rel)
+            return await self.store.load(rel, caller)
         raise RemoteError(
             f"the Jupyter Server did not confirm saving {rel!r} ({why}).",
             hint="The edits are live in JupyterLab; retry save_notebook in a moment.",
@@ -334,6 +339,7 @@ class Notebooks:
     async def edit(
         self,
         path: str,
+        caller: Caller,
         label: str,
         planner: Planner,
         *,
@@ -344,11 +350,11 @@ class Notebooks:
         """Run ``planner`` against the current notebook and apply its edits atomically.
 
         ``positional`` says whether the request addressed cells by position (then a change made
-        by someone else since the last read is a conflict); ``record`` adds it to the caller's undo
-        history.
+        by someone else since the last read is a conflict); ``record`` adds it to ``caller``'s
+        undo history.
         """
         outcome = await self.store.edit(
-            path, planner, expected_version=expected_version, guard_positions=positional
+            path, caller, planner, expected_version=expected_version, guard_positions=positional
         )
         detail = outcome.plan.detail
         if detail.get("repaired"):  # upgraded or repaired on this write: say so
@@ -371,11 +377,11 @@ class Notebooks:
                 spliced=outcome.after.notebook.spliced_from(before.cells),
             )
             if not change.empty and self.settings.undo_depth > 0:
-                await self.callers.record(current(), self.store.relative(path), change)
+                await self.callers.record(caller, self.store.relative(path), change)
         # The caller's own edits (and saved outputs) do not make its view stale.
         if outcome.before.version != outcome.after.version:
             await self.callers.keep_viewed(
-                current(), outcome.after.path, outcome.before.version, outcome.after.version
+                caller, outcome.after.path, outcome.before.version, outcome.after.version
             )
         return outcome
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument, KernelError, NbrelayError, Unsupported, act
 from nbrelay.kernels import introspect
@@ -226,14 +227,14 @@ class Kernels:
         await runner.interrupt()
         return runner.session.info
 
-    async def restart_kernel(self, path: str) -> KernelInfo:
+    async def restart_kernel(self, path: str, caller: Caller) -> KernelInfo:
         """Restart a notebook's kernel (stopping its runs); all variables are lost."""
         rel = self._notebooks.relative(path)
         for job in self._jobs.running(rel):
             job.stop.set()
         runner = self._runners.get(rel)
         if runner is None or self._provider is None or self._provider.get(rel) is None:
-            runner = await self.runner(await self._notebooks.read(rel))
+            runner = await self.runner(await self._notebooks.read(rel, caller))
             return runner.session.info
         await runner.restart()
         return runner.session.info
@@ -252,6 +253,7 @@ class Kernels:
     async def switch_kernel(
         self,
         path: str,
+        caller: Caller,
         kernel: str,
         metadata: Mapping[str, Any] | None = None,
         *,
@@ -284,7 +286,7 @@ class Kernels:
         rel = self._notebooks.relative(path)
         running = self.kernel_info(rel)
         outcome = await self._notebooks.edit(
-            rel, "set notebook metadata", planner, expected_version=expected_version,
+            rel, caller, "set notebook metadata", planner, expected_version=expected_version,
             positional=False,
         )  # fmt: skip
         if running is None:

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from nbrelay.caller import acting, current
+from nbrelay.caller import Caller, acting
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument, KernelError, NbrelayError
 from nbrelay.kernels.execution import Runner
@@ -35,6 +35,8 @@ from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
 
 logger = logging.getLogger("nbrelay.runs")
+# Who a run taken over after a restart saves its outputs for: the server itself.
+_RESUMING = Caller.server("resuming runs after a restart")
 
 
 class Runs:
@@ -74,6 +76,7 @@ class Runs:
     async def execute(
         self,
         path: str,
+        caller: Caller,
         cells: Sequence[CellRef] | None = None,
         *,
         code: str | None = None,
@@ -83,7 +86,8 @@ class Runs:
     ) -> Job:
         """Start running cells (``None``: every code cell) or scratch ``code``; return the job.
 
-        The job runs in the background; ``wait_job`` waits for it. Markdown and raw cells named
+        The job runs in the background, saving its outputs for ``caller`` (who started it, even
+        after its call returned); ``wait_job`` waits for it. Markdown and raw cells named
         in ``cells`` are skipped. Outputs and execution counts are saved into the notebook
         (not into undo history); scratch code leaves the notebook unchanged and, unless
         ``history``, the kernel's execution count too.
@@ -99,7 +103,7 @@ class Runs:
                 "give either cells (to run notebook cells) or code (scratch code), not both."
             )
         limit = self.timeout_for(time_limit)
-        snap = await self._notebooks.read(path)
+        snap = await self._notebooks.read(path, caller)
         nb = snap.notebook
         if code is not None:
             runs = [CellRun(id=None, index=-1, source=code, history=history)]
@@ -141,18 +145,26 @@ class Runs:
                 client_session=getattr(session, "client_session", None),
             )
 
-        self._launch(tg, job, snap.path, runner, journaled)
+        self._launch(tg, job, snap.path, runner, journaled, caller)
         return job
 
-    def _launch(self, tg: TaskGroup, job: Job, path: str, runner: Runner, journaled: bool) -> None:
-        """Run the job in the workspace's task group, saving its outputs into the notebook."""
+    def _launch(
+        self,
+        tg: TaskGroup,
+        job: Job,
+        path: str,
+        runner: Runner,
+        journaled: bool,
+        starter: Caller,
+    ) -> None:
+        """Run the job in the workspace's task group, saving its outputs into the notebook
+        for ``starter`` (who started the run)."""
         # Live mode: outputs stream into the shared cell as they arrive, and the cell shows
         # JupyterLab's run state ([*]) while it runs, reset when the run ends however it ends.
         caps = self._notebooks.capabilities
         shown, interval = caps.run_state, caps.output_interval
 
         showing: set[str] = set()  # the cells this job shows running
-        starter = current()  # the run saves its outputs for whoever started it
 
         async def save(done: Mapping[str, tuple[list[Output], int | None]]) -> str | None:
             current = job.current()
@@ -162,7 +174,7 @@ class Runs:
                 await _show(shown, path, running, showing - running)
                 showing.clear()
                 showing.update(running)
-            outcome = await self._store_outputs(path, done)
+            outcome = await self._store_outputs(path, starter, done)
             for told in outcome.notes:  # the notebook was upgraded or repaired on this save
                 if told not in job.notes:
                     job.notes.append(told)
@@ -227,7 +239,7 @@ class Runs:
             writer.ended(job)
             return
         resume(str(kernel_id), str(client_session))
-        snap = await self._notebooks.read(job.path)
+        snap = await self._notebooks.read(job.path, _RESUMING)
         runner = await self._kernels.runner(snap)
         if getattr(runner.session, "kernel_id", None) != kernel_id:
             raise KernelError("the kernel that ran it is gone from the Jupyter Server")
@@ -242,10 +254,10 @@ class Runs:
         writer.note({"t": "note", "note": job.notes[-1]})
         job.observer = writer
         self.jobs.remember(job)
-        self._launch(tg, job, snap.path, runner, True)
+        self._launch(tg, job, snap.path, runner, True, _RESUMING)
 
     async def _store_outputs(
-        self, path: str, done: Mapping[str, tuple[list[Output], int | None]]
+        self, path: str, caller: Caller, done: Mapping[str, tuple[list[Output], int | None]]
     ) -> EditOutcome:
         def planner(nb: Notebook) -> Plan:
             changes = tuple(
@@ -255,7 +267,9 @@ class Runs:
             )
             return Plan(edits=changes, touched=tuple(c.id for c in changes))
 
-        return await self._notebooks.edit(path, "run", planner, positional=False, record=False)
+        return await self._notebooks.edit(
+            path, caller, "run", planner, positional=False, record=False
+        )
 
     def execution_history(self, path: str) -> list[dict[str, Any]]:
         """What ran in a notebook (oldest first, at most ``HISTORY_DEPTH`` cell runs): each

@@ -7,6 +7,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from nbrelay.caller import Caller
 from nbrelay.errors import Unsupported
 from nbrelay.workspace.notebooks import Notebooks
 from nbrelay.workspace.runners import Kernels
@@ -38,10 +39,10 @@ class Sessions:
         self._kernels = kernels
         self._sessions: dict[str, NotebookSession] = {}
 
-    async def begin_session(self, path: str) -> NotebookSession:
+    async def begin_session(self, path: str, caller: Caller) -> NotebookSession:
         """Open a notebook for work: start (or reuse) its kernel and, in live mode, join and keep
         its collaboration room. Beginning an open session again returns it."""
-        snap = await self._notebooks.read(path)
+        snap = await self._notebooks.read(path, caller)
         now = time.time()
         found = self._sessions.get(snap.path)
         if found is not None and found.active:

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument, NbrelayError, NotebookNotFound, PathError
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.base import Snapshot
@@ -95,7 +96,7 @@ class Sessions:
             return self.ws.notebooks.relative(f"{session_id}/{session_id}.ipynb")
         return self.ws.notebooks.relative(session_id + ".ipynb")
 
-    async def open(self, session_id: str, *, touch: bool = True) -> Snapshot:
+    async def open(self, session_id: str, caller: Caller, *, touch: bool = True) -> Snapshot:
         """The session's notebook (``touch`` marks it used, resuming a suspended session); a
         session made before sessions had folders of their own is found in the root."""
         snap: Snapshot | None = None
@@ -103,7 +104,7 @@ class Sessions:
         places = [f"{session_id}/{session_id}.ipynb"] if self.own_folders else []
         for place in [*places, session_id + ".ipynb"]:
             try:
-                snap = await self.ws.notebooks.read(self.ws.notebooks.relative(place))
+                snap = await self.ws.notebooks.read(self.ws.notebooks.relative(place), caller)
             except (NotebookNotFound, PathError):  # a link that leads elsewhere is no session
                 continue
             if isinstance(session_meta(snap.notebook), dict):
@@ -133,7 +134,7 @@ class Sessions:
         meta = session_meta(snap.notebook) or {}
         return str(meta.get("language") or snap.notebook.language or "typescript").lower()
 
-    async def all(self) -> list[tuple[str, Snapshot]]:
+    async def all(self, caller: Caller) -> list[tuple[str, Snapshot]]:
         entries = await self.ws.notebooks.list_notebooks("", recursive=False)
         if self.own_folders:
             entries += await self.ws.notebooks.list_notebooks("", pattern="*/*.ipynb")
@@ -144,7 +145,7 @@ class Sessions:
             if folder not in ("", session_id) or not SESSION_ID.match(session_id):
                 continue
             try:
-                snap = await self.ws.notebooks.read(entry.path)
+                snap = await self.ws.notebooks.read(entry.path, caller)
             except NbrelayError:
                 continue
             is_session = isinstance(session_meta(snap.notebook), dict)
@@ -172,7 +173,7 @@ class Sessions:
 
     # -- what sessions need of their kernels -----------------------------------------------
 
-    async def javascript_error(self, path: str, source: str) -> str | None:
+    async def javascript_error(self, path: str, caller: Caller, source: str) -> str | None:
         """Why ``source`` is not JavaScript (a SyntaxError's message), or None if it parses.
         Deno's kernel compiles every cell as TypeScript; here the cell is parsed as a
         JavaScript module in the session's kernel (a ``data:`` import that can never link, so
@@ -183,14 +184,14 @@ class Sessions:
             f"import({json.dumps(url)}).then(() => null, (e) => "
             "/SyntaxError/.test(String(e)) ? String(e.message ?? e) : null)"
         )
-        found = await self.ws.inspect.evaluate_json(path, expression)
+        found = await self.ws.inspect.evaluate_json(path, caller, expression)
         if not isinstance(found, str):
             return None
         lines = [line for line in found.replace(url, "cell").splitlines() if line.strip()]
         return "\n".join(line for line in lines if not line.strip().startswith("at cell"))
 
     async def start_kernel(
-        self, path: str, snap: Snapshot, time_limit: float, *, replay: bool
+        self, path: str, caller: Caller, snap: Snapshot, time_limit: float, *, replay: bool
     ) -> list[str]:
         """Before a run in a session whose kernel is not running: apply its ``tsconfig``'s JSX
         options to the new kernel, then (``replay``) restore its variables. What was done, for
@@ -200,13 +201,15 @@ class Sessions:
         pragmas = jsx_pragmas(session_meta(snap.notebook) or {})
         if pragmas and self.language(snap) == "typescript":
             job = await self.ws.runs.execute(
-                path, code=pragmas + "\nundefined", time_limit=time_limit
+                path, caller, code=pragmas + "\nundefined", time_limit=time_limit
             )
             await self.ws.runs.wait_job(job, time_limit + 60, None)
-        said = await self.replay(path, snap, time_limit) if replay else None
+        said = await self.replay(path, caller, snap, time_limit) if replay else None
         return [said] if said else []
 
-    async def replay(self, path: str, snap: Snapshot, time_limit: float) -> str | None:
+    async def replay(
+        self, path: str, caller: Caller, snap: Snapshot, time_limit: float
+    ) -> str | None:
         """With ``--persist-sessions``, give a TypeScript/JavaScript session whose kernel had
         stopped its variables back: run the cells it had executed again, in the order of
         their execution counts (Deno's variables cannot be saved like Python's). Returns what
@@ -223,7 +226,9 @@ class Sessions:
         if not ran:
             return None
         ids = [cell_id for _, cell_id in sorted(ran)]
-        job = await self.ws.runs.execute(path, ids, time_limit=time_limit, stop_on_error=False)
+        job = await self.ws.runs.execute(
+            path, caller, ids, time_limit=time_limit, stop_on_error=False
+        )
         await self.ws.runs.wait_job(job, time_limit * len(ids) + 60, None)
         if not job.done.is_set():
             await self.ws.runs.cancel_job(job)

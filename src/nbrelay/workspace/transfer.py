@@ -13,6 +13,7 @@ import anyio
 import anyio.to_thread
 
 from nbrelay import formats
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument, Unsupported
 from nbrelay.notebook.model import Notebook, parse, utf8_text
@@ -46,6 +47,7 @@ class Transfer:
     async def export_notebook(
         self,
         path: str,
+        caller: Caller,
         fmt: str = "ipynb",
         *,
         outputs: bool = True,
@@ -65,7 +67,7 @@ class Transfer:
                 self._notebooks.relative(to)
             else:
                 self._files("saving an export").file_path(to)
-        snap = await self._notebooks.read(path)
+        snap = await self._notebooks.read(path, caller)
         target = to
         if target is None and save and not as_notebook:
             self._files("saving an export")
@@ -90,7 +92,7 @@ class Transfer:
             )
         if as_notebook:
             await self._notebooks.create_from(
-                target, parse(exported.data, name=target), overwrite=overwrite
+                target, caller, parse(exported.data, name=target), overwrite=overwrite
             )
             return ExportOutcome(snap, exported, (self._notebooks.relative(target),))
         store = self._files("saving an export")
@@ -103,6 +105,7 @@ class Transfer:
     async def import_notebook(
         self,
         path: str,
+        caller: Caller,
         *,
         content: str | None = None,
         source: str | None = None,
@@ -130,4 +133,4 @@ class Transfer:
         )
         if prepare is not None:
             prepare(nb)
-        return await self._notebooks.create_from(path, nb, overwrite=overwrite)
+        return await self._notebooks.create_from(path, caller, nb, overwrite=overwrite)

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from nbrelay.caller import Caller
 from nbrelay.notebook.address import resolve_many
 from nbrelay.notebook.edits import CellSpec
 from nbrelay.notebook.merge_read import MergeConflict
@@ -27,6 +28,7 @@ ASK_OVER = 5
 
 async def insert_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cells: NewCells,
     index: Annotated[int | None, Field(description="Before this index; default: append.")] = None,
@@ -42,13 +44,14 @@ async def insert_cells(
     if execute:
         ws.kernels.require_execution()
     outcome = await ws.editing.insert_cells(
-        path, specs(cells), index=index, after=after, expected_version=expected_version
+        path, caller, specs(cells), index=index, after=after, expected_version=expected_version
     )
-    return await edited(ws, path, outcome, ctx, execute=execute)
+    return await edited(ws, caller, path, outcome, ctx, execute=execute)
 
 
 async def edit_cell(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cell: Ref,
     source: str | None = None,
@@ -82,13 +85,13 @@ async def edit_cell(
     }
     try:
         outcome = await ws.editing.edit_cell(
-            path, cell, source=source, expected_version=expected_version, **changes
+            path, caller, cell, source=source, expected_version=expected_version, **changes
         )
     except MergeConflict as conflict:
         if source is None or not asking.can_ask():
             raise
-        outcome = await settle(ws, path, conflict, source, changes)
-    return await edited(ws, path, outcome, ctx, execute=execute)
+        outcome = await settle(ws, caller, path, conflict, source, changes)
+    return await edited(ws, caller, path, outcome, ctx, execute=execute)
 
 
 class Keep(BaseModel):
@@ -104,7 +107,12 @@ class Keep(BaseModel):
 
 
 async def settle(
-    ws: Workspace, path: str, conflict: MergeConflict, source: str, changes: dict[str, Any]
+    ws: Workspace,
+    caller: Caller,
+    path: str,
+    conflict: MergeConflict,
+    source: str,
+    changes: dict[str, Any],
 ) -> EditOutcome:
     """A whole new source that conflicts with someone else's change to the same lines: ask the
     person which to keep. No answer (declined, cancelled, or a client that cannot ask): the edit
@@ -125,22 +133,22 @@ async def settle(
             "source was not written",
             hint="Read the cell again before you edit it.",
         )
-    snap = await ws.notebooks.read(rel)  # the other change is now what the caller has read
+    snap = await ws.notebooks.read(rel, caller)  # the other change is now what the caller has read
     if answer.data.keep == "mine":
-        return await ws.editing.edit_cell(rel, conflict.cell, source=source, **changes)
+        return await ws.editing.edit_cell(rel, caller, conflict.cell, source=source, **changes)
     kind = str(snap.notebook.cells[snap.notebook.ids.index(conflict.cell)].get("cell_type"))
-    return await ws.editing.insert_cells(rel, [CellSpec(kind, source)], after=conflict.cell)
+    return await ws.editing.insert_cells(rel, caller, [CellSpec(kind, source)], after=conflict.cell)
 
 
 async def delete_cells(
-    ws: Workspace, path: NbPath, cells: Refs, expected_version: Version = None
+    ws: Workspace, caller: Caller, path: NbPath, cells: Refs, expected_version: Version = None
 ) -> EditResult:
     """Delete cells; undo can restore them.
 
     Example: delete_cells(path="eda.ipynb", cells=[0, "a1b2c3d4", "5:8"]).
     """
     if asking.can_ask():
-        snap = await ws.notebooks.read(path)
+        snap = await ws.notebooks.read(path, caller)
         n = len(set(resolve_many(snap.notebook.ids, cells)))
         if n > ASK_OVER:
             await asking.confirm(
@@ -150,12 +158,13 @@ async def delete_cells(
                 hint="Delete fewer cells at a time, or ask the person first.",
             )
     return results.edit_result(
-        await ws.editing.delete_cells(path, cells, expected_version=expected_version)
+        await ws.editing.delete_cells(path, caller, cells, expected_version=expected_version)
     )
 
 
 async def move_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cells: Refs,
     to: Annotated[int, Field(ge=0)],
@@ -166,12 +175,13 @@ async def move_cells(
     Example (cells 5 and 6 to the top): move_cells(path="eda.ipynb", cells=["5:7"], to=0).
     """
     return results.edit_result(
-        await ws.editing.move_cells(path, cells, to, expected_version=expected_version)
+        await ws.editing.move_cells(path, caller, cells, to, expected_version=expected_version)
     )
 
 
 async def merge_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cells: Refs,
     separator: str = "\n",
@@ -182,13 +192,14 @@ async def merge_cells(
     Example: merge_cells(path="eda.ipynb", cells=["2:4"]).
     """
     outcome = await ws.editing.merge_cells(
-        path, cells, separator=separator, expected_version=expected_version
+        path, caller, cells, separator=separator, expected_version=expected_version
     )
     return results.edit_result(outcome)
 
 
 async def split_cell(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cell: Ref,
     lines: list[int],
@@ -199,12 +210,13 @@ async def split_cell(
     Example (lines 0-3 and 4-9): split_cell(path="eda.ipynb", cell=2, lines=[4]).
     """
     return results.edit_result(
-        await ws.editing.split_cell(path, cell, lines, expected_version=expected_version)
+        await ws.editing.split_cell(path, caller, cell, lines, expected_version=expected_version)
     )
 
 
 async def clear_outputs(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cells: Refs | None = None,
     expected_version: Version = None,
@@ -214,5 +226,5 @@ async def clear_outputs(
     Example: clear_outputs(path="eda.ipynb", cells=["3:6"]).
     """
     return results.edit_result(
-        await ws.editing.clear_outputs(path, cells, expected_version=expected_version)
+        await ws.editing.clear_outputs(path, caller, cells, expected_version=expected_version)
     )

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field, create_model
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
@@ -39,6 +40,7 @@ class OutputRead(BaseModel):
 
 async def execute(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ctx: Context,
     cells: Annotated[
@@ -63,9 +65,9 @@ async def execute(
             hint='To run every cell pass cells=[":"] (or cells="all"); some cells: '
             'cells=[0, "a1b2c3d4", "2:5"]; scratch code: code="print(1)".',
         )
-    await choose_kernel(ws, path)
+    await choose_kernel(ws, caller, path)
     job = await ws.runs.execute(
-        path, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error
+        path, caller, cells, code=code, time_limit=timeout, stop_on_error=stop_on_error
     )
     await follow(ws, job, wait, ctx)
     result = execution_view(ws, job, images=images)
@@ -73,11 +75,13 @@ async def execute(
         ran = [c.id for c in job.cells if c.id is not None]
         going = {} if job.done.is_set() else apps.run_state([job])
         shaped = to_result(result, text=canonical_text)
-        return apps.with_view(ctx, shaped, await ws.notebooks.read(job.path), ran=ran, **going)
+        return apps.with_view(
+            ctx, shaped, await ws.notebooks.read(job.path, caller), ran=ran, **going
+        )
     return result
 
 
-async def choose_kernel(ws: Workspace, path: str) -> None:
+async def choose_kernel(ws: Workspace, caller: Caller, path: str) -> None:
     """A notebook that names a kernelspec this server does not have, and has no kernel running:
     ask the person which installed one to run it with, and switch the notebook to it (one undo
     step). Declined, or a client that cannot answer: nothing changes, and the run is refused as
@@ -87,7 +91,7 @@ async def choose_kernel(ws: Workspace, path: str) -> None:
     rel = ws.notebooks.relative(path)
     if ws.kernels.kernel_info(rel) is not None:
         return
-    wanted = (await ws.notebooks.read(rel)).notebook.kernel_name
+    wanted = (await ws.notebooks.read(rel, caller)).notebook.kernel_name
     _, specs = await ws.kernels.list_kernels()
     names = [s.name for s in specs]
     if not wanted or not names or wanted in names:
@@ -106,7 +110,7 @@ async def choose_kernel(ws: Workspace, path: str) -> None:
         choice,
     )
     if answer is not None and answer.accepted and answer.data is not None:
-        await ws.kernels.switch_kernel(rel, str(answer.data.model_dump()["kernel"]))
+        await ws.kernels.switch_kernel(rel, caller, str(answer.data.model_dump()["kernel"]))
 
 
 # Polling a run belongs with running code: --no-execute and --read-only drop it.
@@ -126,6 +130,7 @@ async def cancel_execution(ws: Workspace, handle: str) -> Any:
 
 async def read_output(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cell: Ref,
     output: Annotated[int, Field(ge=0)] = 0,
@@ -141,7 +146,7 @@ async def read_output(
 
     Offsets count stored characters. Example: read_output(path="a.ipynb", cell=3, offset=6000).
     """
-    snap = await ws.notebooks.read(path)
+    snap = await ws.notebooks.read(path, caller)
     i = resolve_one(snap.notebook.ids, cell)
     outs = snap.notebook.cells[i].get("outputs") or []
     if output >= len(outs):

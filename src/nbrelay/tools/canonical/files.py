@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from nbrelay.caller import Caller
 from nbrelay.tools import results
 from nbrelay.tools.arguments import NbPath
 from nbrelay.tools.services import export_result
@@ -29,6 +30,7 @@ class SaveResult(BaseModel):
 
 async def export_notebook(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     format: ExportFormat = "ipynb",
     outputs: bool = True,
@@ -43,6 +45,7 @@ async def export_notebook(
     """
     done = await ws.transfer.export_notebook(
         path,
+        caller,
         format,
         outputs=outputs,
         save=save,
@@ -56,6 +59,7 @@ async def export_notebook(
 
 async def import_notebook(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     content: Annotated[
         str | dict[str, Any] | None, Field(description="Text or notebook JSON.")
@@ -70,16 +74,17 @@ async def import_notebook(
     """
     text = json.dumps(content) if isinstance(content, dict) else content
     snap = await ws.transfer.import_notebook(
-        path, content=text, source=source, fmt=format, overwrite=overwrite
+        path, caller, content=text, source=source, fmt=format, overwrite=overwrite
     )
     return results.created_result(snap)
 
 
 async def save_notebook(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
 ) -> SaveResult:
     """Wait until the file holds every edit so far (live mode saves ~0.5 s after an edit);
     use before git or any other program reads it."""
-    snap = await ws.notebooks.save(path)
+    snap = await ws.notebooks.save(path, caller)
     return SaveResult(path=snap.path, version=snap.version)

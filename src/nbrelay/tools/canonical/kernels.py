@@ -7,6 +7,7 @@ from typing import Annotated
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from nbrelay.caller import Caller
 from nbrelay.kernels.base import KernelInfo
 from nbrelay.tools import asking
 from nbrelay.tools.arguments import NbPath
@@ -75,6 +76,7 @@ async def interrupt_kernel(ws: Workspace, path: NbPath) -> KernelResult:
 
 async def restart_kernel(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ctx: Context,
     clear_outputs: bool = False,
@@ -100,12 +102,12 @@ async def restart_kernel(
         stopped = await ws.kernels.shutdown_kernel(path)
         note = "kernel shut down" if stopped else "the notebook had no running kernel"
         return KernelResult(path=ws.notebooks.relative(path), note=note)
-    info = await ws.kernels.restart_kernel(path)
+    info = await ws.kernels.restart_kernel(path, caller)
     result = KernelResult(path=info.key, kernel=kernel_view(info), note="kernel restarted")
     if clear_outputs:
-        await ws.editing.clear_outputs(path)
+        await ws.editing.clear_outputs(path, caller)
     if run_all:
-        result.execution = await finished(ws, await ws.runs.execute(path, [":"]), ctx)
+        result.execution = await finished(ws, await ws.runs.execute(path, caller, [":"]), ctx)
     return result
 
 
@@ -122,6 +124,7 @@ async def list_kernels(ws: Workspace) -> KernelList:
 
 async def install_packages(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     packages: Annotated[list[str], Field(description='PEP 508: ["pandas>=2"].')],
     ctx: Context,
@@ -139,7 +142,9 @@ async def install_packages(
             refused=f"nothing was installed ({listed})",
             hint="Install only what the person agrees to.",
         )
-    done = await ws.inspect.install_packages(path, packages, progress=progress_reporter(ctx))
+    done = await ws.inspect.install_packages(
+        path, caller, packages, progress=progress_reporter(ctx)
+    )
     return InstallResult(
         path=ws.notebooks.relative(path),
         python=done.python,

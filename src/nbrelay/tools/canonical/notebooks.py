@@ -8,6 +8,7 @@ from typing import Annotated, Any, cast
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from nbrelay.caller import Caller
 from nbrelay.notebook import render
 from nbrelay.notebook.address import resolve_one
 from nbrelay.stores.base import Snapshot
@@ -39,6 +40,7 @@ async def list_notebooks(
 
 async def create_notebook(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cells: NewCells | None = None,
     kernel: str = "python3",
@@ -49,13 +51,14 @@ async def create_notebook(
     Example: create_notebook(path="eda.ipynb", cells=["import pandas as pd", {"cell_type": "markdown", "source": "# EDA"}]).
     """
     snap = await ws.notebooks.create_notebook(
-        path, specs(cells or []), kernel_name=kernel, overwrite=overwrite
+        path, caller, specs(cells or []), kernel_name=kernel, overwrite=overwrite
     )
     return results.created_result(snap)
 
 
 async def read_notebook(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ctx: Context,
     start: Annotated[int, Field(ge=0)] = 0,
@@ -70,7 +73,7 @@ async def read_notebook(
     Edits given this `version` as expected_version refuse if the notebook changed.
     Example: read_notebook(path="eda.ipynb", start=50, full=true).
     """
-    snap = await ws.notebooks.read(path)
+    snap = await ws.notebooks.read(path, caller)
     cells = snap.notebook.cells
     end = min(start + limit, len(cells))
     views = (
@@ -101,6 +104,7 @@ class NotebookMetadata(BaseModel):
 
 async def notebook_metadata(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     metadata: dict[str, Any] | None = None,
     kernel: str | None = None,
@@ -113,14 +117,14 @@ async def notebook_metadata(
     note = None
     if kernel is not None:
         outcome, note = await ws.kernels.switch_kernel(
-            path, kernel, metadata, expected_version=expected_version
+            path, caller, kernel, metadata, expected_version=expected_version
         )
     elif metadata is not None:
         outcome = await ws.editing.set_notebook_metadata(
-            path, metadata, expected_version=expected_version
+            path, caller, metadata, expected_version=expected_version
         )
     else:
-        snap = await ws.notebooks.read(path)
+        snap = await ws.notebooks.read(path, caller)
         return _metadata_view(snap, results.snapshot_note(snap))
     said = results.edit_result(outcome).note
     told = note and note[0].upper() + note[1:] + "."
@@ -155,6 +159,7 @@ async def notebook_view(ws: Workspace, path: NbPath, ctx: Context[Any]) -> Any:
 
 async def read_cell(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cell: Ref,
     output_budget: Budget = None,
@@ -163,7 +168,7 @@ async def read_cell(
 
     Example: read_cell(path="eda.ipynb", cell="a1b2c3d4") or read_cell(path="eda.ipynb", cell=-1).
     """
-    snap = await ws.notebooks.read(path)
+    snap = await ws.notebooks.read(path, caller)
     i = resolve_one(snap.notebook.ids, cell)
     view = results.cell_view(
         snap.notebook.cells[i], i, full=True, budget=_budget(ws, output_budget), path=snap.path

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.tools import results
 from nbrelay.tools.arguments import NbPath, Refs, Version
@@ -16,6 +17,7 @@ from nbrelay.workspace.notebooks import names_one_notebook
 
 async def search_notebook(
     ws: Workspace,
+    caller: Caller,
     path: Annotated[str, Field(description="A notebook, folder or glob ('**/eda*').")],
     pattern: Annotated[str, Field(description="Text, or a regex with regex=true.")],
     regex: bool = False,
@@ -41,13 +43,14 @@ async def search_notebook(
         )
         return results.many_result(found)
     snap, matches = await ws.notebooks.search(
-        path, pattern, regex=regex, case_sensitive=case_sensitive, outputs=outputs
+        path, caller, pattern, regex=regex, case_sensitive=case_sensitive, outputs=outputs
     )
     return results.search_result(snap, matches, limit)
 
 
 async def replace_in_notebook(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     find: Annotated[str, Field(description="Text, or a regex with regex=true.")],
     replace: Annotated[str, Field(description="Regex: \\1, \\g<name>.")],
@@ -62,6 +65,7 @@ async def replace_in_notebook(
     """
     outcome = await ws.editing.replace_in_cells(
         path,
+        caller,
         find,
         replace,
         regex=regex,

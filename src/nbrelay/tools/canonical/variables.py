@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from mcp_types import ImageContent
 from pydantic import BaseModel, Field
 
+from nbrelay.caller import Caller
 from nbrelay.tools.arguments import NbPath, Ref
 from nbrelay.tools.results import VisualData
 from nbrelay.workspace import Workspace
@@ -36,22 +37,22 @@ class VisualResult(VisualData):
     cell: str
 
 
-async def list_variables(ws: Workspace, path: NbPath) -> Variables:
+async def list_variables(ws: Workspace, caller: Caller, path: NbPath) -> Variables:
     """List the kernel's variables: name, type, short value, size (Python). Example: list_variables(path="a.ipynb")."""
-    found = await ws.inspect.list_variables(path, limit=200)
+    found = await ws.inspect.list_variables(path, caller, limit=200)
     rows = [{k: v for k, v in r.items() if v is not None} for r in found["rows"]]
     return Variables(path=ws.notebooks.relative(path), total=found["total"], variables=rows)
 
 
-async def inspect_variable(ws: Workspace, path: NbPath, name: str) -> VariableView:
+async def inspect_variable(ws: Workspace, caller: Caller, path: NbPath, name: str) -> VariableView:
     """Inspect a variable: type, shape, dtype, columns, len, repr. Example: inspect_variable(path="a.ipynb", name="df")."""
-    info = await ws.inspect.inspect_variable(path, name, limit=4000)
+    info = await ws.inspect.inspect_variable(path, caller, name, limit=4000)
     return VariableView(path=ws.notebooks.relative(path), name=name, info=info)
 
 
-async def save_kernel_state(ws: Workspace, path: NbPath) -> StateResult:
+async def save_kernel_state(ws: Workspace, caller: Caller, path: NbPath) -> StateResult:
     """Save the kernel's variables (dill) next to the notebook. Example: save_kernel_state(path="a.ipynb")."""
-    found = await ws.inspect.save_kernel_state(path)
+    found = await ws.inspect.save_kernel_state(path, caller)
     names = [*found.get("saved", []), *found.get("modules", [])]
     return StateResult(
         path=ws.notebooks.relative(path),
@@ -61,9 +62,9 @@ async def save_kernel_state(ws: Workspace, path: NbPath) -> StateResult:
     )
 
 
-async def restore_kernel_state(ws: Workspace, path: NbPath) -> StateResult:
+async def restore_kernel_state(ws: Workspace, caller: Caller, path: NbPath) -> StateResult:
     """Load the variables save_kernel_state saved. Example: restore_kernel_state(path="a.ipynb")."""
-    found = await ws.inspect.restore_kernel_state(path)
+    found = await ws.inspect.restore_kernel_state(path, caller)
     names = list(found.get("restored", []))
     return StateResult(
         path=ws.notebooks.relative(path),
@@ -75,6 +76,7 @@ async def restore_kernel_state(ws: Workspace, path: NbPath) -> StateResult:
 
 async def visualize_cell(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     cell: Ref,
     type: Literal["auto", "chart", "table", "graph"] = "auto",
@@ -88,7 +90,7 @@ async def visualize_cell(
     Example:
     visualize_cell(path="eda.ipynb", cell="a1b2c3d4", options={"x": "month", "chart": "bar"}).
     """
-    done = await ws.inspect.visualize_cell(path, cell, kind=type, options=options)
+    done = await ws.inspect.visualize_cell(path, caller, cell, kind=type, options=options)
     png = done.pop("png", None)
     result = VisualResult(**done)
     if png is None:

@@ -11,6 +11,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ImageContent
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import NotebookInvalid
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import render
@@ -68,6 +69,7 @@ def _shown(state: InUse, outs: list[Any]) -> list[str | ImageContent]:
 
 async def read_cell(
     state: InUse,
+    caller: Caller,
     *,
     cell_index: CellIndex = None,
     include_outputs: Annotated[bool, Field(description="Include a code cell's outputs.")] = True,
@@ -76,7 +78,7 @@ async def read_cell(
 ) -> CallToolResult:
     """Read one cell: a header (index, type, execution count), its source, then its outputs as
     text (images as images)."""
-    _, snap = await state.read(notebook_name)
+    _, snap = await state.read(caller, notebook_name)
     i = _resolve(snap, cell_index, cell_id)
     cells = snap.notebook.cells
     if i >= len(cells):
@@ -119,6 +121,7 @@ def _around(cells: list[Any], start: int, limit: int) -> str:
 
 async def insert_cell(
     state: InUse,
+    caller: Caller,
     *,
     cell_index: Annotated[
         int, Field(ge=-1, description="Where the new cell goes (0-based); -1 appends.")
@@ -130,14 +133,16 @@ async def insert_cell(
     notebook_name: NotebookName = None,
 ) -> CallToolResult:
     """Insert a cell (it is not run); returns the cells around it as a table."""
-    path, snap = await state.read(notebook_name)
+    path, snap = await state.read(caller, notebook_name)
     total = len(snap.notebook.cells)
     if cell_index < -1 or cell_index > total:
         raise ToolError(
             f"Index {cell_index} is outside valid range [-1, {total}]. Use -1 to append at end."
         )
     at = total if cell_index == -1 else cell_index
-    done = await state.ws.editing.insert_cells(path, [CellSpec(cell_type, cell_source)], index=at)
+    done = await state.ws.editing.insert_cells(
+        path, caller, [CellSpec(cell_type, cell_source)], index=at
+    )
     cells = list(done.after.notebook.cells)
     n = len(cells)
     start = max(0, n - 10) if n - at < 5 else max(0, at - 5)
@@ -150,6 +155,7 @@ async def insert_cell(
 
 async def overwrite_cell_source(
     state: InUse,
+    caller: Caller,
     *,
     cell_index: CellIndex = None,
     cell_source: Annotated[str, Field(description="The cell's whole new source.")],
@@ -159,12 +165,13 @@ async def overwrite_cell_source(
     """Replace a cell's whole source (outputs are kept); returns a unified diff. To change part
     of a source, use edit_cell_source."""
     path, i, cell, old = await _source_to_edit(state, notebook_name, cell_index, cell_id)
-    await state.ws.editing.edit_cell(path, _ref(i, cell_id), source=cell_source)
+    await state.ws.editing.edit_cell(path, caller, _ref(i, cell_id), source=cell_source)
     return views.edited("cell.overwrite", "overwritten", i, old, cell_source, cell["id"])
 
 
 async def edit_cell_source(
     state: InUse,
+    caller: Caller,
     *,
     cell_index: CellIndex = None,
     old_string: Annotated[str, Field(description="Exact text to find in the cell's source.")],
@@ -198,13 +205,14 @@ async def edit_cell_source(
     # The replacement itself is made inside the workspace's locked edit, on the cell as it is
     # then (a change since the read above is not overwritten).
     await state.ws.editing.edit_cell(
-        path, _ref(i, cell_id), find=old_string, replace=new_string, replace_all=replace_all
+        path, caller, _ref(i, cell_id), find=old_string, replace=new_string, replace_all=replace_all
     )
     return views.edited("cell.edit", "edited", i, old, new, cell["id"])
 
 
 async def delete_cell(
     state: InUse,
+    caller: Caller,
     *,
     cell_indices: Annotated[
         list[int] | None,
@@ -233,7 +241,7 @@ async def delete_cell(
             raise ToolError(f"Cell index {i} is out of range. Notebook has {total} cells.")
     cells = [snap.notebook.cells[i] for i in indices]
     refs = [c["id"] for c in cells] if cell_ids_to_delete else indices
-    await state.ws.editing.delete_cells(path, refs)
+    await state.ws.editing.delete_cells(path, caller, refs)
     lines: list[str] = []
     for i, cell in zip(indices, cells, strict=True):
         lines.append(f"Cell {i} ({cell.get('cell_type')}) deleted successfully.")
@@ -247,6 +255,7 @@ cell_indices_of = cell_indices
 
 async def move_cell(
     state: InUse,
+    caller: Caller,
     *,
     source_index: Annotated[
         int | None,
@@ -276,7 +285,7 @@ async def move_cell(
                 f"(valid: 0-{total - 1})."
             )
     cell = snap.notebook.cells[src]
-    done = await state.ws.editing.move_cells(path, [_ref(src, source_cell_id)], dst)
+    done = await state.ws.editing.move_cells(path, caller, [_ref(src, source_cell_id)], dst)
     cells = list(done.after.notebook.cells)
     text = (
         f"Cell moved successfully from index {src} to {dst} ({cell.get('cell_type')}).\n"
@@ -288,6 +297,7 @@ async def move_cell(
 
 async def clear_cell_output(
     state: InUse,
+    caller: Caller,
     *,
     cell_index: CellIndex = None,
     notebook_name: NotebookName = None,
@@ -307,7 +317,7 @@ async def clear_cell_output(
         return views.answer(
             "cell.clear_output", f"Cell {i} had no output to clear.", cell_id=cell["id"]
         )
-    await state.ws.editing.clear_outputs(path, [_ref(i, cell_id)])
+    await state.ws.editing.clear_outputs(path, caller, [_ref(i, cell_id)])
     return views.answer(
         "cell.clear_output",
         f"Cell {i} output cleared successfully ({count} output(s) removed).",
@@ -328,10 +338,10 @@ def _limit(timeout: int) -> float | None:
 
 
 async def _run_cell(
-    state: InUse, path: str, cell_id: str, seconds: int, ctx: Context | None
+    state: InUse, caller: Caller, path: str, cell_id: str, seconds: int, ctx: Context | None
 ) -> list[str | ImageContent]:
     """Run one cell to its end: its outputs, then how the run ended."""
-    job = await state.ws.runs.execute(path, [cell_id], time_limit=_limit(seconds))
+    job = await state.ws.runs.execute(path, caller, [cell_id], time_limit=_limit(seconds))
     await _run(state, job, ctx)
     run = job.cells[0]
     shown = _shown(state, job.cell_outputs(run))
@@ -349,6 +359,7 @@ async def _run_cell(
 
 async def execute_cell(
     state: InUse,
+    caller: Caller,
     *,
     ctx: Context,
     cell_index: CellIndex = None,
@@ -359,15 +370,15 @@ async def execute_cell(
 ) -> CallToolResult:
     """Run a cell of the current notebook and wait for it; returns its outputs (text, images
     as images), then how long it took. Outputs are saved in the notebook."""
-    path, snap = await state.read(None)
+    path, snap = await state.read(caller, None)
     # As in the original, an execution attaches the notebook's kernel before anything is checked.
-    await state.ws.notebook_sessions.begin_session(path)
+    await state.ws.notebook_sessions.begin_session(path, caller)
     i = _resolve(snap, cell_index, cell_id)
     n = len(snap.notebook.cells)
     if i >= n:
         raise ToolError(f"Cell index {i} out of range (notebook has {n} cells)")
     cid = snap.notebook.cells[i]["id"]
-    shown = await _run_cell(state, path, cid, timeout, ctx)
+    shown = await _run_cell(state, caller, path, cid, timeout, ctx)
     if not stream:
         shown = shown[:-1] or ["[No output generated]"]
     return views.outputs("cell.execute", shown, cell_id=cid)
@@ -375,6 +386,7 @@ async def execute_cell(
 
 async def insert_execute_code_cell(
     state: InUse,
+    caller: Caller,
     *,
     ctx: Context,
     cell_index: Annotated[
@@ -386,16 +398,18 @@ async def insert_execute_code_cell(
     progress_interval: ProgressInterval = 5,
 ) -> CallToolResult:
     """Insert a code cell into the current notebook and run it; returns its outputs."""
-    path, snap = await state.read(None)
+    path, snap = await state.read(caller, None)
     total = len(snap.notebook.cells)
     if cell_index < -1 or cell_index > total:
         raise ToolError(
             f"Index {cell_index} is outside valid range [-1, {total}]. Use -1 to append at end."
         )
     at = total if cell_index == -1 else cell_index
-    done = await state.ws.editing.insert_cells(path, [CellSpec("code", cell_source)], index=at)
+    done = await state.ws.editing.insert_cells(
+        path, caller, [CellSpec("code", cell_source)], index=at
+    )
     cid = done.plan.touched[0]
-    shown = await _run_cell(state, path, cid, timeout, ctx)
+    shown = await _run_cell(state, caller, path, cid, timeout, ctx)
     if not stream:
         shown = shown[:-1] or ["[No output generated]"]
     return views.outputs("cell.insert_execute", shown, cell_id=cid)
@@ -403,6 +417,7 @@ async def insert_execute_code_cell(
 
 async def execute_code(
     state: InUse,
+    caller: Caller,
     *,
     ctx: Context,
     code: Annotated[str, Field(description="Code to run; %magics and !shell lines work.")],
@@ -435,7 +450,7 @@ async def execute_code(
         path = state.path_of(None)
     # As in the original, scratch code counts in the kernel's history ([n]).
     job = await state.ws.runs.execute(
-        path, None, code=code, time_limit=_limit(timeout), history=True
+        path, caller, None, code=code, time_limit=_limit(timeout), history=True
     )
     await _run(state, job, ctx)
     run = job.cells[0]

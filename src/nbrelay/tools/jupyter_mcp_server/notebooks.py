@@ -13,6 +13,7 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from nbrelay import jupyter_api
+from nbrelay.caller import Caller
 from nbrelay.config import safe_url
 from nbrelay.errors import InvalidArgument, NotebookNotFound
 from nbrelay.notebook.edits import CellSpec
@@ -37,9 +38,9 @@ def _kernel_line(state: InUse, path: str) -> str:
     return f"[INFO] Connected to kernel '{kernel.kernel_id}'.\n" if kernel else NO_KERNEL_YET
 
 
-async def _exists(state: InUse, path: str) -> bool:
+async def _exists(state: InUse, caller: Caller, path: str) -> bool:
     try:
-        await state.ws.notebooks.read(path)
+        await state.ws.notebooks.read(path, caller)
         return True
     except NotebookNotFound:
         return False
@@ -47,6 +48,7 @@ async def _exists(state: InUse, path: str) -> bool:
 
 async def use_notebook(
     state: InUse,
+    caller: Caller,
     notebook_name: Annotated[
         str, Field(description="A name for the notebook; later calls pass it as notebook_name.")
     ],
@@ -68,7 +70,7 @@ async def use_notebook(
     as a table (0-based Index, Type, Count, First Line).
     """
     # A path that leaves the root, is too long or is not a regular file is refused first.
-    exists = await _exists(state, notebook_path)
+    exists = await _exists(state, caller, notebook_path)
     known = state.paths.get(notebook_name)
     lines: list[str] = []
     if known is not None:
@@ -117,13 +119,13 @@ async def use_notebook(
                     "path or use_mode='connect' to open it.",
                 )
             await state.ws.notebooks.create_notebook(
-                notebook_path, [CellSpec("markdown", NEW_NOTEBOOK_TEXT)]
+                notebook_path, caller, [CellSpec("markdown", NEW_NOTEBOOK_TEXT)]
             )
         lines.append(_kernel_line(state, notebook_path))
         state.paths[notebook_name] = notebook_path
         state.current = notebook_name
         lines.append(f"[INFO] Successfully activate notebook '{notebook_name}'.\n")
-    snap = await state.ws.notebooks.read(state.paths[notebook_name])
+    snap = await state.ws.notebooks.read(state.paths[notebook_name], caller)
     cells = list(snap.notebook.cells)
     text = "".join(lines)
     text += f"\nNotebook has {len(cells)} cells.\nShowing first {min(20, len(cells))} cells:\n\n"
@@ -180,6 +182,7 @@ async def list_notebooks(state: InUse) -> CallToolResult:
 
 async def read_notebook(
     state: InUse,
+    caller: Caller,
     notebook_name: NotebookName,
     response_format: Annotated[
         Literal["brief", "detailed"],
@@ -191,7 +194,7 @@ async def read_notebook(
     """Read a notebook in use: per cell its 0-based index, type, execution count and source."""
     if notebook_name not in state.paths:
         return views.answer("notebook.read", not_connected(notebook_name, state.names))
-    _, snap = await state.read(notebook_name)
+    _, snap = await state.read(caller, notebook_name)
     cells = list(snap.notebook.cells)
     if start_index >= len(cells) and not (start_index == 0 and not cells):
         return views.answer(
@@ -203,11 +206,13 @@ async def read_notebook(
     return views.answer("notebook.read", text)
 
 
-async def restart_notebook(state: InUse, notebook_name: NotebookName) -> CallToolResult:
+async def restart_notebook(
+    state: InUse, caller: Caller, notebook_name: NotebookName
+) -> CallToolResult:
     """Restart a notebook's kernel: its variables and imports are lost; cells are kept."""
     if notebook_name not in state.paths:
         return views.answer("notebook.restart", not_connected(notebook_name, state.names))
-    await state.ws.kernels.restart_kernel(state.paths[notebook_name])
+    await state.ws.kernels.restart_kernel(state.paths[notebook_name], caller)
     return views.answer(
         "notebook.restart",
         f"Notebook '{notebook_name}' kernel restarted successfully. Memory state and imported "

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from nbrelay.caller import Caller
 from nbrelay.notebook.model import Cell
 from nbrelay.stores.base import Snapshot
 from nbrelay.workspace import Workspace
@@ -52,11 +53,11 @@ class InUse:
         if self.current == name:
             self.current = next(iter(self.paths), None)
 
-    async def read(self, name: str | None) -> tuple[str, Snapshot]:
+    async def read(self, caller: Caller, name: str | None) -> tuple[str, Snapshot]:
         """The notebook, read as the agent's view (what its next edits by index are checked
         against)."""
         path = self.path_of(name)
-        return path, await self.ws.notebooks.read(path)
+        return path, await self.ws.notebooks.read(path, caller)
 
     async def peek(self, name: str | None) -> tuple[str, Snapshot]:
         """The notebook as it is now, without counting as the agent's view: an edit looks its

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.notebook.model import parse
 from nbrelay.tools.jupyterlab_rtc.views import (
     MAX_CONTENT,
@@ -42,6 +43,7 @@ async def list_documents(
 
 async def create_document(
     ws: Workspace,
+    caller: Caller,
     path: Annotated[str, Field(description="Path for the new document")],
     type: Annotated[
         Literal["notebook", "file", "markdown"], Field(description="Document type")
@@ -59,7 +61,7 @@ async def create_document(
         rel += ".ipynb"
     elif type == "markdown" and not ext:
         rel += ".md"
-    doc = await ws.documents.create_document(rel, content)
+    doc = await ws.documents.create_document(rel, caller, content)
     shown = as_given(path, doc.path)
     return Done(message=f"Document {shown} created successfully", path=shown)
 
@@ -114,6 +116,7 @@ async def delete_document(
 
 async def rename_document(
     ws: Workspace,
+    caller: Caller,
     path: Annotated[str, Field(description="Current path to the document")],
     newPath: Annotated[str, Field(description="New path for the document")],
 ) -> Done:
@@ -121,13 +124,14 @@ async def rename_document(
 
     Also moves it between folders; never replaces an existing file.
     """
-    doc = await ws.documents.move_document(lab_path(path), lab_path(newPath))
+    doc = await ws.documents.move_document(lab_path(path), lab_path(newPath), caller)
     shown = as_given(newPath, doc.path)
     return Done(message=f"Document renamed from {path} to {shown}", path=shown)
 
 
 async def copy_document(
     ws: Workspace,
+    caller: Caller,
     path: Annotated[str, Field(description="Path to the document to copy")],
     copyPath: Annotated[str, Field(description="Path for the copied document")],
 ) -> Done:
@@ -135,7 +139,9 @@ async def copy_document(
 
     Never replaces an existing file.
     """
-    doc = await ws.documents.move_document(lab_path(path), lab_path(copyPath), keep_source=True)
+    doc = await ws.documents.move_document(
+        lab_path(path), lab_path(copyPath), caller, keep_source=True
+    )
     shown = as_given(copyPath, doc.path)
     return Done(message=f"Document {path} copied to {shown}", path=shown)
 

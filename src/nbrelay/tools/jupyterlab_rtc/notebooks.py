@@ -10,6 +10,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
@@ -41,21 +42,21 @@ from nbrelay.tools.results import iso
 from nbrelay.workspace import Workspace
 
 
-async def begin_nb_session(ws: Workspace, path: NbPath) -> SessionResult:
+async def begin_nb_session(ws: Workspace, caller: Caller, path: NbPath) -> SessionResult:
     """Begin a real-time collaboration session for a notebook.
 
     Live mode joins the notebook's collaboration room (a person in JupyterLab sees the
     agent's edits as they happen); file mode opens the notebook and starts its kernel.
     """
     if ws.settings.no_execute:
-        snap = await ws.notebooks.read(lab_path(path))
+        snap = await ws.notebooks.read(lab_path(path), caller)
         return SessionResult(
             path=as_given(path, snap.path),
             status="connected",
             message="Notebook opened (this server runs no code, so no kernel was started)",
         )
-    session = await ws.notebook_sessions.begin_session(lab_path(path))
-    snap = await ws.notebooks.read(session.path)
+    session = await ws.notebook_sessions.begin_session(lab_path(path), caller)
+    snap = await ws.notebooks.read(session.path, caller)
     message = (
         "RTC session started successfully"
         if session.live
@@ -89,6 +90,7 @@ async def end_nb_session(ws: Workspace, path: NbPath) -> SessionResult:
 
 async def query_nb_sessions(
     ws: Workspace,
+    caller: Caller,
     root_path: Annotated[
         str | None,
         Field(
@@ -100,7 +102,9 @@ async def query_nb_sessions(
     folder = lab_path(root_path)
     if folder:
         await ws.notebooks.list_notebooks(folder, recursive=False)  # the folder must exist
-    views = [await session_view(ws, s, root_path) for s in ws.notebook_sessions.listing(folder)]
+    views = [
+        await session_view(ws, caller, s, root_path) for s in ws.notebook_sessions.listing(folder)
+    ]
     return SessionsResult(
         root_path=root_path if root_path is not None else "",
         sessions=views,
@@ -130,9 +134,9 @@ async def list_nbs(
     )
 
 
-async def get_nb_stat(ws: Workspace, path: NbPath) -> NotebookStat:
+async def get_nb_stat(ws: Workspace, caller: Caller, path: NbPath) -> NotebookStat:
     """Get status information about a notebook, including cell count and kernel information."""
-    snap = await ws.notebooks.read(lab_path(path))
+    snap = await ws.notebooks.read(lab_path(path), caller)
     return NotebookStat(
         path=as_given(path, snap.path),
         cell_count=len(snap.notebook.cells),
@@ -143,6 +147,7 @@ async def get_nb_stat(ws: Workspace, path: NbPath) -> NotebookStat:
 
 async def read_nb_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ranges: Annotated[
         list[CellRange] | None,
@@ -155,7 +160,7 @@ async def read_nb_cells(
     `start`; cells past the end are left out. Code cells also give their outputs as text.
     Example: ranges=[{"start": 0, "end": 3}].
     """
-    snap = await ws.notebooks.read(lab_path(path))
+    snap = await ws.notebooks.read(lab_path(path), caller)
     nb = snap.notebook
     indexes: list[int] = []
     for r in ranges if ranges is not None else [CellRange(start=0, end=len(nb.cells))]:
@@ -182,6 +187,7 @@ async def read_nb_cells(
 
 async def modify_nb_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     modifications: Annotated[
         list[CellModification], Field(description="Array of cell modifications")
@@ -197,9 +203,9 @@ async def modify_nb_cells(
     """
     rel = lab_path(path)
     outcome = await ws.editing.set_sources(
-        rel, [(range_ref(m.range), m.content) for m in modifications]
+        rel, caller, [(range_ref(m.range), m.content) for m in modifications]
     )
-    execution = await run_cells(ws, rel, list(outcome.plan.touched), ctx) if exec else None
+    execution = await run_cells(ws, caller, rel, list(outcome.plan.touched), ctx) if exec else None
     n = len(modifications)
     message = f"Successfully modified {n} cell ranges"  # the original's words, for any n
     return said(done_running(message, execution, ws, modified_ranges=n))
@@ -207,6 +213,7 @@ async def modify_nb_cells(
 
 async def insert_nb_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     position: Annotated[int, Field(description="Position to insert the cells")],
     cells: Annotated[list[CellInsertion], Field(description="Array of cells to insert")],
@@ -220,15 +227,16 @@ async def insert_nb_cells(
     """
     rel = lab_path(path)
     outcome = await ws.editing.insert_cells(
-        rel, [CellSpec(c.type, c.content) for c in cells], index=position
+        rel, caller, [CellSpec(c.type, c.content) for c in cells], index=position
     )
     ids = list(outcome.plan.touched)
-    execution = await run_cells(ws, rel, ids, ctx) if exec else None
+    execution = await run_cells(ws, caller, rel, ids, ctx) if exec else None
     return done_running(f"Successfully inserted {len(ids)} cells", execution, ws, cell_ids=ids)
 
 
 async def delete_nb_cells(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ranges: Annotated[list[CellRange], Field(description="Array of cell ranges to delete")],
 ) -> Annotated[CallToolResult, Done]:
@@ -239,13 +247,14 @@ async def delete_nb_cells(
     """
     if not ranges:
         raise InvalidArgument("ranges is empty.", hint='Give ranges like [{"start": 3}].')
-    outcome = await ws.editing.delete_cells(lab_path(path), [range_ref(r) for r in ranges])
+    outcome = await ws.editing.delete_cells(lab_path(path), caller, [range_ref(r) for r in ranges])
     n = len(outcome.plan.touched)
     return said(Done(message=f"Successfully deleted {n} cells", deleted=n))
 
 
 async def restart_nb_kernel(
     ws: Workspace,
+    caller: Caller,
     path: NbPath,
     ctx: Context,
     clear_contents: Annotated[
@@ -259,10 +268,10 @@ async def restart_nb_kernel(
     code cell from the top.
     """
     rel = lab_path(path)
-    await ws.kernels.restart_kernel(rel)
+    await ws.kernels.restart_kernel(rel, caller)
     if clear_contents:
-        await ws.editing.clear_outputs(rel)
-    execution = await run_cells(ws, rel, None, ctx) if exec else None
+        await ws.editing.clear_outputs(rel, caller)
+    execution = await run_cells(ws, caller, rel, None, ctx) if exec else None
     message = "Kernel restarted successfully"
     if clear_contents:
         message += ", outputs cleared"

@@ -8,6 +8,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
+from nbrelay.caller import Caller
 from nbrelay.errors import NbrelayError, Vocabulary
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import address
@@ -169,10 +170,10 @@ def kernel_view(ws: Workspace, snap: Snapshot) -> dict[str, Any]:
 
 
 async def run_cells(
-    ws: Workspace, path: str, ids: list[str] | None, ctx: Context | None
+    ws: Workspace, caller: Caller, path: str, ids: list[str] | None, ctx: Context | None
 ) -> ExecutionResult | None:
     """Run the code cells among ``ids`` (None: all) to the end; None if there is none to run."""
-    snap = await ws.notebooks.read(path)
+    snap = await ws.notebooks.read(path, caller)
     code = [
         c["id"]
         for c in snap.notebook.cells
@@ -181,7 +182,7 @@ async def run_cells(
     if not code or ws.settings.no_execute:
         return None
     with saved_then_run():
-        job: Job = await ws.runs.execute(path, code)
+        job: Job = await ws.runs.execute(path, caller, code)
     patience = (ws.runs.timeout_for(None) + ws.settings.interrupt_grace + 10) * len(code)
     await follow(ws, job, patience, ctx)
     view = execution_view(ws, job)
@@ -269,10 +270,12 @@ WORDS = Vocabulary(
 )
 
 
-async def session_view(ws: Workspace, s: NotebookSession, given: str | None) -> SessionView:
+async def session_view(
+    ws: Workspace, caller: Caller, s: NotebookSession, given: str | None
+) -> SessionView:
     count, activity = None, s.last_activity
     try:
-        snap = await ws.notebooks.read(s.path)
+        snap = await ws.notebooks.read(s.path, caller)
         count = len(snap.notebook.cells)
         activity = max(activity, await ws.documents.last_modified(snap) or 0.0)
     except NbrelayError:

@@ -86,15 +86,17 @@ async def modify_notebook_cells(
     content = cell_content or ""
     at = None if index is None else min(index, len(snap.notebook.cells))
     if operation in ("add_code", "edit_code"):
-        outcome = await _write(state, path, snap.version, operation, content, index, at)
+        outcome = await _write(state, caller, path, snap.version, operation, content, index, at)
         if not run:
             return reply({})
         if operation == "edit_code":
             with saved_then_run():
-                return reply(await state.run_cell(path, need_position(index, operation), ctx))
+                return reply(
+                    await state.run_cell(caller, path, need_position(index, operation), ctx)
+                )
         new = outcome.after.notebook.ids.index(outcome.plan.touched[0])
         try:
-            return reply(await state.run_cell(path, new, ctx))
+            return reply(await state.run_cell(caller, path, new, ctx))
         except NbrelayError as exc:
             return reply(
                 {"error": exc.render(WORDS), "message": "Cell was added but execution failed"}
@@ -103,11 +105,11 @@ async def modify_notebook_cells(
     try:
         if operation == "delete":
             await state.ws.editing.delete_cells(
-                path, [need_position(index, operation)], expected_version=snap.version
+                path, caller, [need_position(index, operation)], expected_version=snap.version
             )
             result["message"] = "Cell deleted"
         else:
-            await _write(state, path, snap.version, operation, content, index, at)
+            await _write(state, caller, path, snap.version, operation, content, index, at)
             result["message"] = (
                 "Markdown cell edited"
                 if operation == "edit_markdown"
@@ -122,6 +124,7 @@ async def modify_notebook_cells(
 
 async def _write(
     state: Served,
+    caller: Caller,
     path: str,
     version: str,
     operation: str,
@@ -134,10 +137,11 @@ async def _write(
     kind = "code" if operation.endswith("_code") else "markdown"
     if operation.startswith("add_"):
         return await state.ws.editing.insert_cells(
-            path, [CellSpec(kind, content)], index=at, expected_version=version
+            path, caller, [CellSpec(kind, content)], index=at, expected_version=version
         )
     return await state.ws.editing.edit_cell(
         path,
+        caller,
         need_position(index, operation),
         source=content,
         cell_type=kind,
@@ -183,13 +187,13 @@ async def setup_notebook(
             hint="Leave server_url out, or start nbrelay with --jupyter-url set to that server.",
         )
     try:
-        await state.ws.notebooks.read(path)
+        await state.ws.notebooks.read(path, caller)
         message = f"Notebook {path} already exists"
     except NotebookNotFound:
-        await state.ws.notebooks.create_notebook(path, initial_cells(cells or []))
+        await state.ws.notebooks.create_notebook(path, caller, initial_cells(cells or []))
         message = f"Notebook {path} created"
     if not state.ws.settings.no_execute:
-        await state.ws.notebook_sessions.begin_session(path)
+        await state.ws.notebook_sessions.begin_session(path, caller)
     snap = await state.ws.notebooks.view(path, caller)
     if url is not None:
         state.servers[snap.path] = url

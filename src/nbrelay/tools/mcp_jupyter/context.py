@@ -9,6 +9,7 @@ from typing import Any
 from mcp.server.mcpserver import Context
 
 from nbrelay import jupyter_api
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.jobs import Job
 from nbrelay.notebook import render
@@ -38,9 +39,11 @@ class Served:
     def served_here(self, url: str) -> bool:
         return self.configured is not None and url == jupyter_api.base_url(self.configured)
 
-    async def run_cell(self, path: str, index: int, ctx: Context | None) -> dict[str, Any]:
+    async def run_cell(
+        self, caller: Caller, path: str, index: int, ctx: Context | None
+    ) -> dict[str, Any]:
         """Run the code cell at ``index`` to its end: {execution_count, outputs, status}."""
-        snap = await self.ws.notebooks.read(path)
+        snap = await self.ws.notebooks.read(path, caller)
         if index >= len(snap.notebook.cells):
             raise InvalidArgument(
                 f"position_index={index} is out of range: {describe_bounds(len(snap.notebook.cells))}.",
@@ -49,7 +52,7 @@ class Served:
         cell = snap.notebook.cells[index]
         if cell.get("cell_type") != "code":
             raise InvalidArgument(f"Cell at position {index} is not a code cell.")
-        job: Job = await self.ws.runs.execute(path, [cell["id"]])
+        job: Job = await self.ws.runs.execute(path, caller, [cell["id"]])
         patience = self.ws.runs.timeout_for(None) + self.ws.settings.interrupt_grace + 10
         await follow(self.ws, job, patience, ctx)
         run = job.cells[0]

@@ -191,16 +191,16 @@ async def execute_notebook_code(
     path = ipynb(notebook_path)
     if execution_type == "execute_cell":
         index = need_position(position(position_index), execution_type)
-        result = await state.run_cell(path, index, ctx)
+        result = await state.run_cell(caller, path, index, ctx)
         await state.ws.notebooks.view(path, caller)
         return reply_union(result)
     if not package_names or not package_names.strip():
         raise InvalidArgument("package_names is required for install_packages operation.")
     names = package_names.replace(",", " ").split()
     done = await state.ws.inspect.install_packages(
-        path, names, prefer_uv=True, progress=progress_reporter(ctx)
+        path, caller, names, prefer_uv=True, progress=progress_reporter(ctx)
     )
-    await _record_install(state, path, package_names, done.output)
+    await _record_install(state, caller, path, package_names, done.output)
     await state.ws.notebooks.view(path, caller)
     note = f"\nNote: {done.note}" if done.note else ""
     if not done.ok:
@@ -211,7 +211,9 @@ async def execute_notebook_code(
     return reply_union(f"Installation of packages [{package_names}]: {done.output}{note}")
 
 
-async def _record_install(state: Served, path: str, package_names: str, output: str) -> None:
+async def _record_install(
+    state: Served, caller: Caller, path: str, package_names: str, output: str
+) -> None:
     """Leave the install in the notebook as the original does: a code cell
     ``!uv pip install <package_names>`` at the end, with the installer's output. The original
     runs that line in the kernel's shell; nbrelay ran the installer itself (the names checked as
@@ -230,4 +232,4 @@ async def _record_install(state: Served, path: str, package_names: str, output: 
         cell = {**inserted.cells[0], "outputs": [stream] if output else []}
         return Plan(edits=(InsertCells(inserted.index, (cell,)),), touched=plan.touched)
 
-    await state.ws.notebooks.edit(path, "record the install", planner, positional=False)
+    await state.ws.notebooks.edit(path, caller, "record the install", planner, positional=False)

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import NotebookExists, NotebookNotFound
 from nbrelay.notebook import address, moves
 from nbrelay.notebook.edits import CellSpec, Plan
@@ -30,7 +31,9 @@ from nbrelay.tools.notebook_lr.views import (
 )
 
 
-async def get_cell_source(lr: Current, index: Index) -> Annotated[CallToolResult, str]:
+async def get_cell_source(
+    lr: Current, caller: Caller, index: Index
+) -> Annotated[CallToolResult, str]:
     """Get the source content of a cell at the specified index.
 
     Args:
@@ -42,12 +45,15 @@ async def get_cell_source(lr: Current, index: Index) -> Annotated[CallToolResult
     Raises:
         ValueError: If index is out of range
     """
-    nb = await lr.notebook()
+    nb = await lr.notebook(caller)
     return scalar(str(nb.cells[address.resolve_one(nb.ids, zero_based(index))].get("source", "")))
 
 
 async def update_cell_source(
-    lr: Current, index: Index, source: Annotated[str, Field(description="New source code to set")]
+    lr: Current,
+    caller: Caller,
+    index: Index,
+    source: Annotated[str, Field(description="New source code to set")],
 ) -> Annotated[CallToolResult, bool]:
     """Update the source content of a cell at the specified index.
 
@@ -61,12 +67,15 @@ async def update_cell_source(
     Raises:
         ValueError: If index is out of range
     """
-    await lr.on_current(lambda p: lr.ws.editing.edit_cell(p, zero_based(index), source=source))
+    await lr.on_current(
+        lambda p: lr.ws.editing.edit_cell(p, caller, zero_based(index), source=source)
+    )
     return scalar(True)
 
 
 async def add_cell(
     lr: Current,
+    caller: Caller,
     cell_type: Annotated[
         Literal["code", "markdown"], Field(description="Type of cell to create")
     ] = "code",
@@ -91,7 +100,7 @@ async def add_cell(
     """
     after = None if after_index is None else zero_based(after_index, "after_index")
     new = [CellSpec(cell_type, source)]
-    snap = await lr.snapshot()
+    snap = await lr.snapshot(caller)
     ids = snap.notebook.ids if snap else []
     if after is not None and (ids or after != 0):
         # An existing cell, as notebook-lr checks ("out of range"), never appended instead; only
@@ -100,9 +109,9 @@ async def add_cell(
     if snap is None:
         # The first cell makes the notebook (live mode: no placeholder cell before it).
         with contextlib.suppress(NotebookExists):
-            made = await lr.ws.notebooks.create_notebook(lr.path, new)
+            made = await lr.ws.notebooks.create_notebook(lr.path, caller, new)
             return lr.budget().share(lambda b: cell_output(made.notebook.cells[0], 0, b))
-    outcome = await lr.on_current(lambda p: lr.ws.editing.insert_cells(p, new, after=after))
+    outcome = await lr.on_current(lambda p: lr.ws.editing.insert_cells(p, caller, new, after=after))
     new_id = outcome.plan.touched[0]
     at = outcome.after.notebook.ids.index(new_id)
     return lr.budget().share(lambda b: cell_output(outcome.after.notebook.cells[at], at, b))
@@ -110,6 +119,7 @@ async def add_cell(
 
 async def delete_cell(
     lr: Current,
+    caller: Caller,
     index: Annotated[int, Field(description="Zero-based index of the cell to delete")],
 ) -> Annotated[CallToolResult, bool]:
     """Delete a cell at the specified index.
@@ -123,12 +133,13 @@ async def delete_cell(
     Raises:
         ValueError: If index is out of range
     """
-    await lr.on_current(lambda p: lr.ws.editing.delete_cells(p, [zero_based(index)]))
+    await lr.on_current(lambda p: lr.ws.editing.delete_cells(p, caller, [zero_based(index)]))
     return scalar(True)
 
 
 async def move_cell(
     lr: Current,
+    caller: Caller,
     index: Annotated[int, Field(description="Zero-based index of the cell to move")],
     direction: Annotated[Literal["up", "down"], Field(description="Direction to move the cell")],
 ) -> MoveResult:
@@ -149,11 +160,13 @@ async def move_cell(
     def planner(nb: Notebook) -> Plan:
         return moves.plan_step(nb, index, direction)
 
-    await lr.on_current(lambda p: lr.ws.notebooks.edit(p, "move cells", planner, positional=True))
+    await lr.on_current(
+        lambda p: lr.ws.notebooks.edit(p, caller, "move cells", planner, positional=True)
+    )
     return MoveResult(ok=True, new_index=moves.step_target(index, direction))
 
 
-async def get_cell(lr: Current, index: Index) -> Any:
+async def get_cell(lr: Current, caller: Caller, index: Index) -> Any:
     """Get complete information about a cell at the specified index.
 
     Args:
@@ -165,7 +178,7 @@ async def get_cell(lr: Current, index: Index) -> Any:
     Raises:
         ValueError: If index is out of range
     """
-    nb = await lr.notebook()
+    nb = await lr.notebook(caller)
     i = address.resolve_one(nb.ids, zero_based(index))
     cell = nb.cells[i]
     return with_images(
@@ -173,13 +186,13 @@ async def get_cell(lr: Current, index: Index) -> Any:
     )
 
 
-async def list_cells(lr: Current) -> CellList:
+async def list_cells(lr: Current, caller: Caller) -> CellList:
     """Get a list of all cells in the notebook.
 
     Returns:
         CellList containing an array of all cells with their indices
     """
-    nb = await lr.notebook()
+    nb = await lr.notebook(caller)
     shared = lr.budget()
     return shared.share(
         lambda b: CellList(cells=[cell_output(c, i, b) for i, c in enumerate(nb.cells)])
@@ -188,6 +201,7 @@ async def list_cells(lr: Current) -> CellList:
 
 async def convert_cell_type(
     lr: Current,
+    caller: Caller,
     index: Index,
     cell_type: Annotated[
         Literal["code", "markdown"], Field(description="Type to convert the cell to")
@@ -206,7 +220,7 @@ async def convert_cell_type(
         ValueError: If index is out of range
     """
     outcome = await lr.on_current(
-        lambda p: lr.ws.editing.edit_cell(p, zero_based(index), cell_type=cell_type)
+        lambda p: lr.ws.editing.edit_cell(p, caller, zero_based(index), cell_type=cell_type)
     )
     nb = outcome.after.notebook
     at = nb.ids.index(outcome.plan.touched[0])
@@ -215,6 +229,7 @@ async def convert_cell_type(
 
 async def find_in_cells(
     lr: Current,
+    caller: Caller,
     query: Annotated[str, Field(description="Text (or regular expression) to find")],
     case_sensitive: Annotated[bool, Field(description="Match case")] = False,
     regex: Annotated[bool, Field(description="Treat query as a regular expression")] = False,
@@ -232,7 +247,7 @@ async def find_in_cells(
     """
     try:
         _, found = await lr.ws.notebooks.search(
-            lr.path, query, regex=regex, case_sensitive=case_sensitive
+            lr.path, caller, query, regex=regex, case_sensitive=case_sensitive
         )
     except NotebookNotFound:
         found = []
@@ -247,6 +262,7 @@ async def find_in_cells(
 
 async def replace_in_cells(
     lr: Current,
+    caller: Caller,
     find: Annotated[str, Field(description="Text (or regular expression) to replace")],
     replace: Annotated[str, Field(description="Replacement text")],
     case_sensitive: Annotated[bool, Field(description="Match case")] = True,
@@ -265,7 +281,7 @@ async def replace_in_cells(
     """
     try:
         outcome = await lr.ws.editing.replace_in_cells(
-            lr.path, find, replace, regex=regex, case_sensitive=case_sensitive
+            lr.path, caller, find, replace, regex=regex, case_sensitive=case_sensitive
         )
     except NotebookNotFound:
         return ReplaceResult(ok=True, replacements=0, cells=[])

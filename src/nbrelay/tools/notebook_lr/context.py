@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from mcp.server.mcpserver import Context
 
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.errors import (
     CellNotFound,
@@ -105,14 +106,14 @@ class Current:
     def budget(self) -> render.Budget:
         return render.Budget(self.settings.output_budget, self.settings.output_budget)
 
-    async def snapshot(self) -> Snapshot | None:
+    async def snapshot(self, caller: Caller) -> Snapshot | None:
         try:
-            return await self.ws.notebooks.read(self.path)
+            return await self.ws.notebooks.read(self.path, caller)
         except NotebookNotFound:
             return None
 
-    async def notebook(self) -> Notebook:
-        snap = await self.snapshot()
+    async def notebook(self, caller: Caller) -> Notebook:
+        snap = await self.snapshot(caller)
         return snap.notebook if snap is not None else new_notebook()
 
     async def on_current(self, op: Callable[[str], Awaitable[T]]) -> T:
@@ -151,13 +152,13 @@ class Current:
             return nblr.VERSION
         return f"{nb.data.get('nbformat', 4)}.{nb.data.get('nbformat_minor', 0)}"
 
-    async def carry_kernel(self, source: str, target: str) -> str | None:
+    async def carry_kernel(self, caller: Caller, source: str, target: str) -> str | None:
         """notebook-lr has one kernel for the notebook being worked on: after a save under a
         new name the variables must still be there. The kernel's variables move to the new
         notebook's kernel (saved and restored); what cannot move is said in the note."""
         try:
-            found = await self.ws.inspect.save_kernel_state(source, to=target)
-            await self.ws.inspect.restore_kernel_state(target)
+            found = await self.ws.inspect.save_kernel_state(source, caller, to=target)
+            await self.ws.inspect.restore_kernel_state(target, caller)
         except NbrelayError as exc:  # not a Python kernel, no dill, a state it cannot read
             return (
                 f"The kernel's variables stay with {source} ({exc.message}); cells run now start "

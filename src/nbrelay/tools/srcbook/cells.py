@@ -9,6 +9,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import ImageContent
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import address, render
 from nbrelay.notebook.edits import CellSpec
@@ -34,6 +35,7 @@ def _timeout_schema(schema: dict[str, Any]) -> None:
 
 async def cell_add(
     sb: Served,
+    caller: Caller,
     ctx: Context,
     session_id: str,
     content: Annotated[str, Field(description="Cell content (code or markdown)")],
@@ -44,8 +46,10 @@ async def cell_add(
 
     Returns: Cell ID and position (0-based; position -1 or none appends).
     """
-    snap = await sb.sessions.open(session_id)
-    outcome = await sb.ws.editing.insert_cells(snap.path, [CellSpec(type, content)], index=position)
+    snap = await sb.sessions.open(session_id, caller)
+    outcome = await sb.ws.editing.insert_cells(
+        snap.path, caller, [CellSpec(type, content)], index=position
+    )
     new_id = outcome.plan.touched[0]
     await sb.changed(ctx, session_id)
     return CellPlace(cell_id=new_id, position=outcome.after.notebook.ids.index(new_id))
@@ -53,6 +57,7 @@ async def cell_add(
 
 async def cell_execute(
     sb: Served,
+    caller: Caller,
     ctx: Context,
     session_id: str,
     cell_id: Annotated[str, Field(description="Specific cell ID or 'all' for all cells")],
@@ -69,7 +74,7 @@ async def cell_execute(
     Returns: Execution results with stdout, stderr, and return values. cell_id "all" runs
     every code cell in order and stops at the first that fails; the timeout is per cell.
     """
-    snap = await sb.sessions.open(session_id)
+    snap = await sb.sessions.open(session_id, caller)
     limit_ms = sb.default_timeout_ms() if timeout is None else timeout
     if limit_ms <= 0:
         raise InvalidArgument("timeout must be more than 0 milliseconds.")
@@ -90,13 +95,13 @@ async def cell_execute(
     notes: list[str] = []
     # A kernel about to start gets the tsconfig's JSX options and, unless every cell runs
     # anyway, the variables of the session's earlier cells (persistSessions).
-    notes += await sb.sessions.start_kernel(snap.path, snap, seconds, replay=not run_all)
+    notes += await sb.sessions.start_kernel(snap.path, caller, snap, seconds, replay=not run_all)
     if sb.sessions.language(snap) == "javascript":
-        refused = await javascript_refusal(sb.sessions, events, snap, cell_id)
+        refused = await javascript_refusal(sb.sessions, caller, events, snap, cell_id)
         if refused is not None:
             return refused
     job = await sb.ws.runs.execute(
-        snap.path, None if run_all else [cell_id], time_limit=seconds, stop_on_error=True
+        snap.path, caller, None if run_all else [cell_id], time_limit=seconds, stop_on_error=True
     )
     wait = seconds * len(job.cells) + sb.settings.interrupt_grace + 60
     try:
@@ -137,29 +142,33 @@ async def cell_execute(
 
 async def cell_update(
     sb: Served,
+    caller: Caller,
     ctx: Context,
     session_id: str,
     cell_id: str,
     content: Annotated[str, Field(description="New cell content")],
 ) -> CellPlace:
     """Updates an existing cell's content."""
-    snap = await sb.sessions.open(session_id)
-    outcome = await sb.ws.editing.edit_cell(snap.path, cell_id, source=content)
+    snap = await sb.sessions.open(session_id, caller)
+    outcome = await sb.ws.editing.edit_cell(snap.path, caller, cell_id, source=content)
     changed_id = outcome.plan.touched[0]
     await sb.changed(ctx, session_id)
     return CellPlace(cell_id=changed_id, position=outcome.after.notebook.ids.index(changed_id))
 
 
-async def cell_delete(sb: Served, ctx: Context, session_id: str, cell_id: str) -> CellDeleted:
+async def cell_delete(
+    sb: Served, caller: Caller, ctx: Context, session_id: str, cell_id: str
+) -> CellDeleted:
     """Removes a cell from the notebook."""
-    snap = await sb.sessions.open(session_id)
-    outcome = await sb.ws.editing.delete_cells(snap.path, [cell_id])
+    snap = await sb.sessions.open(session_id, caller)
+    outcome = await sb.ws.editing.delete_cells(snap.path, caller, [cell_id])
     await sb.changed(ctx, session_id)
     return CellDeleted(cell_id=outcome.plan.touched[0], deleted=True)
 
 
 async def cell_visualize(
     sb: Served,
+    caller: Caller,
     session_id: str,
     cell_id: str,
     type: Literal["chart", "table", "graph", "auto"] = "auto",
@@ -173,13 +182,15 @@ async def cell_visualize(
     bar, scatter, hist, pie), title, max_rows, expression (a value to show instead of the
     cell's result).
     """
-    snap = await sb.sessions.open(session_id)
+    snap = await sb.sessions.open(session_id, caller)
     nb = snap.notebook
     cell = nb.cells[address.resolve_one(nb.ids, cell_id)]
     if (nb.language or "").lower() == "python":
-        done = await sb.ws.inspect.visualize_cell(snap.path, cell["id"], kind=type, options=options)
+        done = await sb.ws.inspect.visualize_cell(
+            snap.path, caller, cell["id"], kind=type, options=options
+        )
     else:
-        value = await script_value(sb.ws, snap.path, cell, options)
+        value = await script_value(sb.ws, caller, snap.path, cell, options)
         done = await sb.ws.inspect.visualize_value(value, kind=type, options=options)
     for key in ("path", "cell"):
         done.pop(key, None)

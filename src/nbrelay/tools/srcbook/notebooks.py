@@ -10,6 +10,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook.model import new_notebook
 from nbrelay.timestamps import utc_iso
@@ -32,6 +33,7 @@ from nbrelay.workspace.srcbook_sessions import (
 
 async def notebook_create(
     sb: Served,
+    caller: Caller,
     ctx: Context,
     name: Annotated[str, Field(description="Human-readable notebook name")],
     language: Literal["typescript", "javascript"] = "typescript",
@@ -61,7 +63,9 @@ async def notebook_create(
     if tsconfig is not None:
         meta["tsconfig"] = tsconfig
     nb.data["metadata"]["srcbook"] = meta
-    snap = await sb.ws.notebooks.create_from(sb.sessions.path(session_id), nb, overwrite=False)
+    snap = await sb.ws.notebooks.create_from(
+        sb.sessions.path(session_id), caller, nb, overwrite=False
+    )
     sb.sessions.used[session_id] = time.time()
     await sb.changed(ctx, session_id)
     note = tsconfig_note(tsconfig) if tsconfig is not None else None
@@ -70,6 +74,7 @@ async def notebook_create(
 
 async def notebook_list(
     sb: Served,
+    caller: Caller,
     filter: Literal["active", "suspended", "all"] = "active",
 ) -> CallToolResult:
     """Lists all active notebook sessions.
@@ -77,7 +82,7 @@ async def notebook_list(
     Returns: Array of notebook sessions with metadata. filter="suspended" lists the sessions
     not in use (kept on disk, resumed by the next call that uses them); "all" lists both.
     """
-    views = [view(sb.sessions, sid, snap) for sid, snap in await sb.sessions.all()]
+    views = [view(sb.sessions, sid, snap) for sid, snap in await sb.sessions.all(caller)]
     if filter != "all":
         views = [v for v in views if v.status == filter]
     views.sort(key=lambda v: (v.created_at or "", v.session_id))
@@ -91,6 +96,7 @@ async def notebook_list(
 
 async def notebook_delete(
     sb: Served,
+    caller: Caller,
     ctx: Context,
     session_id: Annotated[str, Field(description="Notebook session identifier")],
 ) -> Deleted:
@@ -99,7 +105,7 @@ async def notebook_delete(
     Stops its kernel and deletes its notebook, saved state and working folder (with the
     files its cells wrote there).
     """
-    snap = await sb.sessions.open(session_id, touch=False)
+    snap = await sb.sessions.open(session_id, caller, touch=False)
     await sb.ws.documents.delete_document(snap.path)
     await sb.ws.inspect.forget_saved_state(snap.path)
     await sb.sessions.remove_folder(snap.path)
@@ -110,6 +116,7 @@ async def notebook_delete(
 
 async def notebook_export(
     sb: Served,
+    caller: Caller,
     session_id: str,
     format: Literal["json", "markdown", "html", "pdf"] = "json",
     include_outputs: bool = True,
@@ -119,9 +126,10 @@ async def notebook_export(
     Returns: Exported notebook content in specified format (json is the .ipynb JSON; pdf
     comes as an embedded resource).
     """
-    snap = await sb.sessions.open(session_id)
+    snap = await sb.sessions.open(session_id, caller)
     done = await sb.ws.transfer.export_notebook(
         snap.path,
+        caller,
         format,
         outputs=include_outputs,
         image_link=lambda cell, k, mime: resources.output_uri(snap.path, cell, k, mime),
@@ -132,6 +140,7 @@ async def notebook_export(
 
 async def notebook_import(
     sb: Served,
+    caller: Caller,
     ctx: Context,
     content: Annotated[str, Field(description="Notebook content to import")],
     format: Literal["json", "markdown", "ipynb"] = "json",
@@ -145,7 +154,11 @@ async def notebook_import(
     session_id = sb.sessions.new_id(name)
     sb.sessions.check_room(session_id)
     snap = await sb.ws.transfer.import_notebook(
-        sb.sessions.path(session_id), content=content, fmt=format, prepare=prepare_import(name)
+        sb.sessions.path(session_id),
+        caller,
+        content=content,
+        fmt=format,
+        prepare=prepare_import(name),
     )
     sb.sessions.used[session_id] = time.time()
     await sb.changed(ctx, session_id)

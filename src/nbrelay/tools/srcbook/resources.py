@@ -8,6 +8,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from nbrelay.caller import Caller
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook import render
 from nbrelay.tools import resources
@@ -49,8 +50,8 @@ def register_resources(
         description="Current notebook state including all cells",
     )
     @reg.resource
-    async def session_state(session_id: str) -> str:
-        snap = await sessions.open(session_id, touch=False)
+    async def session_state(session_id: str, caller: Caller) -> str:
+        snap = await sessions.open(session_id, caller, touch=False)
         budget = render.Budget(ws.settings.output_budget, ws.settings.output_budget)
         rendered = render.render_many(snap.notebook.cells, budget)
         data = {
@@ -83,8 +84,8 @@ def register_resources(
         description="Historical execution results and outputs",
     )
     @reg.resource
-    async def session_history(session_id: str) -> str:
-        snap = await sessions.open(session_id, touch=False)
+    async def session_history(session_id: str, caller: Caller) -> str:
+        snap = await sessions.open(session_id, caller, touch=False)
         data = {"session_id": session_id, "executions": ws.runs.execution_history(snap.path)}
         return compact_json(data)
 
@@ -97,8 +98,8 @@ def register_resources(
         "subscribe to hear of new ones",
     )
     @reg.resource
-    async def session_events(session_id: str) -> str:
-        await sessions.open(session_id, touch=False)
+    async def session_events(session_id: str, caller: Caller) -> str:
+        await sessions.open(session_id, caller, touch=False)
         data = {"session_id": session_id, "events": list(sessions.events.get(session_id, ()))}
         return compact_json(data)
 

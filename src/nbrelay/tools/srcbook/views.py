@@ -10,6 +10,7 @@ from typing import Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook import address, render
@@ -254,7 +255,7 @@ def view(
 
 
 async def javascript_refusal(
-    sessions: Sessions, events: Events, snap: Snapshot, cell_id: str
+    sessions: Sessions, caller: Caller, events: Events, snap: Snapshot, cell_id: str
 ) -> ExecuteResult | None:
     """In a JavaScript session, the result for cells that are not JavaScript (Deno would run
     them as TypeScript): each cell to run is parsed as JavaScript first, and the first that
@@ -265,7 +266,7 @@ async def javascript_refusal(
         cell = nb.cells[i]
         if cell.get("cell_type") != "code":
             continue
-        problem = await sessions.javascript_error(snap.path, str(cell.get("source", "")))
+        problem = await sessions.javascript_error(snap.path, caller, str(cell.get("source", "")))
         if problem is None:
             continue
         error = RunError(name="SyntaxError", message=problem)
@@ -296,13 +297,13 @@ async def javascript_refusal(
 
 
 async def script_value(
-    ws: Workspace, path: str, cell: dict[str, Any], options: dict[str, Any] | None
+    ws: Workspace, caller: Caller, path: str, cell: dict[str, Any], options: dict[str, Any] | None
 ) -> Any:
     """The data a TypeScript/JavaScript cell shows: ``options.expression`` evaluated in the
     session's kernel, or the cell's result as Deno displayed it (read as data, never run)."""
     expression = (options or {}).get("expression")
     if isinstance(expression, str) and expression.strip():
-        return await ws.inspect.evaluate_json(path, expression)
+        return await ws.inspect.evaluate_json(path, caller, expression)
     for out in cell.get("outputs") or []:
         if isinstance(out, dict) and out.get("output_type") == "execute_result":
             text = render.output_text(out).text
