@@ -10,8 +10,8 @@ import pytest
 from nbrelay.config import JUPYTER_TOKEN_ENV, OPTIONS, TOKEN_ENV
 
 # Live mode: a real Jupyter Server for the tests that need one (started on first use); the
-# markers of what a test starts, and the quick loop (--quick).
-pytest_plugins = ["tests.live.fixtures", "tests.markers"]
+# markers of what a test starts, and the quick loop (--quick); figures from parallel workers.
+pytest_plugins = ["tests.live.fixtures", "tests.markers", "tests.parallel"]
 
 
 @pytest.fixture

@@ -265,6 +265,30 @@ def make_temp_folder(prefix: str) -> str:
     return tempfile.mkdtemp(prefix=prefix, dir=str(folder_path()))
 
 
+SOCKET_PATH_MAX = 103  # bytes of a Unix socket's path (sun_path: 108 on Linux, 104 on macOS)
+
+
+def make_socket_folder(prefix: str, longest: int) -> str:
+    """A new, uniquely named folder (mode 0700) for Unix sockets named up to ``longest`` bytes:
+    in the runtime folder, or, when that folder's path leaves no room for a socket's name (a
+    deep ``$XDG_RUNTIME_DIR``), in the system's temp folder (``tempfile.mkdtemp``: made by
+    this user, private, under a name nobody can guess)."""
+    folder = make_temp_folder(prefix)
+    if len(os.fsencode(folder)) + 1 + longest <= SOCKET_PATH_MAX:
+        return folder
+    os.rmdir(folder)
+    folder = tempfile.mkdtemp(prefix=f"nbrelay-{prefix}")
+    if len(os.fsencode(folder)) + 1 + longest <= SOCKET_PATH_MAX:
+        return folder
+    os.rmdir(folder)
+    raise PathError(
+        f"cannot make kernel sockets: the runtime folder ({folder_path()}) and the temp folder "
+        f"({tempfile.gettempdir()}) have paths too long for a Unix socket's "
+        f"({SOCKET_PATH_MAX} bytes)",
+        hint="Set XDG_RUNTIME_DIR or TMPDIR to a folder of yours with a shorter path.",
+    )
+
+
 # -- groups of state files --------------------------------------------------------------------
 # A state folder (the shared readers' reads, callers' undo histories) holds one group of files
 # per entry, named ``<base><suffix>``; the group's first suffix is its head, whose mtime says

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +15,8 @@ import anyio
 import psutil
 import pytest
 
-from nbrelay.errors import KernelError
+from nbrelay import runtime
+from nbrelay.errors import KernelError, PathError
 from nbrelay.kernels.base import LaunchPolicy
 from nbrelay.kernels.execution import Outcome, Policy, Runner
 from nbrelay.kernels.local import LocalKernels, LocalSession
@@ -369,3 +372,41 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+async def test_ipc_sockets_fit_under_a_runtime_folder_too_deep_for_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runtime folder whose path leaves no room for a Unix socket's name (a deep
+    ``$XDG_RUNTIME_DIR``; ZeroMQ refused it with "File name too long"): the kernel's sockets go
+    to a private folder of the temp folder, the kernel runs, and that folder goes with it."""
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    provider = LocalKernels(policy=LaunchPolicy(transport="ipc"), pool_size=0)
+    try:
+        session = await provider.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+        assert isinstance(session, LocalSession)
+        sockets = Path(session.km.ip).parent
+        assert not sockets.is_relative_to(deep)
+        assert stat.S_IMODE(sockets.stat().st_mode) == 0o700
+        _, outputs = await run(Runner(session), "print(6 * 7)")
+        assert texts(outputs) == "42\n"
+    finally:
+        await provider.aclose()
+    assert not sockets.exists()
+
+
+def test_no_room_for_a_socket_anywhere_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    with pytest.raises(PathError) as refused:
+        runtime.make_socket_folder("ipc-", len("kernel-65535"))
+    assert "too long for a Unix socket" in refused.value.message
+    assert "shorter path" in refused.value.hint
+    assert [p.name for p in deep.iterdir()] == ["nbrelay"]  # nothing made is left behind
+    assert list((deep / "nbrelay").iterdir()) == []

@@ -237,7 +237,8 @@ class LocalKernels:
         # The connection file (and, over ipc, the socket folder) in the private runtime folder.
         km.connection_file = str(owned_runtime_dir() / f"kernel-{uuid.uuid4()}.json")
         if policy.transport == "ipc":
-            km.ip = str(Path(runtime.make_temp_folder("ipc-")) / "kernel")
+            # jupyter_client names each socket "<ip>-<port>": "kernel-<n>" in that folder.
+            km.ip = str(Path(runtime.make_socket_folder("ipc-", len("kernel-65535"))) / "kernel")
         km.shutdown_wait_time = 2.0
         env = policy.environment(os.environ)
         env["JPY_SESSION_NAME"] = key
