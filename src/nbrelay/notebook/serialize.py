@@ -118,6 +118,10 @@ class CellBytes:
         if at // _BLOCK < len(self.blocks):
             self.blocks[at // _BLOCK] = None
 
+    def moved(self, at: int) -> None:
+        """Cells were put in or taken out at ``at``: the blocks from there on are out of date."""
+        del self.blocks[at // _BLOCK :]
+
 
 _FEW = 16  # cells changed in place up to which no map of all cells is made
 _BLOCK = 256  # cells whose digests are joined together (CellBytes.digest_blocks)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook import validate
 from nbrelay.notebook.model import Cell, Notebook, from_dict, new_notebook, serialize, version_of
-from nbrelay.notebook.serialize import Encoded, Work, cells_version
+from nbrelay.notebook.serialize import CellBytes, Encoded, Work, cells_version
 from nbrelay.notebook.ydoc import cell_from_y, ints, notebook_from_doc, placeholder
 
 if TYPE_CHECKING:
@@ -120,6 +120,18 @@ def _convert_top(ymeta: pycrdt.Map[Any], name: str) -> _Top:
     return _Top(nb.data, head, tail, tuple(validate.problems(nb)))
 
 
+def _plain(y: Any) -> Any:
+    """One element of the cell list as plain data (a cell is a Y map; a careless client can
+    put in a plain value, which the whole conversion drops)."""
+    to_py = getattr(y, "to_py", None)
+    if to_py is None:
+        return y
+    try:
+        return json.loads(str(y))
+    except ValueError:  # a value JSON cannot hold (binary): walk the cell
+        return to_py()
+
+
 def _convert_cell(raw: Any, name: str, work: Work) -> _Cell:
     cell = cell_from_y(raw)
     if cell is None:
@@ -145,16 +157,23 @@ class Mirror:
     The first read converts every cell; later reads convert the cells changed since (the
     document's own change events say which). ``read`` gives the same (notebook, version,
     problems) as ``read_whole``; ``close`` stops following a document that lives on.
+
+    What a read derives from the cells (their ids and how often each occurs, their bytes and
+    pieces' digests, which have schema problems) is kept in lists by position, updated where
+    cells changed, were put in or taken out: a read after an edit of one cell costs that cell
+    and two copies of lists (the notebook's own cell and id lists), no pass over the others.
     """
 
     def __init__(self, ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], *, name: str) -> None:
         self.ymeta = ymeta
         self.ycells = ycells
         self.name = name
-        self._cells: list[_Cell | None] = []  # None: changed since it was converted
+        self._cells: list[_Cell | None] = []  # by position; None: changed since converted
+        self._pending: set[int] = set()  # the positions holding None
         self._top: _Top | None = None
         self._whole = True  # convert every cell again on the next read
         self._last: Read | None = None
+        self._reset()
         # What reading cost so far: cells converted one by one, and whole conversions.
         self.cells_converted = 0
         self.whole_reads = 0
@@ -164,13 +183,33 @@ class Mirror:
             (ymeta, ymeta.observe_deep(self._on_meta)),
         ]
 
+    def _reset(self) -> None:
+        """Forget what was derived from the cells (the next read converts every cell)."""
+        self._cells = []
+        self._pending = set()
+        # Derived from the converted cells, by position (a position in ``_pending`` holds a
+        # stand-in that counts for nothing): the cells, their bytes and digests (``bytes``),
+        # ids, how often each id occurs and how many occurrences are repeats, which cells have
+        # a schema problem and how many, and how many cells are dropped (not objects).
+        self._bytes = CellBytes()
+        self._ids: list[str | None] = []
+        self._seen: dict[str, int] = {}
+        self._repeats = 0
+        self._flags: list[bool] = []
+        self._flagged = 0
+        self._dropped = 0
+        # The last notebook read and whether cells were put in or taken out since (for
+        # ``Notebook.derive``: the next one takes over its map of positions).
+        self._prev: Notebook | None = None
+        self._moved = False
+
     def close(self) -> None:
         """Stop following the document (a room nbrelay leaves, whose document lives on)."""
         for target, sub in self._subscriptions:
             target.unobserve(sub)
         self._subscriptions = []
         self._whole = True
-        self._cells = []
+        self._reset()
         self._last = None
 
     # Observers: never read the document here (it is borrowed), only note what changed.
@@ -195,7 +234,7 @@ class Mirror:
                     at = path[0]
                     if not isinstance(at, int) or not 0 <= at < len(self._cells):
                         raise _Unsure
-                    self._cells[at] = None
+                    self._take(at)
         except Exception:
             self._whole = True
 
@@ -208,13 +247,93 @@ class Mirror:
                 n = int(step["delete"])
                 if at + n > len(self._cells):
                     raise _Unsure
-                del self._cells[at : at + n]
+                self._cut(at, n)
             elif "insert" in step:
                 n = len(step["insert"])
-                self._cells[at:at] = [None] * n
+                self._open(at, n)
                 at += n
             else:
                 raise _Unsure
+
+    # The derived lists, kept by position.
+
+    def _take(self, at: int) -> None:
+        """The cell at ``at`` changed: take what it counted for out, leave a stand-in."""
+        entry = self._cells[at]
+        if entry is None:
+            return
+        self._cells[at] = None
+        self._pending.add(at)
+        if entry.cell is None:
+            self._dropped -= 1
+            return
+        known = self._bytes
+        known.unseamed -= not cast("Encoded", entry.encoded).seamed
+        known.changed(at)
+        cid = cast(str, self._ids[at])
+        count = self._seen[cid]
+        if count > 1:
+            self._seen[cid] = count - 1
+            self._repeats -= 1
+        else:
+            del self._seen[cid]
+        self._ids[at] = None
+        if self._flags[at]:
+            self._flags[at] = False
+            self._flagged -= 1
+
+    def _put(self, at: int, entry: _Cell) -> None:
+        """The cell at ``at`` (a stand-in) converted: count it in."""
+        self._cells[at] = entry
+        if entry.cell is None or entry.encoded is None:
+            self._dropped += 1
+            return
+        known, encoded = self._bytes, entry.encoded
+        known.cells[at], known.entries[at] = entry.cell, encoded
+        known.chunks[at], known.middles[at] = encoded.chunk, encoded.middle
+        known.unseamed += not encoded.seamed
+        known.changed(at)
+        cid = entry.cell["id"]
+        self._ids[at] = cid
+        count = self._seen.get(cid, 0)
+        self._seen[cid] = count + 1
+        self._repeats += count > 0
+        if entry.problem is not None:
+            self._flags[at] = True
+            self._flagged += 1
+
+    def _cut(self, at: int, n: int) -> None:
+        """Cells ``at`` … ``at + n - 1`` taken out."""
+        for i in range(at, at + n):
+            self._take(i)
+        end = at + n
+        for kept, _ in self._lists(at):
+            del kept[at:end]
+        self._pending = {p if p < at else p - n for p in self._pending if not at <= p < end}
+        self._moved = True
+
+    def _open(self, at: int, n: int) -> None:
+        """``n`` cells put in at ``at`` (stand-ins until converted)."""
+        for kept, filler in self._lists(at):
+            kept[at:at] = [filler] * n
+        self._pending = {p if p < at else p + n for p in self._pending}
+        self._pending.update(range(at, at + n))
+        self._moved = True
+
+    def _lists(self, at: int) -> list[tuple[list[Any], Any]]:
+        """The lists kept by position, each with its stand-in; the digests' blocks from ``at``
+        on are dropped (their cells moved: joined again on the next read, in C)."""
+        known = self._bytes
+        known.moved(at)
+        return [
+            (self._cells, None),
+            (known.cells, None),
+            (known.entries, None),
+            (known.chunks, b""),
+            (known.middles, b""),
+            (self._ids, None),
+            (self._flags, False),
+        ]
 
     # Reading.
 
@@ -226,7 +345,7 @@ class Mirror:
             self._last = self._read()
         except _Unsure:
             self._whole = True
-            self._cells = []
+            self._reset()
             self.whole_reads += 1
             self._last = read_whole(self.ymeta, self.ycells, name=self.name)
         return self._last
@@ -235,42 +354,72 @@ class Mirror:
         if self._top is None:
             self._top = _convert_top(self.ymeta, self.name)
         top = self._top
+        changed: list[int] = []
         if self._whole or len(self._cells) != len(self.ycells):
             try:
                 raw = json.loads(str(self.ycells))
             except ValueError:  # a value JSON cannot hold (binary): walk the document
                 raw = [y.to_py() for y in self.ycells]
-            self._cells = [_convert_cell(r, self.name, self.work) for r in raw]
+            self._whole = True
+            self._reset()
+            self._open(0, len(raw))
+            for i, one in enumerate(raw):
+                self._put(i, _convert_cell(one, self.name, self.work))
+            self._pending.clear()
             self.cells_converted += len(raw)
             self._whole = False
+            self._moved = True
         else:
-            # The changed cells are found by the list's own search, not a loop in Python: the
-            # rest of a read is a few passes in C over the kept cells (a 10,000-cell notebook's
-            # edit took a few milliseconds more per such pass in Python).
-            i = -1
-            with contextlib.suppress(ValueError):
-                while True:
-                    i = self._cells.index(None, i + 1)
-                    y = self.ycells[i]
-                    try:
-                        one = json.loads(str(y))
-                    except ValueError:
-                        one = y.to_py()
-                    self._cells[i] = _convert_cell(one, self.name, self.work)
-                    self.cells_converted += 1
-        known = cast("list[_Cell]", self._cells)
-        converted = list(map(_CELL, known))
-        if None in converted:  # cells the whole conversion drops
-            kept = [c for c in known if c.cell is not None]
-            converted = list(map(_CELL, kept))
+            changed = sorted(self._pending)
+            for i in changed:
+                self._put(i, _convert_cell(_plain(self.ycells[i]), self.name, self.work))
+                self.cells_converted += 1
+            self._pending.clear()
+        if self._dropped:
+            return self._derived(top, cast("list[_Cell]", self._cells))
+        if self._repeats:
+            raise _Unsure  # the whole conversion renames the later ones
+        known = self._bytes
+        cells = known.cells.copy()
+        ids = cast("list[str]", self._ids.copy())
+        if cells:
+            # Only the changed cells' pieces are hashed: the others' digests are kept, joined
+            # by blocks of cells (a block is joined again when one of its cells changed).
+            tail = b"\n ]" + top.tail
+            blocks = None if known.unseamed or len(cells) < 2 else known.digest_blocks()
+            version = cells_version(
+                known.entries, known.middles, known.unseamed, tail, self.work, None, blocks
+            )
         else:
-            kept = known
-        cells = cast("list[Cell]", converted)
+            raw_file = top.head + b"]" + top.tail
+            self.work.bytes_hashed += len(raw_file)
+            version = version_of(raw_file)
+        problems = list(top.problems)
+        at = -1
+        with contextlib.suppress(ValueError):
+            while self._flagged and len(problems) < _LIMIT:
+                at = self._flags.index(True, at + 1)
+                problem = cast("_Cell", self._cells[at]).problem
+                problems.append(f"cell {at} (id {ids[at]!r}) {problem}")
+        nb = Notebook(data={**top.data, "cells": cells})
+        prev = self._prev
+        if prev is not None and not self._moved and changed:
+            same = all(prev.ids[i] == ids[i] for i in changed)
+            nb.derive(prev, same, changed)  # its map of positions, if no id moved
+        nb._current().ids = ids  # made above: the store, the journal and the readers use them
+        self._prev, self._moved = nb, False
+        return nb, version, tuple(problems)
+
+    def _derived(self, top: _Top, known: list[_Cell]) -> Read:
+        """The read of cells some of which are dropped (not objects), as the whole conversion
+        does: the others' positions shift, so this one derives everything again."""
+        self._prev = None
+        kept = [c for c in known if c.cell is not None]
+        cells = cast("list[Cell]", list(map(_CELL, kept)))
         ids = list(map(_ID, cells))
         if len(set(ids)) != len(ids):
-            raise _Unsure  # the whole conversion renames the later ones
+            raise _Unsure
         if kept:
-            # Only the changed cells' pieces are hashed: the others' digests are kept.
             encoded = cast("list[Encoded]", list(map(_ENCODED, kept)))
             middles = list(map(_MIDDLE, encoded))
             unseamed = len(encoded) - sum(map(_SEAMED, encoded))
@@ -289,5 +438,5 @@ class Mirror:
                 at = flagged.index(True, at + 1)
                 problems.append(f"cell {at} (id {ids[at]!r}) {found[at]}")
         nb = Notebook(data={**top.data, "cells": cells})
-        nb._current().ids = ids  # made above: the store, the journal and the readers use them
+        nb._current().ids = ids
         return nb, version, tuple(problems)
