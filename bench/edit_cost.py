@@ -35,7 +35,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from nbrelay.caller import ANYONE
+from nbrelay.caller import ANYONE, Caller
 from nbrelay.config import Settings
 from nbrelay.kernels.local import LocalKernels
 from nbrelay.notebook import edits
@@ -44,6 +44,8 @@ from nbrelay.server import build_server
 from nbrelay.stores.files import FileStore
 
 QUICK = "--quick" in sys.argv
+
+ME = Caller("bench")  # who asks: local kernels ask no one
 
 
 def small_cell(i: int) -> Cell:
@@ -183,7 +185,7 @@ async def tool_rows(folder: Path, rounds: int) -> list[Row]:
     settings = Settings(root=folder, kernel_pool=0, lock_dir=folder / ".locks")
     provider = LocalKernels(pool_size=0)
     try:
-        session = await provider.session("raw.ipynb", kernel_name="python3", cwd=str(folder))
+        session = await provider.session("raw.ipynb", ME, kernel_name="python3", cwd=str(folder))
 
         async def raw_run() -> None:
             await session.kc.execute_interactive("1+1", output_hook=lambda m: None, timeout=30)

@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.kernels.execution import Runner
 from nbrelay.kernels.local import LocalKernels
@@ -36,6 +37,8 @@ from nbrelay.notebook.outputs import CellOutputs
 from nbrelay.server import build_server
 
 ROUNDS = 200
+
+ME = Caller("bench")  # who asks: local kernels ask no one
 
 
 async def median_ms(fn: Callable[[], Awaitable[Any]], rounds: int = ROUNDS) -> float:
@@ -54,7 +57,7 @@ async def paired_round_trips(folder: Path) -> tuple[float, float]:
     alternating run by run so that load on the machine affects both alike."""
     provider = LocalKernels(pool_size=0)
     try:
-        session = await provider.session("b.ipynb", kernel_name="python3", cwd=str(folder))
+        session = await provider.session("b.ipynb", ME, kernel_name="python3", cwd=str(folder))
         runner = Runner(session)
         outputs: list[dict[str, Any]] = []
 
@@ -64,7 +67,7 @@ async def paired_round_trips(folder: Path) -> tuple[float, float]:
 
         async def ours() -> None:
             cell = CellOutputs()
-            await runner.execute("1+1", cell.feed, time_limit=30)
+            await runner.execute("1+1", cell.feed, caller=ME, time_limit=30)
 
         for _ in range(10):
             await raw()

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, Msg
 from nbrelay.kernels.sessions import SessionCore
@@ -401,7 +402,7 @@ class ScriptedSession(SessionCore):
             return "was shut down"
         return self._died
 
-    async def interrupt(self) -> None:
+    async def interrupt(self, caller: Caller) -> None:
         self.last_activity = time.time()
         if self._running:
             self._interrupt.set()
@@ -412,7 +413,7 @@ class ScriptedSession(SessionCore):
             scope.cancel()
         self._requests.clear()
 
-    async def restart(self) -> None:
+    async def restart(self, caller: Caller) -> None:
         self._kill()
         self._fresh()
         self._died = None
@@ -452,7 +453,9 @@ class ScriptedKernels:
     def attach(self, tg: TaskGroup) -> None:
         self.task_group = tg
 
-    async def session(self, key: str, *, kernel_name: str, cwd: str) -> ScriptedSession:
+    async def session(
+        self, key: str, caller: Caller, *, kernel_name: str, cwd: str
+    ) -> ScriptedSession:
         if kernel_name not in self.script.kernelspecs:
             known = ", ".join(sorted(self.script.kernelspecs))
             raise KernelError(
@@ -473,13 +476,13 @@ class ScriptedKernels:
     def running(self) -> list[KernelInfo]:
         return [s.info for s in self._sessions.values()]
 
-    async def kernelspecs(self) -> list[KernelSpecInfo]:
+    async def kernelspecs(self, caller: Caller) -> list[KernelSpecInfo]:
         return [
             KernelSpecInfo(name=name, display_name=name, language=language)
             for name, language in sorted(self.script.kernelspecs.items())
         ]
 
-    async def shutdown(self, key: str) -> bool:
+    async def shutdown(self, key: str, caller: Caller, *, wait: bool = True) -> bool:
         session = self._sessions.pop(key, None)
         if session is None:
             return False
@@ -488,4 +491,4 @@ class ScriptedKernels:
 
     async def aclose(self) -> None:
         for key in list(self._sessions):
-            await self.shutdown(key)
+            await self.shutdown(key, Caller.server("closing on stop"))

@@ -19,7 +19,7 @@ from nbrelay.workspace import Workspace
 SRC = Path(__file__).resolve().parents[1] / "src" / "nbrelay"
 
 # The modules that still read the caller from the context (``current()``) or set it there
-# (``acting``), until the extension's checks and the kernels take it as an argument too. A module leaves
+# (``acting``), until the extension's contents checks take it as an argument too. A module leaves
 # this list when it is handed the caller; none may join it.
 STILL_FROM_CONTEXT = {
     "caller.py",
@@ -28,7 +28,6 @@ STILL_FROM_CONTEXT = {
     "workspace/runs.py",
     "extension/app.py",
     "extension/contents.py",
-    "extension/kernels.py",
     "extension/store.py",
     "tools/_boundary.py",
     "tools/feed.py",

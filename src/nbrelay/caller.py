@@ -14,9 +14,10 @@ resuming runs after a restart) is refused.
 The boundary passes the caller to a tool function that declares ``caller: Caller``, and makes
 it current for a tool call or a resource read (``acting``), as an MCP middleware does for what
 is answered outside them (completions, subscriptions). The per-caller state (``PerCaller``)
-takes the caller as an argument, and so do reads, edits, runs and undo (``workspace``) and the
-stores (``load``, ``create``, ``edit``, ``rename`` and their readers); the extension's permission
-checks, not yet handed it, read it with ``current()``.
+takes the caller as an argument, and so do reads, edits, runs and undo (``workspace``), the
+stores (``load``, ``create``, ``edit``, ``rename`` and their readers) and the kernels (the
+provider and ``execution.Runner``); the extension's contents checks, not yet handed it, read it
+with ``current()``.
 A run that outlasts its call keeps the caller that started it (passed when it is launched).
 """
 

@@ -62,6 +62,27 @@ async def test_an_operation_without_the_jupyter_user_is_refused(tmp_path: Path) 
     assert (tmp_path / "n.ipynb").read_bytes() == before
 
 
+async def test_the_kernels_ask_about_the_caller_they_are_given() -> None:
+    """No caller is current (no tool call): the caller passed to the kernel provider is the one
+    Jupyter's authorizer is asked about, for listing kernelspecs and for starting a kernel."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from nbrelay.extension.kernels import ServerKernels
+
+    kernels = ServerKernels(None, None, KernelSpecManager())
+    allowed = Caller("k", jupyter=JupyterUser(_Handler(allow=True), None))
+    denied = Caller("k", jupyter=JupyterUser(_Handler(allow=False), None))
+    assert "python3" in {s.name for s in await kernels.kernelspecs(allowed)}
+    assert await kernels.kernelspecs(Caller.server("a test of the server's own work"))
+    with pytest.raises(AccessDenied, match="see the installed kernels"):
+        await kernels.kernelspecs(denied)
+    with pytest.raises(AccessDenied, match="without the Jupyter user"):
+        await kernels.kernelspecs(ANYONE)
+    with pytest.raises(AccessDenied, match="run code in kernels"):
+        await kernels.session("n.ipynb", denied, kernel_name="python3", cwd="")
+    assert kernels.running() == []  # refused before anything started
+
+
 async def test_a_run_saves_its_outputs_as_the_user_who_started_it(start_ext_server: Any) -> None:
     server: JupyterServer = start_ext_server(
         args=["--ServerApp.authorizer_class=nbrelay_test_authz.RunNotWrite"]

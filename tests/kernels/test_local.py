@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from nbrelay import runtime
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, PathError
 from nbrelay.kernels.base import LaunchPolicy
 from nbrelay.kernels.execution import Outcome, Policy, Runner
@@ -26,6 +27,8 @@ from tests.helpers import PATIENCE
 from tests.kernels.conftest import eventually
 
 pytestmark = pytest.mark.anyio
+
+ME = Caller("test")  # who asks: local kernels ask no one
 
 
 @pytest.fixture
@@ -40,7 +43,7 @@ async def kernels() -> AsyncIterator[LocalKernels]:
 async def run(runner: Runner, code: str, limit: float = 30) -> tuple[Outcome, list[Output]]:
     cell = CellOutputs()
     with anyio.fail_after(limit + PATIENCE):
-        outcome = await runner.execute(code, cell.feed, time_limit=limit)
+        outcome = await runner.execute(code, cell.feed, caller=ME, time_limit=limit)
     return outcome, cell.outputs()
 
 
@@ -51,7 +54,7 @@ def texts(outputs: list[Output]) -> str:
 async def test_every_kind_of_output_is_folded_into_nbformat_outputs(
     kernels: LocalKernels, tmp_path: Path
 ) -> None:
-    session = await kernels.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+    session = await kernels.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
     runner = Runner(session)
     code = (
         "import sys, base64\n"
@@ -104,7 +107,7 @@ async def test_kernel_runs_in_the_notebook_folder_without_secrets(
     monkeypatch.setenv("PLAIN_SETTING", "kept")
     folder = tmp_path / "sub"
     folder.mkdir()
-    session = await kernels.session("sub/a.ipynb", kernel_name="python3", cwd=str(folder))
+    session = await kernels.session("sub/a.ipynb", ME, kernel_name="python3", cwd=str(folder))
     outcome, outputs = await run(
         Runner(session),
         "import os\nprint(os.getcwd())\n"
@@ -117,7 +120,7 @@ async def test_kernel_runs_in_the_notebook_folder_without_secrets(
 async def test_timeout_interrupts_and_keeps_variables(
     kernels: LocalKernels, tmp_path: Path
 ) -> None:
-    session = await kernels.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+    session = await kernels.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
     runner = Runner(session, Policy(interrupt_grace=5))
     await run(runner, "x = 41")
     outcome, outputs = await run(runner, "while True: pass", limit=2)
@@ -130,7 +133,7 @@ async def test_timeout_interrupts_and_keeps_variables(
 
 
 async def test_interrupt_stops_a_running_cell(kernels: LocalKernels, tmp_path: Path) -> None:
-    session = await kernels.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+    session = await kernels.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
     runner = Runner(session)
     results: list[Outcome] = []
     cell = CellOutputs()
@@ -138,13 +141,13 @@ async def test_interrupt_stops_a_running_cell(kernels: LocalKernels, tmp_path: P
     async def long_cell() -> None:
         code = "import time\nprint('started', flush=True)\ntime.sleep(600)"
         with anyio.fail_after(PATIENCE):
-            results.append(await runner.execute(code, cell.feed, time_limit=PATIENCE))
+            results.append(await runner.execute(code, cell.feed, caller=ME, time_limit=PATIENCE))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(long_cell)
         # interrupt once the cell is inside its sleep (it has printed)
         await eventually(lambda: texts(cell.outputs()) == "started\n", 20)
-        await runner.interrupt()
+        await runner.interrupt(ME)
     assert results[0].status == "interrupted"
     assert results[0].reply is not None
     assert results[0].reply["ename"] == "KeyboardInterrupt"
@@ -160,7 +163,7 @@ async def test_interrupt_stops_a_running_cell(kernels: LocalKernels, tmp_path: P
 async def test_a_kernel_that_dies_mid_run_is_detected_and_restarted(
     kernels: LocalKernels, tmp_path: Path, code: str, how: str
 ) -> None:
-    session = await kernels.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+    session = await kernels.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
     runner = Runner(session)
     await run(runner, "x = 1")
     old_pid = session.pid
@@ -182,7 +185,7 @@ async def test_a_kernel_that_dies_mid_run_is_detected_and_restarted(
 async def test_a_kernel_that_ignores_interrupts_is_restarted_after_the_grace_period(
     kernels: LocalKernels, tmp_path: Path
 ) -> None:
-    session = await kernels.session("a.ipynb", kernel_name="fault-deaf", cwd=str(tmp_path))
+    session = await kernels.session("a.ipynb", ME, kernel_name="fault-deaf", cwd=str(tmp_path))
     runner = Runner(session, Policy(interrupt_grace=2))
     outcome, _ = await run(runner, "while True: pass", limit=1)
     assert outcome.status == "timeout"
@@ -199,17 +202,17 @@ async def test_a_kernel_that_fails_to_start_names_the_spec_and_its_stderr(
     kernels: LocalKernels, tmp_path: Path
 ) -> None:
     with anyio.fail_after(60), pytest.raises(KernelError) as info:
-        await kernels.session("a.ipynb", kernel_name="fault-dies-at-start", cwd=str(tmp_path))
+        await kernels.session("a.ipynb", ME, kernel_name="fault-dies-at-start", cwd=str(tmp_path))
     assert info.value.message == (
         "the 'fault-dies-at-start' kernel died during start-up. Its last stderr lines:\n"
         "fault kernel: failing at start, as asked"
     )
     with anyio.fail_after(60), pytest.raises(KernelError) as info:
-        await kernels.session("a.ipynb", kernel_name="fault-missing", cwd=str(tmp_path))
+        await kernels.session("a.ipynb", ME, kernel_name="fault-missing", cwd=str(tmp_path))
     assert info.value.message.startswith("the 'fault-missing' kernel ")
     assert "no-such-kernel-command" in info.value.message
     with pytest.raises(KernelError) as info:
-        await kernels.session("a.ipynb", kernel_name="no-such-spec", cwd=str(tmp_path))
+        await kernels.session("a.ipynb", ME, kernel_name="no-such-spec", cwd=str(tmp_path))
     assert info.value.message == "no kernelspec named 'no-such-spec' is installed."
     assert kernels.running() == []
 
@@ -217,7 +220,7 @@ async def test_a_kernel_that_fails_to_start_names_the_spec_and_its_stderr(
 async def test_kernel_output_on_its_own_fds_never_reaches_ours(
     kernels: LocalKernels, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    session = await kernels.session("a.ipynb", kernel_name="fault-chatty", cwd=str(tmp_path))
+    session = await kernels.session("a.ipynb", ME, kernel_name="fault-chatty", cwd=str(tmp_path))
     outcome, _ = await run(
         Runner(session),
         "import os, subprocess\nos.write(1, b'fd1\\n')\nos.system('echo shell')\n"
@@ -237,7 +240,9 @@ async def test_start_and_shutdown_leave_no_process_file_or_descriptor(
     async def cycle() -> int:
         provider = LocalKernels(pool_size=0)
         try:
-            session = await provider.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+            session = await provider.session(
+                "a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path)
+            )
             outcome, _ = await run(Runner(session), "1 + 1")
             assert outcome.status == "ok"
             pid = session.pid
@@ -264,10 +269,12 @@ async def test_warm_kernel_moves_to_the_notebook_folder(tmp_path: Path) -> None:
     try:
         async with anyio.create_task_group() as tg:
             provider.attach(tg)
-            first = await provider.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+            first = await provider.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
             await eventually(lambda: bool(provider._pool), 60)
             warm_pid = provider._pool[0].pid
-            second = await provider.session("nb/b.ipynb", kernel_name="python3", cwd=str(folder))
+            second = await provider.session(
+                "nb/b.ipynb", ME, kernel_name="python3", cwd=str(folder)
+            )
             assert second.pid == warm_pid != first.pid
             _, outputs = await run(
                 Runner(second), "import os\nprint(os.getcwd(), os.environ['JPY_SESSION_NAME'])"
@@ -313,7 +320,7 @@ async def test_launch_policy_prefix_and_ipc_transport_apply_to_every_kernel(
     )
     provider = LocalKernels(policy=policy, pool_size=0)
     try:
-        session = await provider.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+        session = await provider.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
         assert isinstance(session, LocalSession)
         assert session.km.transport == "ipc"
         _, outputs = await run(
@@ -331,10 +338,11 @@ def test_no_kernel_outlives_a_killed_server(tmp_path: Path) -> None:
 
     script = (
         "import anyio, sys\n"
+        "from nbrelay.caller import Caller\n"
         "from nbrelay.kernels.local import LocalKernels\n"
         "async def main():\n"
         "    p = LocalKernels(pool_size=0)\n"
-        f"    s = await p.session('a.ipynb', kernel_name='python3', cwd={str(tmp_path)!r})\n"
+        f"    s = await p.session('a.ipynb', Caller('test'), kernel_name='python3', cwd={str(tmp_path)!r})\n"
         "    sys.stderr.write(f'PID {s.pid}\\n'); sys.stderr.flush()\n"
         "    await anyio.sleep(120)\n"
         "anyio.run(main)\n"
@@ -385,7 +393,7 @@ async def test_ipc_sockets_fit_under_a_runtime_folder_too_deep_for_them(
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
     provider = LocalKernels(policy=LaunchPolicy(transport="ipc"), pool_size=0)
     try:
-        session = await provider.session("a.ipynb", kernel_name="python3", cwd=str(tmp_path))
+        session = await provider.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
         assert isinstance(session, LocalSession)
         sockets = Path(session.km.ip).parent
         assert not sockets.is_relative_to(deep)

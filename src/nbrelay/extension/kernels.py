@@ -21,7 +21,7 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async
 
-from nbrelay.caller import current
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError
 from nbrelay.extension.access import require
 from nbrelay.kernels.base import KernelSpecInfo, specs_by_name
@@ -71,17 +71,17 @@ class ServerSession(ZmqChannels, JupyterSession):
             return "died"
         return None
 
-    async def interrupt(self) -> None:
+    async def interrupt(self, caller: Caller) -> None:
         self.last_activity = time.time()
-        await require(current(), "execute", "kernels")
+        await require(caller, "execute", "kernels")
         try:
             await ensure_async(self.provider.kernel_manager.interrupt_kernel(self.kernel_id))
         except Exception as exc:
             raise KernelError(f"could not interrupt the {self.name} kernel: {exc}.") from exc
 
-    async def restart(self) -> None:
-        await require(current(), "execute", "kernels")
-        await super().restart()
+    async def restart(self, caller: Caller) -> None:
+        await require(caller, "execute", "kernels")
+        await super().restart(caller)
 
     async def _restart_kernel(self) -> None:
         km = self.provider.kernel_manager
@@ -123,8 +123,8 @@ class ServerKernels(JupyterKernels[ServerSession]):
         self.kernel_manager = kernel_manager
         self.kernel_spec_manager = kernel_spec_manager
 
-    async def _authorize(self, action: str, resource: str) -> None:
-        await require(current(), action, resource)
+    async def _authorize(self, caller: Caller, action: str, resource: str) -> None:
+        await require(caller, action, resource)
 
     async def _kernelspecs(self) -> dict[str, KernelSpecInfo]:
         found = await ensure_async(self.kernel_spec_manager.get_all_specs())

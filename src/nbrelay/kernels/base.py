@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError
 from nbrelay.redaction import is_credential_name
 
@@ -274,13 +275,13 @@ class KernelSession(Protocol):
         """
         ...
 
-    async def interrupt(self) -> None:
-        """Interrupt the running code (SIGINT or an ``interrupt_request``, as the kernelspec
+    async def interrupt(self, caller: Caller) -> None:
+        """Interrupt the running code (for ``caller``, whom a Jupyter Server's authorizer is asked) (SIGINT or an ``interrupt_request``, as the kernelspec
         says). Called on timeout, on cancellation, and by ``interrupt_kernel``."""
         ...
 
-    async def restart(self) -> None:
-        """Replace the kernel process with a fresh one (all state lost) and wait until it answers.
+    async def restart(self, caller: Caller) -> None:
+        """For ``caller``: replace the kernel process with a fresh one (all state lost) and wait until it answers.
 
         The session object stays valid; messages of the old process are discarded. Called by
         ``execution.Runner`` after an unanswered interrupt or a death, and by ``restart_kernel``.
@@ -311,8 +312,10 @@ class KernelProvider(Protocol):
         background."""
         ...
 
-    async def session(self, key: str, *, kernel_name: str, cwd: str) -> KernelSession:
-        """Return the notebook's kernel, starting one (or taking a warm one) if it has none.
+    async def session(
+        self, key: str, caller: Caller, *, kernel_name: str, cwd: str
+    ) -> KernelSession:
+        """Return the notebook's kernel (for ``caller``), starting one (or taking a warm one) if it has none.
 
         ``key`` is the notebook's path relative to the root; ``kernel_name`` comes from the
         notebook's ``metadata.kernelspec.name``; ``cwd`` is the notebook's folder: absolute
@@ -333,12 +336,12 @@ class KernelProvider(Protocol):
         """Every kernel this provider started and has not shut down. Called by ``list_kernels``."""
         ...
 
-    async def kernelspecs(self) -> list[KernelSpecInfo]:
-        """The kernelspecs a notebook may name. Called by ``list_kernels``."""
+    async def kernelspecs(self, caller: Caller) -> list[KernelSpecInfo]:
+        """The kernelspecs a notebook may name (asked by ``caller``). Called by ``list_kernels``."""
         ...
 
-    async def shutdown(self, key: str, *, wait: bool = True) -> bool:
-        """Shut down the notebook's kernel; False if it had none. Called by ``shutdown_kernel``
+    async def shutdown(self, key: str, caller: Caller, *, wait: bool = True) -> bool:
+        """Shut down the notebook's kernel for ``caller``; False if it had none. Called by ``shutdown_kernel``
         and by the idle reaper. ``wait=False`` (making room for another kernel): the kernel is
         no longer listed when this returns, and may finish stopping in the background."""
         ...

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import anyio
 
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, act
 from nbrelay.kernels.base import KernelSession, Msg, msg_type, parent_id
 from nbrelay.notebook.outputs import CellOutputs, Output
@@ -89,6 +90,7 @@ class Runner:
         code: str,
         on_message: Callable[[Msg], object],
         *,
+        caller: Caller,
         time_limit: float | None,
         stop: anyio.Event | None = None,
         silent: bool = False,
@@ -110,7 +112,7 @@ class Runner:
         that died) sends nothing: the execution already under way is followed to its end, from
         the messages the server kept for the session (``kernels.remote``). If the kernel goes
         idle with nothing arriving for it, the rest of its outputs were not kept: the outcome
-        says so.
+        says so. The interrupts and restarts the run needs are made for ``caller``.
         """
         async with self._lock:
             if stop is not None and stop.is_set():  # cancelled while it waited its turn
@@ -122,7 +124,7 @@ class Runner:
                 on_start()
             try:
                 return await self._execute(
-                    code, on_message, time_limit, silent, store_history, on_sent, resume
+                    code, on_message, caller, time_limit, silent, store_history, on_sent, resume
                 )
             finally:
                 self._stop = None
@@ -130,7 +132,7 @@ class Runner:
                 self.last_used = time.monotonic()
 
     async def evaluate(
-        self, code: str, *, time_limit: float = 30.0
+        self, code: str, caller: Caller, *, time_limit: float = 30.0
     ) -> tuple[Outcome, list[Output]]:
         """Run helper code without counting it or keeping it in history; return its outputs.
 
@@ -140,6 +142,7 @@ class Runner:
         outcome = await self.execute(
             code,
             cell.feed,
+            caller=caller,
             time_limit=time_limit,
             silent=False,
             store_history=False,
@@ -147,10 +150,10 @@ class Runner:
         )
         return outcome, cell.outputs()
 
-    async def interrupt(self) -> None:
+    async def interrupt(self, caller: Caller) -> None:
         """Interrupt whatever runs now (a no-op for an idle kernel)."""
         self.last_used = time.monotonic()
-        await self.session.interrupt()
+        await self.session.interrupt(caller)
 
     def stop_current(self, *, interrupt: bool = True) -> bool:
         """End the running execution (if any), with an interrupt unless ``interrupt`` is false.
@@ -161,11 +164,11 @@ class Runner:
         self._stop.set()
         return True
 
-    async def restart(self) -> None:
+    async def restart(self, caller: Caller) -> None:
         """Restart the kernel, ending any running execution first. All state is lost."""
         self.stop_current(interrupt=False)
         async with self._lock:
-            await self.session.restart()
+            await self.session.restart(caller)
             self._restarts_in_a_row = 0
             self.last_used = time.monotonic()
 
@@ -175,6 +178,7 @@ class Runner:
         self,
         code: str,
         on_message: Callable[[Msg], object],
+        caller: Caller,
         time_limit: float | None,
         silent: bool,
         store_history: bool,
@@ -190,7 +194,7 @@ class Runner:
             if resume is not None:  # what it ran died with it
                 outcome.status = "died"
                 return outcome
-            await self._recover(outcome)
+            await self._recover(outcome, caller)
         if resume is not None:
             msg_id = resume
         else:
@@ -221,13 +225,15 @@ class Runner:
                 await run.wake.wait()
             unanswered = False
             if not run.finished.is_set() and run.died is None:
-                unanswered = await self._interrupt_and_wait(run, outcome, stop.is_set(), time_limit)
+                unanswered = await self._interrupt_and_wait(
+                    run, outcome, caller, stop.is_set(), time_limit
+                )
             tg.cancel_scope.cancel()
         # Restarts happen only once the readers have stopped: they would take the new
         # process's replies.
         if unanswered and run.died is None:
             outcome.state_lost = True
-            await self._recover(outcome)
+            await self._recover(outcome, caller)
         elif run.died is not None:
             outcome.status = "died"
             outcome.steps.append(
@@ -235,7 +241,7 @@ class Runner:
                 "before are kept"
             )
             outcome.state_lost = True
-            await self._recover(outcome)
+            await self._recover(outcome, caller)
         elif run.unkept:
             outcome.status = "ok"
             outcome.steps.append(
@@ -261,7 +267,7 @@ class Runner:
         return outcome
 
     async def _interrupt_and_wait(
-        self, run: _Run, outcome: Outcome, stopped: bool, time_limit: float | None
+        self, run: _Run, outcome: Outcome, caller: Caller, stopped: bool, time_limit: float | None
     ) -> bool:
         """Interrupt and wait the grace period; True if the code is still running."""
         grace = self.policy.interrupt_grace
@@ -274,7 +280,7 @@ class Runner:
         if stopped and self._skip_interrupt:
             return False
         try:
-            await self.session.interrupt()
+            await self.session.interrupt(caller)
         except KernelError as exc:
             outcome.steps.append(f"the interrupt failed ({exc.message})")
         else:
@@ -290,7 +296,7 @@ class Runner:
         outcome.steps.append(f"it did not stop within {_secs(grace)} of the interrupt")
         return True
 
-    async def _recover(self, outcome: Outcome) -> None:
+    async def _recover(self, outcome: Outcome, caller: Caller) -> None:
         """Restart after a death or an unanswered interrupt, within the restart budget."""
         if self._restarts_in_a_row >= self.policy.max_restarts:
             outcome.steps.append(
@@ -301,7 +307,7 @@ class Runner:
                 hint=f"Fix the code that crashes it, then {act('restart')}.",
             )
         self._restarts_in_a_row += 1
-        await self.session.restart()
+        await self.session.restart(caller)
         outcome.steps.append(
             "kernel restarted; all variables were lost: re-run the cells that define them"
         )

@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 
 import anyio
 
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, NbrelayError
 from nbrelay.kernels.base import Msg
 from nbrelay.kernels.execution import Outcome, Runner
@@ -176,13 +177,16 @@ class Job:
         return out
 
 
-async def run_job(job: Job, runner: Runner, save: Save, *, save_interval: float = 2.0) -> None:
-    """Run the job's cells in order; always ends with ``job.done`` set."""
+async def run_job(
+    job: Job, runner: Runner, save: Save, caller: Caller, *, save_interval: float = 2.0
+) -> None:
+    """Run the job's cells in order for ``caller`` (who started it: the interrupts and restarts
+    it needs are made for them); always ends with ``job.done`` set."""
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_save_periodically, job, save, save_interval)
             try:
-                await _run_cells(job, runner)
+                await _run_cells(job, runner, caller)
             finally:
                 tg.cancel_scope.cancel()
         with anyio.CancelScope(shield=True):
@@ -195,7 +199,7 @@ async def run_job(job: Job, runner: Runner, save: Save, *, save_interval: float 
         job._notify()
 
 
-async def _run_cells(job: Job, runner: Runner) -> None:
+async def _run_cells(job: Job, runner: Runner, caller: Caller) -> None:
     for cell in job.cells:
         resume = cell.msg_id if cell.status == "running" else None
         if cell.status != "queued" and resume is None:
@@ -235,6 +239,7 @@ async def _run_cells(job: Job, runner: Runner) -> None:
             outcome = await runner.execute(
                 cell.source,
                 lambda msg, c=cell: job._feed(c, msg),  # type: ignore[misc]
+                caller=caller,
                 time_limit=job.timeout,
                 stop=job.stop,
                 silent=False,

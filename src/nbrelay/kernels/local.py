@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from nbrelay import runtime
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError
 from nbrelay.kernels import deno
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, LaunchPolicy
@@ -107,7 +108,7 @@ class LocalKernels:
             self._ksm = KernelSpecManager(kernel_dirs=kernel_dirs)
         return self._ksm
 
-    async def kernelspecs(self) -> list[KernelSpecInfo]:
+    async def kernelspecs(self, caller: Caller) -> list[KernelSpecInfo]:
         def read() -> dict[str, Any]:
             with self._ksm_lock:
                 return self._spec_manager().get_all_specs()
@@ -165,7 +166,9 @@ class LocalKernels:
     def running(self) -> list[KernelInfo]:
         return [s.info for s in self._sessions.values()]
 
-    async def session(self, key: str, *, kernel_name: str, cwd: str) -> LocalSession:
+    async def session(
+        self, key: str, caller: Caller, *, kernel_name: str, cwd: str
+    ) -> LocalSession:
         if self._closed:
             raise KernelError("nbrelay is shutting down; no kernel can start now.")
         lock = self._starting.setdefault(key, anyio.Lock())
@@ -174,7 +177,7 @@ class LocalKernels:
             if found is not None and found.name == kernel_name:
                 return found
             if found is not None:
-                await self.shutdown(key)
+                await self.shutdown(key, caller)
             session = await self._take_warm(kernel_name, key, cwd)
             if session is None:
                 session = await self._start(kernel_name, key, cwd)
@@ -308,7 +311,7 @@ class LocalKernels:
 
         return open_twice
 
-    async def shutdown(self, key: str, *, wait: bool = True) -> bool:
+    async def shutdown(self, key: str, caller: Caller, *, wait: bool = True) -> bool:
         session = self._sessions.pop(key, None)
         if session is None:
             return False

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError
 from nbrelay.kernels.base import KernelInfo, parent_id
 from nbrelay.kernels.launch import (
@@ -105,7 +106,7 @@ class LocalSession(ZmqChannels):
             return "was shut down"
         return describe_exit(code)
 
-    async def interrupt(self) -> None:
+    async def interrupt(self, caller: Caller) -> None:
         self.last_activity = time.time()
         if self._returncode() is not None:
             return
@@ -114,7 +115,7 @@ class LocalSession(ZmqChannels):
         except (RuntimeError, OSError) as exc:
             raise KernelError(f"could not interrupt the {self.name} kernel: {exc}.") from exc
 
-    async def restart(self) -> None:
+    async def restart(self, caller: Caller) -> None:
         self._forget_group()
         self._state = "starting"
         fds: tuple[int, ...] = ()

@@ -32,6 +32,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once, api_path
 from nbrelay.kernels import remote_api
@@ -216,7 +217,7 @@ class RemoteSession(JupyterSession):
             return None
         return None if model is None else str(model.get("execution_state") or "") or None
 
-    async def interrupt(self) -> None:
+    async def interrupt(self, caller: Caller) -> None:
         self.last_activity = time.time()
         await remote_api.interrupt(self.api, self.kernel_id, self.name)
 
@@ -295,10 +296,10 @@ class RemoteKernels(JupyterKernels[RemoteSession]):
             self._specs = await remote_api.kernelspecs(self.api)
         return self._specs
 
-    async def _start(self, session: RemoteSession) -> None:
+    async def _start(self, session: RemoteSession, caller: Caller) -> None:
         await self.connect(session)  # a failed connection keeps the session: requests reconnect
         if session.owned:  # a kernel that was already there (the person's) is not waited for
-            await super()._start(session)
+            await super()._start(session, caller)
 
     async def _find_or_start(
         self, key: str, path: str, kernel_name: str

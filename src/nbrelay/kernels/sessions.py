@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 import anyio
 
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, act
 from nbrelay.kernels.base import (
     KernelInfo,
@@ -184,7 +185,7 @@ class JupyterSession(SessionCore, ABC):
             restarts=self.restarts,
         )
 
-    async def restart(self) -> None:
+    async def restart(self, caller: Caller) -> None:
         self._state = "starting"
         await self._restart_kernel()
         await self._after_restart()
@@ -235,8 +236,8 @@ class JupyterKernels(ABC, Generic[S]):
 
     # -- hooks ------------------------------------------------------------------------------
 
-    async def _authorize(self, action: str, resource: str) -> None:
-        """Refuse the current caller ``action`` on ``resource`` (by default: allow)."""
+    async def _authorize(self, caller: Caller, action: str, resource: str) -> None:
+        """Refuse ``caller`` ``action`` on ``resource`` (by default: allow)."""
 
     @abstractmethod
     async def _kernelspecs(self) -> dict[str, KernelSpecInfo]:
@@ -263,12 +264,12 @@ class JupyterKernels(ABC, Generic[S]):
     def running(self) -> list[KernelInfo]:
         return [s.info for s in self._sessions.values()]
 
-    async def kernelspecs(self) -> list[KernelSpecInfo]:
-        await self._authorize("read", "kernelspecs")
+    async def kernelspecs(self, caller: Caller) -> list[KernelSpecInfo]:
+        await self._authorize(caller, "read", "kernelspecs")
         return list((await self._kernelspecs()).values())
 
-    async def session(self, key: str, *, kernel_name: str, cwd: str) -> S:
-        await self._authorize("execute", "kernels")
+    async def session(self, key: str, caller: Caller, *, kernel_name: str, cwd: str) -> S:
+        await self._authorize(caller, "execute", "kernels")
         while (stopping := self._stopping.get(key)) is not None:
             await stopping.wait()  # bounded: a shutdown gives up after 10 s
         async with self._lock:
@@ -278,16 +279,16 @@ class JupyterKernels(ABC, Generic[S]):
             spec = server_spec(await self._kernelspecs(), kernel_name)
             session = await self._open(key, kernel_name, spec.language)
             self._sessions[key] = session
-        await self._start(session)
+        await self._start(session, caller)
         return session
 
-    async def _start(self, session: S) -> None:
+    async def _start(self, session: S, caller: Caller) -> None:
         """Connect a new session and wait until its kernel answers; shut it down if it does not."""
         try:
             await session.connect()
             await session.wait_ready()
         except KernelError:
-            await self.shutdown(session.key)
+            await self.shutdown(session.key, caller)
             raise
 
     async def _ids(self, key: str, kernel_name: str) -> tuple[str, str, str | None, bool]:
@@ -316,10 +317,10 @@ class JupyterKernels(ABC, Generic[S]):
         kernel_id, _, session_id, owned = await self._ids(session.key, session.name)
         session.kernel_id, session.session_id, session.owned = kernel_id, session_id, owned
 
-    async def shutdown(self, key: str, *, wait: bool = True) -> bool:
+    async def shutdown(self, key: str, caller: Caller, *, wait: bool = True) -> bool:
         if key not in self._sessions:
             return False
-        await self._authorize("execute", "kernels")  # the idle reaper: the server's own, allowed
+        await self._authorize(caller, "execute", "kernels")
         session = self._sessions.pop(key, None)
         if session is None:
             return False
@@ -334,4 +335,4 @@ class JupyterKernels(ABC, Generic[S]):
 
     async def aclose(self) -> None:
         for key in list(self._sessions):
-            await self.shutdown(key)
+            await self.shutdown(key, Caller.server("closing on stop"))

@@ -89,11 +89,12 @@ class Documents:
             ) from exc
         return await self._documents().write_document(path, data, overwrite=False)
 
-    async def delete_document(self, path: str) -> Document:
-        """Delete a file or an empty folder; a notebook's kernel is shut down first."""
+    async def delete_document(self, path: str, caller: Caller) -> Document:
+        """Delete a file or an empty folder for ``caller``; a notebook's kernel is shut down
+        first."""
         doc = await self.document(path)
         if doc.type == "notebook":
-            await self._sessions.forget(doc.path)
+            await self._sessions.forget(doc.path, caller)
             await self._notebooks.store.remove(doc.path)
         else:
             await self._documents().remove_document(doc.path)
@@ -116,7 +117,7 @@ class Documents:
                 f"{dst!r} already exists.", hint="Pick another path; nothing was changed."
             )
         if not keep_source and doc.type == "notebook":
-            await self._sessions.forget(doc.path)
+            await self._sessions.forget(doc.path, caller)
         if dst.endswith(".ipynb") and doc.type == "notebook":
             await self._notebooks.store.rename(
                 doc.path, dst, caller, overwrite=False, keep_source=keep_source

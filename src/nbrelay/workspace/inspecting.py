@@ -51,7 +51,7 @@ class Inspect:
 
     async def _python_runner(self, path: str, caller: Caller, what: str) -> Runner:
         snap = await self._notebooks.read(path, caller)
-        runner = await self._kernels.runner(snap)
+        runner = await self._kernels.runner(snap, caller)
         if runner.session.info.language != "python":
             raise Unsupported(
                 f"{what} needs a Python kernel; {snap.path!r} runs "
@@ -83,7 +83,7 @@ class Inspect:
             )
         runner = await self._python_runner(path, caller, "visualize_cell")
         code = visualize.snippet(count if isinstance(count, int) else None, kind, opts)
-        done = await self._kernels.ask(runner, code, "visualising the cell")
+        done = await self._kernels.ask(runner, caller, code, "visualising the cell")
         if done.get("error") is None:
             return {**done, "path": snap.path, "cell": found["id"]}
         _visual_error(done, f"cell {found['id']!r}'s result", count)
@@ -136,7 +136,7 @@ class Inspect:
         """The value of a TypeScript/JavaScript expression in the notebook's (Deno) kernel, as
         JSON (``JSON.stringify``); Python kernels use ``inspect_variable``."""
         snap = await self._notebooks.read(path, caller)
-        runner = await self._kernels.runner(snap)
+        runner = await self._kernels.runner(snap, caller)
         language = runner.session.info.language.lower()
         if language not in ("typescript", "javascript"):
             raise Unsupported(
@@ -147,7 +147,7 @@ class Inspect:
             f"console.log({json.dumps(introspect.MARKER)} + JSON.stringify("
             f"{{ value: await (\n{expression}\n) }}))"
         )
-        found = await self._kernels.ask(runner, code, "evaluating the expression")
+        found = await self._kernels.ask(runner, caller, code, "evaluating the expression")
         return found.get("value")
 
     async def forget_saved_state(self, path: str) -> None:
@@ -162,7 +162,7 @@ class Inspect:
     ) -> dict[str, Any]:
         runner = await self._python_runner(path, caller, "list_variables")
         return await self._kernels.ask(
-            runner, introspect.list_variables(limit), "listing variables"
+            runner, caller, introspect.list_variables(limit), "listing variables"
         )
 
     async def inspect_variable(
@@ -174,7 +174,7 @@ class Inspect:
             )
         runner = await self._python_runner(path, caller, "inspect_variable")
         found = await self._kernels.ask(
-            runner, introspect.inspect_variable(name, limit), "inspecting"
+            runner, caller, introspect.inspect_variable(name, limit), "inspecting"
         )
         if found.get("missing"):
             names = ", ".join(found.get("names") or []) or "none"
@@ -200,7 +200,7 @@ class Inspect:
         checked = validate_requirements(requirements)
         runner = await self._python_runner(path, caller, "install_packages")
         found = await self._kernels.ask(
-            runner, introspect.python_environment(), "finding the kernel's Python"
+            runner, caller, introspect.python_environment(), "finding the kernel's Python"
         )
         python, prefix = str(found["python"]), str(found["prefix"])
         from nbrelay.kernels.base import LaunchPolicy
@@ -216,7 +216,7 @@ class Inspect:
             )
         listing = "listing the kernel's packages"
         before = packages.distributions(
-            await self._kernels.ask(runner, introspect.distributions(), listing)
+            await self._kernels.ask(runner, caller, introspect.distributions(), listing)
         )
         own = packages.same_environment(prefix)
         holding = tempfile.TemporaryDirectory(prefix="nbrelay-held-") if own else nullcontext("")
@@ -230,7 +230,7 @@ class Inspect:
             argv = packages.command(python, checked, uv=uv, constraints=constraints)
             code, output = await packages.run(argv, env, time_limit=time_limit, progress=progress)
         after = packages.distributions(
-            await self._kernels.ask(runner, introspect.distributions(), listing)
+            await self._kernels.ask(runner, caller, introspect.distributions(), listing)
         )
         installed, unchanged = packages.changes(before, after, checked)
         note = None
@@ -259,7 +259,9 @@ class Inspect:
         runner = await self._python_runner(path, caller, "save_kernel_state")
         target = self._state.state_file(self._notebooks.relative(to or path))
         await self._state.make_folder(target)
-        found = await self._kernels.ask(runner, introspect.save_state(target), "saving the state")
+        found = await self._kernels.ask(
+            runner, caller, introspect.save_state(target), "saving the state"
+        )
         if found.get("no_dill"):
             raise Unsupported(
                 "the kernel cannot import dill, which saves its state.",
@@ -270,13 +272,13 @@ class Inspect:
     async def restore_kernel_state(self, path: str, caller: Caller) -> dict[str, Any]:
         runner = await self._python_runner(path, caller, "restore_kernel_state")
         source = self._state.state_file(self._notebooks.relative(path))
-        if not await self._kernels.state_exists(runner, source):
+        if not await self._kernels.state_exists(runner, caller, source):
             raise InvalidArgument(
                 f"{self._notebooks.relative(path)!r} has no saved kernel state.",
                 hint=act("save_state"),
             )
         found = await self._kernels.ask(
-            runner, introspect.restore_state(source), "restoring the state"
+            runner, caller, introspect.restore_state(source), "restoring the state"
         )
         if found.get("no_dill"):
             raise Unsupported(

@@ -36,6 +36,8 @@ from nbrelay.workspace.state_files import StateFiles
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
+_SAVING = Caller.server("saving sessions")
+_REAPING = Caller.server("stopping idle kernels")
 logger = logging.getLogger("nbrelay")
 
 # --max-kernels when not given, for the kernels nbrelay starts itself (a Jupyter Server's or a
@@ -112,7 +114,7 @@ class Kernels:
         if self._settings.persist_sessions:
             for key, runner in list(self._runners.items()):
                 if self._runners.pop(key, None) is runner:
-                    await self._persist(key, runner)
+                    await self._persist(key, runner, _SAVING)
 
     async def aclose(self) -> None:
         """Save sessions (with --persist-sessions) and stop every kernel."""
@@ -145,8 +147,8 @@ class Kernels:
             late_output=0.0 if language == "python" else 0.05,
         )
 
-    async def runner(self, snap: Snapshot) -> Runner:
-        """The notebook's runner, starting (or resuming) its kernel if needed."""
+    async def runner(self, snap: Snapshot, caller: Caller) -> Runner:
+        """The notebook's runner, starting (or resuming) its kernel for ``caller`` if needed."""
         self.require_execution()  # every way to run code starts here, whatever the tool
         settings = self._settings
         kernel_name = snap.notebook.kernel_name or DEFAULT_KERNEL
@@ -156,10 +158,10 @@ class Kernels:
         # recently used idle kernel (its notebook is suspended, as after --kernel-idle-timeout),
         # for at most --execution-timeout seconds (the time any cell may run).
         cap = self.max_kernels(provider)
-        waited = await self.slots.reserve(snap.path, cap, settings.execution_timeout)
+        waited = await self.slots.reserve(snap.path, caller, cap, settings.execution_timeout)
         try:
             session = await provider.session(
-                snap.path, kernel_name=kernel_name, cwd=self._state.kernel_cwd(snap.path)
+                snap.path, caller, kernel_name=kernel_name, cwd=self._state.kernel_cwd(snap.path)
             )
         finally:
             if waited is not None:
@@ -168,7 +170,7 @@ class Kernels:
         if runner is None or runner.session is not session:
             policy = self._policy(session.info.language)
             runner = self._runners[snap.path] = Runner(session, policy)
-            await self._resume(snap.path, runner)
+            await self._resume(snap.path, runner, caller)
             if waited is not None and waited >= 1:
                 note = f"waited {waited:.0f} s for a kernel (--max-kernels {cap})"
                 before = self._resumed.get(snap.path)
@@ -198,33 +200,34 @@ class Kernels:
         session = self._provider.get(rel) if self._provider is not None else None
         return session.info if session is not None else self._suspended.get(rel)
 
-    async def ask(self, runner: Runner, code: str, what: str) -> dict[str, Any]:
-        """Run nbrelay's own introspection ``code`` in an idle kernel and parse its answer."""
+    async def ask(self, runner: Runner, caller: Caller, code: str, what: str) -> dict[str, Any]:
+        """Run nbrelay's own introspection ``code`` in an idle kernel for ``caller`` and parse
+        its answer."""
         if runner.busy:
             raise KernelError(
                 f"the kernel is running a cell, so {what} would have to wait for it.",
                 hint=f"{act('poll')}, or {act('interrupt')}.",
             )
-        outcome, outputs = await runner.evaluate(code, time_limit=60)
+        outcome, outputs = await runner.evaluate(code, caller, time_limit=60)
         if outcome.status in ("timeout", "died", "cancelled", "interrupted"):
             raise KernelError(f"{what} did not finish: {outcome.message}.")
         return introspect.parse(outputs, what)
 
-    async def state_exists(self, runner: Runner, source: str) -> bool:
+    async def state_exists(self, runner: Runner, caller: Caller, source: str) -> bool:
         """Whether the state file ``source`` exists: asked of the kernel where only it sees the
         file (a Jupyter Server's kernel), else looked for on this machine."""
         if self._state.in_kernel:
             seen = await self.ask(
-                runner, introspect.state_exists(source), "looking for the saved state"
+                runner, caller, introspect.state_exists(source), "looking for the saved state"
             )
             return bool(seen.get("exists"))
         return await self._state.exists(source)
 
     # -- lifecycle requests ---------------------------------------------------------------
 
-    async def interrupt_kernel(self, path: str) -> KernelInfo:
+    async def interrupt_kernel(self, path: str, caller: Caller) -> KernelInfo:
         runner = self.existing(path)
-        await runner.interrupt()
+        await runner.interrupt(caller)
         return runner.session.info
 
     async def restart_kernel(self, path: str, caller: Caller) -> KernelInfo:
@@ -234,12 +237,12 @@ class Kernels:
             job.stop.set()
         runner = self._runners.get(rel)
         if runner is None or self._provider is None or self._provider.get(rel) is None:
-            runner = await self.runner(await self._notebooks.read(rel, caller))
+            runner = await self.runner(await self._notebooks.read(rel, caller), caller)
             return runner.session.info
-        await runner.restart()
+        await runner.restart(caller)
         return runner.session.info
 
-    async def shutdown_kernel(self, path: str) -> bool:
+    async def shutdown_kernel(self, path: str, caller: Caller) -> bool:
         rel = self._notebooks.relative(path)
         for job in self._jobs.running(rel):
             job.stop.set()
@@ -248,7 +251,7 @@ class Kernels:
         self._runners.pop(rel, None)
         if self._provider is None:
             return False
-        return await self._provider.shutdown(rel)
+        return await self._provider.shutdown(rel, caller)
 
     async def switch_kernel(
         self,
@@ -262,7 +265,7 @@ class Kernels:
         """Set the notebook's kernelspec (and ``language_info``) to the installed kernelspec
         ``kernel``, merging ``metadata`` in the same edit (one undo step); a kernel the notebook
         has running is stopped and the new one started. Returns the edit and what happened."""
-        _, specs = await self.list_kernels()
+        _, specs = await self.list_kernels(caller)
         spec = next((s for s in specs if s.name == kernel), None)
         if spec is None:
             names = ", ".join(sorted(s.name for s in specs)) or "none"
@@ -293,18 +296,18 @@ class Kernels:
             return outcome, f"the notebook's kernel is now {spec.name!r}; it starts on the next run"
         if running.name == spec.name:
             return outcome, f"the notebook's kernel already was {spec.name!r}; it was left running"
-        await self.shutdown_kernel(rel)
+        await self.shutdown_kernel(rel, caller)
         self._suspended.pop(rel, None)
-        await self.runner(outcome.after)
+        await self.runner(outcome.after, caller)
         return outcome, (
             f"the notebook's {running.name!r} kernel was stopped and a {spec.name!r} kernel "
             "started: its variables were lost (run the cells again to rebuild them)"
         )
 
-    async def list_kernels(self) -> tuple[list[KernelInfo], list[KernelSpecInfo]]:
+    async def list_kernels(self, caller: Caller) -> tuple[list[KernelInfo], list[KernelSpecInfo]]:
         provider = self.provider()
         running = [*provider.running(), *self._suspended.values()]
-        return running, await provider.kernelspecs()
+        return running, await provider.kernelspecs(caller)
 
     # -- slots, suspension, persistence ---------------------------------------------------
 
@@ -319,9 +322,9 @@ class Kernels:
         --max-sessions (the one count of kernel slots, shared with --max-kernels)."""
         self.slots.check(self._notebooks.relative(key), self._settings.max_sessions)
 
-    async def _stop_least_recent(self, wanted: str) -> bool:
-        """Stop the least recently used idle kernel, keeping its session (resumed by its next
-        run); False if every kernel is busy."""
+    async def _stop_least_recent(self, wanted: str, caller: Caller) -> bool:
+        """Stop the least recently used idle kernel for ``caller`` (who waits for a kernel),
+        keeping its session (resumed by its next run); False if every kernel is busy."""
         running = self._jobs.busy_paths()
         idle = [
             (runner.last_used, key)
@@ -334,10 +337,10 @@ class Kernels:
         if not idle:
             return False
         key = min(idle)[1]
-        await self._suspend(key, self._runners.pop(key), wait=False)
+        await self._suspend(key, self._runners.pop(key), caller, wait=False)
         return True
 
-    async def _persist(self, key: str, runner: Runner) -> bool:
+    async def _persist(self, key: str, runner: Runner, caller: Caller) -> bool:
         """Save a Python kernel's variables for its next session; False if it could not."""
         info = runner.session.info
         if info.language != "python" or info.state == "dead":
@@ -346,26 +349,30 @@ class Kernels:
         try:
             await self._state.make_folder(target)
             with anyio.fail_after(20):
-                found = await self.ask(runner, introspect.save_state(target), "saving the session")
+                found = await self.ask(
+                    runner, caller, introspect.save_state(target), "saving the session"
+                )
         except (NbrelayError, OSError, TimeoutError) as exc:
             logger.warning("could not save the session of %s: %s", key, exc)
             return False
         return not found.get("no_dill")
 
-    async def _suspend(self, key: str, runner: Runner, *, wait: bool = True) -> None:
+    async def _suspend(
+        self, key: str, runner: Runner, caller: Caller, *, wait: bool = True
+    ) -> None:
         """Stop an idle kernel but keep its session: listed as suspended, resumed by the next
         run (with its variables, when --persist-sessions saved them). ``wait=False``: the
         kernel may finish stopping in the background (its slot is free at once)."""
         if self._settings.persist_sessions:
-            await self._persist(key, runner)
+            await self._persist(key, runner, caller)
         info = runner.session.info
         self._suspended[key] = dataclasses.replace(
             info, state="suspended", pid=None, last_activity=time.time()
         )
         if self._provider is not None:
-            await self._provider.shutdown(key, wait=wait)
+            await self._provider.shutdown(key, caller, wait=wait)
 
-    async def _resume(self, key: str, runner: Runner) -> None:
+    async def _resume(self, key: str, runner: Runner, caller: Caller) -> None:
         """Give a new kernel the variables its notebook's last session saved."""
         was = self._suspended.pop(key, None)
         if was is not None and was.kernel_id == runner.session.info.kernel_id:
@@ -374,7 +381,9 @@ class Kernels:
             return
         source = self._state.session_state_file(key)
         try:
-            saved = self._settings.persist_sessions and await self.state_exists(runner, source)
+            saved = self._settings.persist_sessions and await self.state_exists(
+                runner, caller, source
+            )
         except NbrelayError as exc:
             self._resumed[key] = Resumed(
                 f"the saved session could not be looked for: {exc.message}", state_lost=True
@@ -391,7 +400,7 @@ class Kernels:
         try:
             # A Jupyter Server's kernel removes the file it restored (nbrelay cannot see it).
             code = introspect.restore_state(source, remove=self._state.in_kernel)
-            found = await self.ask(runner, code, "restoring the session")
+            found = await self.ask(runner, caller, code, "restoring the session")
         except NbrelayError as exc:
             self._resumed[key] = Resumed(
                 f"the saved session could not be restored: {exc.message}", state_lost=True
@@ -417,4 +426,4 @@ class Kernels:
                 if self._jobs.running(key):
                     continue
                 self._runners.pop(key, None)
-                await self._suspend(key, runner)
+                await self._suspend(key, runner, _REAPING)

@@ -121,7 +121,7 @@ class Runs:
                     "none of the cells given is a code cell, so there is nothing to run.",
                     hint="Markdown and raw cells do not run; give code cells.",
                 )
-        runner = await self._kernels.runner(snap)
+        runner = await self._kernels.runner(snap, caller)
         job = Job(
             self.jobs.new_handle(),
             snap.path,
@@ -182,11 +182,11 @@ class Runs:
 
         async def run() -> None:
             try:
-                with acting(starter):
+                with acting(starter):  # the rooms' contents checks still read it (live mode)
                     async with anyio.create_task_group() as watch:
                         if journaled:
                             watch.start_soon(self._watch_cancel, job)
-                        await run_job(job, runner, save, save_interval=interval)
+                        await run_job(job, runner, save, starter, save_interval=interval)
                         watch.cancel_scope.cancel()
             finally:
                 if shown is not None:  # no cell of a finished job still shows [*]
@@ -240,7 +240,7 @@ class Runs:
             return
         resume(str(kernel_id), str(client_session))
         snap = await self._notebooks.read(job.path, _RESUMING)
-        runner = await self._kernels.runner(snap)
+        runner = await self._kernels.runner(snap, _RESUMING)
         if getattr(runner.session, "kernel_id", None) != kernel_id:
             raise KernelError("the kernel that ran it is gone from the Jupyter Server")
         for cell in job.cells:

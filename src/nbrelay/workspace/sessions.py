@@ -47,9 +47,9 @@ class Sessions:
         found = self._sessions.get(snap.path)
         if found is not None and found.active:
             found.last_activity = now
-            await self._kernels.runner(snap)
+            await self._kernels.runner(snap, caller)
             return found
-        runner = await self._kernels.runner(snap)
+        runner = await self._kernels.runner(snap, caller)
         session_id, fid, live = runner.session.info.kernel_id, file_id(snap.path), False
         live_sessions = self._notebooks.capabilities.sessions
         if live_sessions is not None:
@@ -60,7 +60,7 @@ class Sessions:
         self._sessions[snap.path] = session
         return session
 
-    async def end_session(self, path: str) -> NotebookSession | None:
+    async def end_session(self, path: str, caller: Caller) -> NotebookSession | None:
         """Close a session: leave the live room (live mode) or shut down the notebook's kernel
         (file mode). None if the notebook had no open session."""
         rel = self._notebooks.relative(path)
@@ -68,7 +68,7 @@ class Sessions:
         if session is None or not session.active:
             return None
         if not session.live:
-            await self._kernels.shutdown_kernel(rel)
+            await self._kernels.shutdown_kernel(rel, caller)
         elif (live_sessions := self._notebooks.capabilities.sessions) is not None:
             await live_sessions.close_session(rel)
         session.active = False
@@ -95,12 +95,13 @@ class Sessions:
             if not prefix or key == prefix or key.startswith(prefix + "/")
         ]
 
-    async def forget(self, rel: str) -> None:
-        """A notebook is going away (deleted or moved): stop its kernel, drop its state."""
+    async def forget(self, rel: str, caller: Caller) -> None:
+        """A notebook is going away (deleted or moved by ``caller``): stop its kernel, drop its
+        state."""
         session = self._sessions.pop(rel, None)
         live = session is not None and session.active and session.live
         live_sessions = self._notebooks.capabilities.sessions
         if live and live_sessions is not None:
             await live_sessions.close_session(rel)
-        await self._kernels.shutdown_kernel(rel)
+        await self._kernels.shutdown_kernel(rel, caller)
         await self._notebooks.forget(rel)

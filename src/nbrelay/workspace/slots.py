@@ -12,18 +12,20 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, act
 from nbrelay.kernels.base import KernelProvider
 
 
 class KernelSlots:
     """Kernel slots of one workspace. ``kernels`` gives the provider (None until code first
-    runs); ``make_room(key)`` stops an idle kernel other than ``key``'s, False if all are busy."""
+    runs); ``make_room(key, caller)`` stops an idle kernel other than ``key``'s for ``caller`` (who
+    waits for a slot), False if all are busy."""
 
     def __init__(
         self,
         kernels: Callable[[], KernelProvider | None],
-        make_room: Callable[[str], Awaitable[bool]],
+        make_room: Callable[[str, Caller], Awaitable[bool]],
     ) -> None:
         self._kernels = kernels
         self._make_room = make_room
@@ -58,7 +60,7 @@ class KernelSlots:
                 "person running nbrelay for a larger --max-sessions.",
             )
 
-    async def reserve(self, key: str, limit: int, wait: float) -> float | None:
+    async def reserve(self, key: str, caller: Caller, limit: int, wait: float) -> float | None:
         """Wait in line (``--max-kernels``) until ``key`` may start a kernel within ``limit``,
         at most ``wait`` seconds, and reserve the slot; the seconds waited (None: no slot was
         needed). Release it with :meth:`release` once the kernel runs (or failed to start)."""
@@ -70,7 +72,7 @@ class KernelSlots:
             with anyio.fail_after(wait):
                 async with self._line:
                     while self._taken(kernels) >= limit:
-                        if not await self._make_room(key):
+                        if not await self._make_room(key, caller):
                             await anyio.sleep(0.1)
                     self._reserved.add(key)
         except TimeoutError as exc:

@@ -92,7 +92,7 @@ async def choose_kernel(ws: Workspace, caller: Caller, path: str) -> None:
     if ws.kernels.kernel_info(rel) is not None:
         return
     wanted = (await ws.notebooks.read(rel, caller)).notebook.kernel_name
-    _, specs = await ws.kernels.list_kernels()
+    _, specs = await ws.kernels.list_kernels(caller)
     names = [s.name for s in specs]
     if not wanted or not names or wanted in names:
         return

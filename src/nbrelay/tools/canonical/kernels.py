@@ -68,9 +68,9 @@ def kernel_view(info: KernelInfo, *, listed: bool = False) -> KernelView:
     return view
 
 
-async def interrupt_kernel(ws: Workspace, path: NbPath) -> KernelResult:
+async def interrupt_kernel(ws: Workspace, caller: Caller, path: NbPath) -> KernelResult:
     """Interrupt the running cell (Ctrl-C); variables are kept. Example: interrupt_kernel(path="a.ipynb")."""
-    info = await ws.kernels.interrupt_kernel(path)
+    info = await ws.kernels.interrupt_kernel(path, caller)
     return KernelResult(path=info.key, kernel=kernel_view(info), note="interrupted")
 
 
@@ -99,7 +99,7 @@ async def restart_kernel(
                 hint="Its variables are kept; save_kernel_state can keep them across a restart.",
             )
     if shutdown:
-        stopped = await ws.kernels.shutdown_kernel(path)
+        stopped = await ws.kernels.shutdown_kernel(path, caller)
         note = "kernel shut down" if stopped else "the notebook had no running kernel"
         return KernelResult(path=ws.notebooks.relative(path), note=note)
     info = await ws.kernels.restart_kernel(path, caller)
@@ -111,9 +111,9 @@ async def restart_kernel(
     return result
 
 
-async def list_kernels(ws: Workspace) -> KernelList:
+async def list_kernels(ws: Workspace, caller: Caller) -> KernelList:
     """List running kernels (one per notebook) and kernelspecs. Example: list_kernels()."""
-    running, specs = await ws.kernels.list_kernels()
+    running, specs = await ws.kernels.list_kernels(caller)
     return KernelList(
         kernels=[kernel_view(k, listed=True) for k in running],
         kernelspecs=[

@@ -435,7 +435,7 @@ async def execute_code(
     """Run scratch code in the current notebook's kernel without adding a cell; returns its
     outputs. Use it to inspect variables or try code; use insert_execute_code_cell to keep it."""
     if kernel_id is not None:
-        running, _ = await state.ws.kernels.list_kernels()
+        running, _ = await state.ws.kernels.list_kernels(caller)
         found = next((k for k in running if k.kernel_id == kernel_id), None)
         if found is None:
             return views.outputs(

@@ -300,11 +300,11 @@ async def list_files(
     return views.table("files.list", text)
 
 
-async def list_kernels(state: InUse) -> CallToolResult:
+async def list_kernels(state: InUse, caller: Caller) -> CallToolResult:
     """List the running kernels: id, kernelspec, language, state, last activity."""
     if state.ws.settings.no_execute:
         return views.table("kernels.list", "No kernels found on the Jupyter server.")
-    running, specs = await state.ws.kernels.list_kernels()
+    running, specs = await state.ws.kernels.list_kernels(caller)
     if not running:
         return views.table("kernels.list", "No kernels found on the Jupyter server.")
     display = {s.name: s.display_name for s in specs}

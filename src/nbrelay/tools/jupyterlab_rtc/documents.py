@@ -103,13 +103,14 @@ async def get_document_info(ws: Workspace, path: DocPath) -> CallToolResult:
 
 async def delete_document(
     ws: Workspace,
+    caller: Caller,
     path: Annotated[str, Field(description="Path to the document to delete")],
 ) -> Done:
     """Delete a document in JupyterLab.
 
     Deletes a file, a notebook (its kernel is shut down) or an empty folder.
     """
-    doc = await ws.documents.delete_document(lab_path(path))
+    doc = await ws.documents.delete_document(lab_path(path), caller)
     shown = as_given(path, doc.path)
     return Done(message=f"Document {shown} deleted successfully", path=shown)
 

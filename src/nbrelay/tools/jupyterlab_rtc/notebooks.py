@@ -73,12 +73,12 @@ async def begin_nb_session(ws: Workspace, caller: Caller, path: NbPath) -> Sessi
     )
 
 
-async def end_nb_session(ws: Workspace, path: NbPath) -> SessionResult:
+async def end_nb_session(ws: Workspace, caller: Caller, path: NbPath) -> SessionResult:
     """End a real-time collaboration session for a notebook.
 
     Live mode leaves the room (the kernel keeps running); file mode shuts the kernel down.
     """
-    session = await ws.notebook_sessions.end_session(lab_path(path))
+    session = await ws.notebook_sessions.end_session(lab_path(path), caller)
     rel = as_given(path, ws.notebooks.relative(lab_path(path)))
     if session is None:
         return SessionResult(

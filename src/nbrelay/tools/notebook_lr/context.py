@@ -164,7 +164,7 @@ class Current:
                 f"The kernel's variables stay with {source} ({exc.message}); cells run now start "
                 "a fresh kernel."
             )
-        await self.ws.kernels.shutdown_kernel(source)
+        await self.ws.kernels.shutdown_kernel(source, caller)
         skipped = found.get("skipped") or []
         if skipped:
             names = ", ".join(sorted(skipped))

@@ -90,7 +90,7 @@ async def save_notebook(
     found = await lr.ws.inspect.save_kernel_state(source if carried else target, caller, to=target)
     if carried:
         await lr.ws.inspect.restore_kernel_state(target, caller)
-        await lr.ws.kernels.shutdown_kernel(source)
+        await lr.ws.kernels.shutdown_kernel(source, caller)
     session: dict[str, Any] = {
         "variables": sorted([*found.get("saved", []), *found.get("modules", [])]),
     }

@@ -106,7 +106,7 @@ async def notebook_delete(
     files its cells wrote there).
     """
     snap = await sb.sessions.open(session_id, caller, touch=False)
-    await sb.ws.documents.delete_document(snap.path)
+    await sb.ws.documents.delete_document(snap.path, caller)
     await sb.ws.inspect.forget_saved_state(snap.path)
     await sb.sessions.remove_folder(snap.path)
     sb.sessions.used.pop(session_id, None)
