@@ -349,7 +349,7 @@ def _person(ycells: pycrdt.Array[Any], ymeta: pycrdt.Map[Any], op: Any) -> None:
     if kind == "set":
         cell = {"cell_type": "code", "source": f"s{n}", "id": f"s{n}-{at}", "outputs": []}
         ynb.set_cell(at, {**cell, "execution_count": None, "metadata": {}})
-    elif kind == "repeat_id":
+    elif kind == "repeat_id" and isinstance(ycells[(at + n) % count], pycrdt.Map):
         ycells[at]["id"] = str(ycells[(at + n) % count]["id"])
     elif kind == "rename_id":
         ycells[at]["id"] = f"r{n}-{at}"
@@ -469,3 +469,43 @@ def test_a_read_after_one_change_reads_nothing_kept_for_the_other_cells(
     mirror keeps for the changed cell and the first and last (whose pieces hold the file's head
     and tail), not the 2,000 others (each of which a pass building those lists reads)."""
     assert _entry_reads_of_a_read_after(change, monkeypatch) < 40
+
+
+def _replayed(cells: list[Any], steps: Any) -> list[Any]:
+    for at, removed, added in steps:
+        cells = [*cells[:at], *added, *cells[at + removed :]]
+    return cells
+
+
+def test_a_read_after_cells_were_put_in_and_taken_out_knows_the_splices() -> None:
+    """Undo's record of an insert, delete or move in a room compares only the cells the splices
+    moved (``history.record``); a cell kept in place that changed too (a person typing in the
+    same transactions) leaves the splices unknown, so the record compares the lists whole."""
+    doc, ymeta, ycells = _doc()
+    mirror = Mirror(ymeta, ycells, name="t")
+    replace_all(doc, ymeta, ycells, new_notebook(_start(30)))
+    first = mirror.read()[0]
+    with doc.transaction():
+        ycells.insert(20, ycell(new_cell("code", "late = 1", "late")))
+        del ycells[3:5]
+    ycells.insert(0, ycell(new_cell("markdown", "top", "top")))
+    mid = mirror.read()[0]
+    apply_edit(ycells, list(mid.ids), MoveCells((mid.ids[10],), 2))
+    nb = mirror.read()[0]
+    for old, new in ((first, mid), (mid, nb)):
+        steps = new.spliced_from(old.cells)
+        assert steps is not None
+        assert _replayed(old.cells, steps) == new.cells
+        # Every cell no splice put in is the very object of the read before.
+        known = {id(c) for c in old.cells} | {id(c) for _, _, put in steps for c in put}
+        assert all(id(c) in known for c in new.cells)
+    assert nb.ids != mid.ids  # moved
+    assert sorted(nb.ids) == sorted(mid.ids)
+    _same(mirror, ymeta, ycells)
+    # A person's typing in a cell kept in place, between two reads: no splices claimed.
+    ycells.insert(5, ycell(new_cell("code", "more = 1", "more")))
+    ycells[12]["source"].insert(0, "# typed\n")
+    after = mirror.read()[0]
+    assert after.spliced_from(nb.cells) is None
+    assert after.cells[12]["source"].startswith("# typed\n")
+    _same(mirror, ymeta, ycells)

@@ -9,6 +9,7 @@ notebook unnoticed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from nbrelay.caller import ANYONE
 from nbrelay.config import Settings
 from nbrelay.notebook import edits, history, model
 from nbrelay.notebook import serialize as splicing
@@ -148,3 +150,44 @@ async def test_inserting_deleting_and_moving_cells_in_1000_passes_over_no_other_
     on_disk = json.loads((root / "big.ipynb").read_bytes())
     assert [c["id"] for c in on_disk["cells"]] == [f"c{i}" for i in range(CELLS)]
     assert "".join(on_disk["cells"][0]["source"]) == "first = 1"
+
+
+async def test_inserting_and_deleting_cells_in_a_room_of_1000_compares_no_whole_list(
+    tmp_path: Path, work: dict[str, int]
+) -> None:
+    """In a room (the extension's way in, over a Yjs document held by a stand-in for
+    jupyter-collaboration's room registry), the notebook read back after an insert or delete
+    says which cells the document's own events put in and took out, so undo records the change
+    from them, without comparing the cell lists whole; and the record undoes them."""
+    from nbrelay.extension.store import InProcessWay
+    from nbrelay.jupyter_api import JupyterAPI
+    from nbrelay.stores.rtc import RTCStore
+    from tests.live.test_rooms import Exists, StandInRooms
+
+    cells = [new_cell("code", f"x_{i} = {i}", f"c{i}") for i in range(CELLS)]
+    rooms = StandInRooms(new_notebook(cells))
+    store = RTCStore(JupyterAPI("http://127.0.0.1:9/", None), way=InProcessWay(rooms, Exists()))  # type: ignore[arg-type]
+    settings = Settings(root=tmp_path, lock_dir=tmp_path / "locks", kernel_pool=0)
+    ws = Workspace(settings, store, id_factory=counter_ids())
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("insert_cells", {"index": 500, "cells": ["a = 1"]}),
+        ("insert_cells", {"after": "c17", "cells": ["b = 2", "c = 3"]}),
+        ("delete_cells", {"cells": [300]}),
+        ("delete_cells", {"cells": ["c12", 800, "c801"]}),
+    ]
+    async with (
+        contextlib.aclosing(store),
+        store.running(),
+        Client(build_server(settings, ws)) as client,
+    ):
+        await call(client, "read_notebook", path="n.ipynb", limit=1)
+        for name, args in steps:
+            before = work["cells passed over"]
+            await call(client, name, path="n.ipynb", **args)
+            passed = work["cells passed over"] - before
+            assert passed == 0, f"{name} {args}: {passed} cells passed over"
+        # The history recorded from the splices undoes them, newest first.
+        for _ in steps:
+            await call(client, "undo", path="n.ipynb")
+        read = await store.load("n.ipynb", ANYONE)
+    assert read.notebook.ids == [f"c{i}" for i in range(CELLS)]

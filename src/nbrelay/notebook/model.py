@@ -118,16 +118,13 @@ class Positions:
     def get(self, cid: str) -> int | None:
         at = self.base.get(cid)
         for start, removed, added in self.log:
-            if at is not None:
-                if at >= start + removed:
-                    at += len(added) - removed
-                    continue
-                if at < start:
-                    continue
-                at = None  # taken out here (and maybe put back by this very splice)
             put = added.get(cid)
-            if put is not None:
+            if put is not None:  # put (back) here; a copy left elsewhere goes in a later splice
                 at = start + put
+            elif at is not None and at >= start + removed:
+                at += len(added) - removed
+            elif at is not None and at >= start:
+                at = None  # taken out here
         return at
 
     def spliced(self, steps: Iterable[Step], ids: list[str]) -> Positions:

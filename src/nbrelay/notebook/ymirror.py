@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from nbrelay.errors import NbrelayError
 from nbrelay.notebook import validate
-from nbrelay.notebook.model import Cell, Notebook, from_dict, new_notebook, serialize, version_of
+from nbrelay.notebook.model import (
+    Cell,
+    Notebook,
+    Step,
+    from_dict,
+    new_notebook,
+    serialize,
+    version_of,
+)
 from nbrelay.notebook.serialize import CellBytes, Encoded, Work, cells_version
 from nbrelay.notebook.ydoc import cell_from_y, ints, notebook_from_doc, placeholder
 
@@ -151,6 +159,22 @@ def _convert_cell(raw: Any, name: str, work: Work) -> _Cell:
     return _Cell(converted, encoded, validate.cell_problem(converted))
 
 
+def _spliced(runs: Sequence[tuple[int, int, int]], cells: list[Cell]) -> tuple[Step, ...] | None:
+    """The splices ``runs`` (position, cells taken out, cells put in; each in the list the
+    ones before made) as ``Notebook.spliced_from`` gives them, the cells put in taken from
+    ``cells`` (the list they all made); None when a later run took out cells an earlier one
+    put in (no splice then holds the cells it put in)."""
+    steps: list[Step] = []
+    for k, (at, removed, added) in enumerate(runs):
+        where = list(range(at, at + added))
+        for later, out, put in runs[k + 1 :]:
+            if any(later <= p < later + out for p in where):
+                return None
+            where = [p if p < later else p - out + put for p in where]
+        steps.append((at, removed, [cells[p] for p in where]))
+    return tuple(steps)
+
+
 class Mirror:
     """The notebook of one Y document, kept converted cell by cell (see the module docstring).
 
@@ -202,6 +226,10 @@ class Mirror:
         # ``Notebook.derive``: the next one takes over its map of positions).
         self._prev: Notebook | None = None
         self._moved = False
+        # The runs of cells taken out and put in since the last read, in order, as (position,
+        # cells taken out, cells put in); None: not only that (a cell kept in place changed),
+        # so the next read cannot say it was made from the last one by splices alone.
+        self._steps: list[tuple[int, int, int]] | None = None
 
     def close(self) -> None:
         """Stop following the document (a room nbrelay leaves, whose document lives on)."""
@@ -234,9 +262,12 @@ class Mirror:
                     at = path[0]
                     if not isinstance(at, int) or not 0 <= at < len(self._cells):
                         raise _Unsure
+                    if self._cells[at] is not None:  # a cell converted before changed
+                        self._steps = None
                     self._take(at)
         except Exception:
             self._whole = True
+            self._steps = None
 
     def _splice(self, delta: Sequence[dict[str, Any]]) -> None:
         at = 0
@@ -248,9 +279,13 @@ class Mirror:
                 if at + n > len(self._cells):
                     raise _Unsure
                 self._cut(at, n)
+                if self._steps is not None:
+                    self._steps.append((at, n, 0))
             elif "insert" in step:
                 n = len(step["insert"])
                 self._open(at, n)
+                if self._steps is not None:
+                    self._steps.append((at, 0, n))
                 at += n
             else:
                 raise _Unsure
@@ -406,8 +441,12 @@ class Mirror:
         if prev is not None and not self._moved and changed:
             same = all(prev.ids[i] == ids[i] for i in changed)
             nb.derive(prev, same, changed)  # its map of positions, if no id moved
+        elif prev is not None and self._moved and self._steps:
+            steps = _spliced(self._steps, cells)
+            if steps is not None:  # cells only put in and taken out: undo's record uses them
+                nb.derive_spliced(prev, steps)
         nb._current().ids = ids  # made above: the store, the journal and the readers use them
-        self._prev, self._moved = nb, False
+        self._prev, self._moved, self._steps = nb, False, []
         return nb, version, tuple(problems)
 
     def _derived(self, top: _Top, known: list[_Cell]) -> Read:
