@@ -22,8 +22,13 @@ the root's state folder (``tools.task_records``), so every nbrelay process on th
 behind one address) answers and cancels them. Task ids are unguessable; where the request was
 authenticated (a bearer token, a Jupyter user), only the same identity may read or cancel the
 task. A finished task is kept for ``KEEP_SECONDS`` after it ended (at most ``KEEP_FINISHED``
-of them, whose results hold at most ``KEEP_BYTES`` characters in all: the newest are kept). The spec's ``notifications/tasks`` through ``subscriptions/listen`` are optional and
-not sent: clients poll ``tasks/get`` at ``pollIntervalMs``.
+of them, whose results hold at most ``KEEP_BYTES`` characters in all: the newest are kept).
+
+Clients poll ``tasks/get`` at ``pollIntervalMs``, or listen: ``subscriptions/listen`` with
+``taskIds`` (served by ``tools.listen``) is agreed to the tasks ``readable`` gives the caller
+(the rule of ``tasks/get``), and ``follow`` sends each task's state, as ``tasks/get`` answers it,
+at once and on each change of its status or message (a working task's at most once per poll
+interval, its end at once; a task of another process from its record, read each interval).
 """
 
 from __future__ import annotations
