@@ -271,3 +271,77 @@ async def test_a_task_of_another_replica_is_followed_through_its_record(
             assert final["status"] == "completed"
             assert as_got(final) == await answer(via_b, made["taskId"])
             assert final["result"] == (await answer(via_a, made["taskId"]))["result"]
+
+
+def _modern_meta(*, opt_in: bool) -> dict[str, Any]:
+    extensions: dict[str, Any] = {"extensions": {TASKS: {}}} if opt_in else {}
+    return {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": extensions,
+    }
+
+
+async def test_the_wire_order_over_http(root: Path, tmp_path: Path) -> None:
+    """The frames as they are written on the listen's SSE response: the acknowledgement first,
+    then the task's state (``ttlMs: null`` while it works, as tasks/get says it), each stamped
+    with the listen's id; without the extension the listen is an HTTP error with -32021."""
+    with http_server(root, tmp_path) as server:
+        headers = {
+            **auth_headers(server.token),
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+        }
+        async with httpx2.AsyncClient(timeout=60) as http:
+            call_tool = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {
+                    "name": "execute",
+                    "arguments": {"path": "n.ipynb", "code": STEPS},
+                    "_meta": _modern_meta(opt_in=True),
+                },
+            }
+            made = await http.post(
+                server.url,
+                json=call_tool,
+                headers={**headers, "Mcp-Method": "tools/call", "Mcp-Name": "execute"},
+            )
+            task_id = made.json()["result"]["taskId"]
+            frames: dict[bool, list[dict[str, Any]]] = {}
+            for opt_in in (False, True):
+                listen = {
+                    "jsonrpc": "2.0",
+                    "id": "L",
+                    "method": "subscriptions/listen",
+                    "params": {
+                        "notifications": {"taskIds": [task_id]},
+                        "_meta": _modern_meta(opt_in=opt_in),
+                    },
+                }
+                got = frames[opt_in] = []
+                async with http.stream(
+                    "POST",
+                    server.url,
+                    json=listen,
+                    headers={**headers, "Mcp-Method": "subscriptions/listen"},
+                ) as answer:
+                    if answer.status_code != 200:
+                        got.append(json.loads(await answer.aread()))
+                        continue
+                    with anyio.fail_after(120):
+                        async for line in answer.aiter_lines():
+                            if line.startswith("data: "):
+                                got.append(json.loads(line[len("data: ") :]))
+                                if got[-1]["params"].get("status") == "completed":
+                                    break
+    assert [f["error"]["code"] for f in frames[False]] == [-32021]
+    listened = frames[True]
+    assert listened[0]["method"] == "notifications/subscriptions/acknowledged"
+    assert listened[0]["params"]["notifications"] == {"taskIds": [task_id]}
+    assert {f["method"] for f in listened[1:]} == {TASK_NOTE}
+    assert listened[1]["params"]["status"] == "working"
+    assert listened[1]["params"]["ttlMs"] is None
+    assert listened[-1]["params"]["status"] == "completed"
+    assert all(f["params"]["_meta"][SUBSCRIPTION_ID_META_KEY] == "L" for f in listened)

@@ -192,9 +192,16 @@ class Listen:
                 ),
                 related_request_id=subscription_id,
             )
+            # Each task's state right after the acknowledgement, before any other frame.
+            first = [task.wire() for task in followed]
+            for state in first:
+                await ctx.session.send_notification(
+                    cast("ServerNotification", task_notification(state, meta)),
+                    related_request_id=subscription_id,
+                )
             async with anyio.create_task_group() as tg:
-                for task in followed:
-                    tg.start_soon(self._follow, ctx, task, tell)
+                for task, state in zip(followed, first, strict=True):
+                    tg.start_soon(self._follow, ctx, task, tell, state)
                 async for item in recv:
                     if isinstance(item, TaskState):
                         note = cast("ServerNotification", task_notification(item.state, meta))
@@ -217,8 +224,9 @@ class Listen:
         ctx: ServerRequestContext[Any, Any],
         task: RunTask,
         tell: Callable[[dict[str, Any]], None],
+        told: dict[str, Any],
     ) -> None:
         try:
-            await self._tasks.follow(ctx, task, tell)
+            await self._tasks.follow(ctx, task, tell, told)
         except Exception:  # one task's trouble must not end the stream
             logger.exception("listen: following task %s failed", task.tool)

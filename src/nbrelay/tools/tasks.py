@@ -431,19 +431,20 @@ class RunTasks(Extension):
         ctx: ServerRequestContext[Any, Any],
         task: RunTask,
         tell: Callable[[dict[str, Any]], None],
+        told: dict[str, Any] | None = None,
     ) -> None:
-        """Tell ``tell`` the task's state as ``tasks/get`` answers it: now, then on each change
-        of its status or ``statusMessage`` until it ends (``notifications/tasks``). While it
-        works a new message is told at most once per poll interval; its end at once when this
-        process runs it, within a poll interval when another one does (its record is read
-        again each interval)."""
-        told: tuple[Any, Any] | None = None
+        """Tell ``tell`` the task's state as ``tasks/get`` answers it (``notifications/tasks``):
+        now (unless it is ``told``, the state the caller sent last), then on each change of its
+        status or ``statusMessage`` until it ends. While it works a new message is told at most
+        once per poll interval; its end at once when this process runs it, within a poll
+        interval when another one does (its record is read again each interval)."""
+        last = None if told is None else (told["status"], told.get("statusMessage"))
         while True:
             state = task.wire()
             now = (state["status"], state.get("statusMessage"))
-            if now != told:
+            if now != last:
                 tell(state)
-                told = now
+                last = now
             if task.ended is not None:
                 return
             with anyio.move_on_after(POLL_MS / 1000):
