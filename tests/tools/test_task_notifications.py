@@ -251,26 +251,35 @@ async def test_a_task_of_another_replica_is_followed_through_its_record(
     root: Path, tmp_path: Path
 ) -> None:
     """With --shared-state: a listen through B on a task made through A follows the task's
-    record to its end."""
+    record to its end; when A is killed (kill -9) under a task, B's stream says it failed."""
     shared = ("--shared-state",)
-    with (
-        http_server(root, tmp_path, *shared, name="a") as a,
-        http_server(root, tmp_path, *shared, name="b", token=a.token) as b,
-    ):
-        via_a_tasks, via_b_tasks = Tasks(), Tasks()
-        async with (
-            http_client(a.url, a.token, via_a_tasks) as via_a,
-            http_client(b.url, b.token, via_b_tasks) as via_b,
-        ):
-            made = await start_task(via_a, "execute", path="n.ipynb", code=STEPS)
-            async with listening(via_b, via_b_tasks, taskIds=[made["taskId"]]) as stream:
-                assert stream.honored == {"taskIds": [made["taskId"]]}
-                final = await stream.ended(made["taskId"])
-            states = stream.states(made["taskId"])
-            assert states[0]["status"] == "working"
-            assert final["status"] == "completed"
-            assert as_got(final) == await answer(via_b, made["taskId"])
-            assert final["result"] == (await answer(via_a, made["taskId"]))["result"]
+    with http_server(root, tmp_path, *shared, name="b") as b:
+        via_b_tasks = Tasks()
+        async with http_client(b.url, b.token, via_b_tasks) as via_b:
+            with http_server(root, tmp_path, *shared, name="a", token=b.token) as a:
+                async with http_client(a.url, a.token, Tasks()) as via_a:
+                    made = await start_task(via_a, "execute", path="n.ipynb", code=STEPS)
+                    async with listening(via_b, via_b_tasks, taskIds=[made["taskId"]]) as stream:
+                        assert stream.honored == {"taskIds": [made["taskId"]]}
+                        final = await stream.ended(made["taskId"])
+                    states = stream.states(made["taskId"])
+                    assert states[0]["status"] == "working"
+                    assert final["status"] == "completed"
+                    assert as_got(final) == await answer(via_b, made["taskId"])
+                    assert final["result"] == (await answer(via_a, made["taskId"]))["result"]
+                    slow = await start_task(via_a, "execute", path="n.ipynb", code=SLOW)
+                async with listening(via_b, via_b_tasks, taskIds=[slow["taskId"]]) as stream:
+                    await stream.until(
+                        lambda s: any(
+                            "tick" in p.get("statusMessage", "") for p in s.states(slow["taskId"])
+                        )
+                    )
+                    a.proc.kill()
+                    a.proc.wait(timeout=10)
+                    ended = await stream.ended(slow["taskId"], limit=60)
+            assert ended["status"] == "failed", ended
+            assert "ended before it did" in ended["statusMessage"]
+            assert as_got(ended) == await answer(via_b, slow["taskId"])
 
 
 def _modern_meta(*, opt_in: bool) -> dict[str, Any]:
