@@ -149,13 +149,13 @@ class Listen:
         asked = asked_task_ids(params.notifications)
         if asked is not None and not opted_in(ctx):
             raise missing_capability("task notifications (notifications.taskIds)")
-        if len(self._streams) >= self._max_streams:
-            raise MCPError(INTERNAL_ERROR, "Subscription limit reached")
         followed: list[RunTask] = []
         for task_id in asked or ():
             task = await self._tasks.readable(ctx, task_id)
             if task is not None:
                 followed.append(task)
+        if len(self._streams) >= self._max_streams:  # no wait from here to the stream's count
+            raise MCPError(INTERNAL_ERROR, "Subscription limit reached")
         agreed = honored(params.notifications, [t.task_id for t in followed])
         uris = frozenset(agreed.resource_subscriptions or ())
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
