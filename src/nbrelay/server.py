@@ -15,7 +15,7 @@ import pydantic_core
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import Icon
+from mcp_types import Icon, SubscriptionsListenRequestParams
 
 from nbrelay import __version__, process, runtime
 from nbrelay.config import Settings
@@ -23,7 +23,7 @@ from nbrelay.errors import InvalidArgument
 from nbrelay.kernels.sandbox import launch_policy
 from nbrelay.notebook.text import scrub
 from nbrelay.stores.files import FileStore
-from nbrelay.tools import apps, canonical, resources, sdk, tasks
+from nbrelay.tools import apps, canonical, listen, resources, sdk, tasks
 from nbrelay.tools._boundary import Registrar, acting_for_request
 from nbrelay.tools.schema_cache import SCHEMAS
 from nbrelay.workspace import Workspace
@@ -251,6 +251,14 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
             long_runs,
             apps.extension(settings.profile, reg.tools, current=reg.current_notebook),
         ],
+    )
+    # subscriptions/listen: nbrelay's own handler, the SDK's kinds on the same bus plus the
+    # tasks extension's notifications/tasks (nbrelay.tools.listen)
+    sdk.add_request_handler(
+        server,
+        "subscriptions/listen",
+        SubscriptionsListenRequestParams,
+        listen.Listen(feed.bus, long_runs),
     )
     # Resources go through the tools' boundary: their errors are worded for the same profile.
     resources.register(server, ws, feed, reg)

@@ -127,6 +127,26 @@ async def test_legacy_resource_subscriptions_are_answered(tmp_path: Path) -> Non
             await client.unsubscribe_resource("nbrelay://notebook/a.ipynb")
 
 
+async def test_subscriptions_listen_is_nbrelays_and_still_advertised(tmp_path: Path) -> None:
+    """add_request_handler replaces the SDK's own subscriptions/listen handler (for task
+    notifications, nbrelay.tools.listen); the 2026-07-28 capabilities, which the SDK derives
+    from the handler being there, still say resources can be subscribed to."""
+    from nbrelay.tools.listen import Listen
+
+    settings = Settings(root=tmp_path, lock_dir=tmp_path / "locks")
+    server = build_server(settings)
+    entry = server._lowlevel_server.get_request_handler("subscriptions/listen")
+    assert entry is not None
+    assert isinstance(entry.handler, Listen)
+    async with Client(server, mode="auto") as client:
+        caps = client.session.server_capabilities
+        assert caps is not None
+        assert caps.resources is not None
+        assert caps.resources.subscribe is True
+        async with client.listen(resource_subscriptions=["nbrelay://notebook/a.ipynb"]) as sub:
+            assert sub.honored.resource_subscriptions == ["nbrelay://notebook/a.ipynb"]
+
+
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 async def test_output_schemas_match_the_golden_file(profile: str, tmp_path: Path) -> None:
     """With --output-schemas every tool declares the schema the SDK builds from its return type

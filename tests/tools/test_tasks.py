@@ -35,6 +35,7 @@ from tests.servers import Folders
 from tests.tools.tasks_client import (
     TASKS,
     Tasks,
+    listening,
     start_task,
     tasks_request,
     wait_task,
@@ -393,9 +394,11 @@ MODES = [pytest.param(m, marks=[pytest.mark.jupyter] if m != "files" else []) fo
 @pytest.fixture(params=MODES)
 async def opted_in(
     request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[tuple[Client, Path, str]]:
-    """A client that declares the extension, in each mode: (client, local folder, path prefix)."""
+) -> AsyncIterator[tuple[Client, Path, str, Tasks]]:
+    """A client that declares the extension, in each mode: (client, local folder, path prefix,
+    its extension, which hears its listen streams)."""
     mode = str(request.param)
+    tasks = Tasks()
     if mode == "extension":
         from tests.extension.conftest import mcp_url
 
@@ -405,10 +408,12 @@ async def opted_in(
         async with (
             httpx2.AsyncClient(headers=headers, timeout=120) as http,
             Client(
-                streamable_http_client(mcp_url(server), http_client=http), extensions=[Tasks()]
+                streamable_http_client(mcp_url(server), http_client=http),
+                extensions=[tasks],
+                message_handler=tasks.on_message,
             ) as client,
         ):
-            yield client, folder, f"{name}/"
+            yield client, folder, f"{name}/", tasks
         return
     settings = Settings(root=tmp_path / "root", lock_dir=tmp_path / "locks", kernel_pool=0)
     if mode == "live":
@@ -428,17 +433,19 @@ async def opted_in(
         ws = Workspace(
             settings, FileStore(folder, lock_dir=tmp_path / "locks"), id_factory=counter_ids()
         )
-    async with Client(build_server(settings, ws), extensions=[Tasks()]) as client:
-        yield client, folder, ""
+    async with Client(
+        build_server(settings, ws), extensions=[tasks], message_handler=tasks.on_message
+    ) as client:
+        yield client, folder, "", tasks
 
 
 async def test_in_every_mode_a_run_as_a_task_completes_and_one_is_cancelled(
-    opted_in: tuple[Client, Path, str],
+    opted_in: tuple[Client, Path, str, Tasks],
 ) -> None:
     """File mode, live mode (a JupyterLab's rooms and kernels) and extension mode (nbrelay inside
     the Jupyter Server): the task's result is the run's, its outputs reach the notebook, and a
     cancelled task interrupts its run."""
-    client, folder, prefix = opted_in
+    client, folder, prefix, _ = opted_in
     fixture_notebook(folder)
     path = f"{prefix}n.ipynb"
     created = await start_task(client, "execute", path=path, cells=[":"])
@@ -456,6 +463,30 @@ async def test_in_every_mode_a_run_as_a_task_completes_and_one_is_cancelled(
     assert ended["status"] == "cancelled", ended
     after = await call(client, "execute", path=path, code="print(x)")
     assert after["cells"][0]["outputs"][0]["text"] == "42\n"  # interrupted, not restarted
+
+
+async def test_in_every_mode_a_task_is_followed_through_listen(
+    opted_in: tuple[Client, Path, str, Tasks],
+) -> None:
+    """``notifications/tasks`` on a ``subscriptions/listen`` stream in every mode (extension
+    mode: over the Jupyter Server's HTTP): the task's state at once, its end, and the end is
+    what ``tasks/get`` answers."""
+    client, folder, prefix, tasks = opted_in
+    fixture_notebook(folder)
+    code = "import time\nfor i in range(5):\n    print('step', i, flush=True)\n    time.sleep(0.3)"
+    created = await start_task(client, "execute", path=f"{prefix}n.ipynb", code=code)
+    task_id = created["taskId"]
+    async with listening(client, tasks, taskIds=[task_id]) as stream:
+        assert stream.honored == {"taskIds": [task_id]}
+        final = await stream.ended(task_id, limit=240)
+    assert stream.states(task_id)[0]["taskId"] == task_id
+    assert final["status"] == "completed", final
+    got = await tasks_request(client.session, "tasks/get", task_id)
+    assert final["result"] == got["result"]
+    assert final["lastUpdatedAt"] == got["lastUpdatedAt"]
+    assert final["ttlMs"] == got["ttlMs"]
+    text = final["result"]["structuredContent"]["cells"][0]["outputs"][0]["text"]
+    assert text == "".join(f"step {i}\n" for i in range(5))
 
 
 def test_finished_tasks_are_kept_newest_first_within_the_limits(

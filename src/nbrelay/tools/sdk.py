@@ -19,7 +19,8 @@ here and nowhere else, so an SDK upgrade that moves these parts breaks this modu
   2026-07-28 client over stdio keeps from request to request), the HTTP session id (``request_context.request.headers``) and the request's
   ASGI scope (``request_context.request.scope``), to learn who calls (``caller_of``);
 * request handlers the high-level server does not register (``MCPServer._lowlevel_server``:
-  the legacy ``resources/subscribe``);
+  the legacy ``resources/subscribe``), and one it does, replaced: ``subscriptions/listen``,
+  served by ``nbrelay.tools.listen`` for the tasks extension's ``taskIds``;
 * the SDK's log set-up (``mcp.server.mcpserver.server.configure_logging``), kept from importing
   ``rich``;
 * the stdio run loop (``MCPServer.run_stdio_async``, rebuilt from ``mcp.server.stdio`` and

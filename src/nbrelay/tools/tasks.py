@@ -22,8 +22,13 @@ the root's state folder (``tools.task_records``), so every nbrelay process on th
 behind one address) answers and cancels them. Task ids are unguessable; where the request was
 authenticated (a bearer token, a Jupyter user), only the same identity may read or cancel the
 task. A finished task is kept for ``KEEP_SECONDS`` after it ended (at most ``KEEP_FINISHED``
-of them, whose results hold at most ``KEEP_BYTES`` characters in all: the newest are kept). The spec's ``notifications/tasks`` through ``subscriptions/listen`` are optional and
-not sent: clients poll ``tasks/get`` at ``pollIntervalMs``.
+of them, whose results hold at most ``KEEP_BYTES`` characters in all: the newest are kept).
+
+Clients poll ``tasks/get`` at ``pollIntervalMs``, or listen: ``subscriptions/listen`` with
+``taskIds`` (served by ``tools.listen``) is agreed to the tasks ``readable`` gives the caller
+(the rule of ``tasks/get``), and ``follow`` sends each task's state, as ``tasks/get`` answers it,
+at once and on each change of its status or message (a working task's at most once per poll
+interval, its end at once; a task of another process from its record, read each interval).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -104,6 +109,16 @@ def opted_in(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(extensions) and TASKS in (extensions or {})
 
 
+def missing_capability(what: str) -> MCPError:
+    """The error for a request that needs the extension and did not declare it (-32021)."""
+    return MCPError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"Missing required client capability: declare the {TASKS} extension in the "
+        f"request's capabilities to use {what}.",
+        {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+    )
+
+
 def identity_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """Who authenticated the request (its bearer token, its Jupyter user), if anyone did."""
     scope = getattr(ctx.request, "scope", None)
@@ -128,9 +143,11 @@ class RunTask:
     scope: anyio.CancelScope | None = None
     cancel_asked: bool = False
     ended: float | None = None  # time.monotonic() when it reached a terminal status
+    ended_at: float | None = None  # and time.time(): its ttlMs is fixed from then on
     elsewhere: bool = False  # another process on the root runs it (read from its record)
     # held while its record is written: a working state never overwrites the final one
     saving: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
+    over: anyio.Event = dataclasses.field(default_factory=anyio.Event)  # set when it ends
     size: int = 0  # characters of its result, once it ended
 
     # runs.RunWatch: what the tool call tells its task
@@ -144,16 +161,18 @@ class RunTask:
 
     def finish(self, status: Status, message: str | None = None) -> None:
         self.status, self.ended, self.updated = status, time.monotonic(), time.time()
+        self.ended_at = self.updated
         self.message = message
         if self.result is not None:
             self.size = len(json.dumps(self.result))
+        self.over.set()
 
     def ttl_ms(self) -> int | None:
         """Unlimited while it works; then until ``KEEP_SECONDS`` after it ended."""
         if self.ended is None:
             return None
-        kept = self.ended - time.monotonic() + KEEP_SECONDS
-        return max(int((time.time() - self.created + kept) * 1000), 0)
+        ended = self.ended_at if self.ended_at is not None else time.time()
+        return max(int((ended - self.created + KEEP_SECONDS) * 1000), 0)
 
     def status_message(self) -> str | None:
         job = self.run
@@ -173,7 +192,7 @@ class RunTask:
     def record(self) -> dict[str, Any]:
         """The task as ``TaskRecords`` keeps it for the other processes on the root."""
         job = self.run
-        ended = None if self.ended is None else time.time() - (time.monotonic() - self.ended)
+        ended = self.ended_at if self.ended is not None else None
         return {
             "taskId": self.task_id,
             "tool": self.tool,
@@ -208,8 +227,10 @@ class RunTask:
         ended = found.get("endedAt")
         if isinstance(ended, (int, float)):
             task.ended = time.monotonic() - (time.time() - ended)
+            task.ended_at = float(ended)
         elif orphaned:
             task.status, task.ended = "failed", time.monotonic()
+            task.ended_at = task.updated
             handle = found.get("handle")
             task.message = "the nbrelay process running this task ended before it did" + (
                 f"; the run's outputs: get_execution(handle={handle!r})" if handle else ""
@@ -384,23 +405,55 @@ class RunTasks(Extension):
 
     async def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> RunTask:
         if not opted_in(ctx):
-            raise MCPError(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "Missing required client capability: declare the io.modelcontextprotocol/tasks "
-                "extension in the request's capabilities to use tasks/*.",
-                {"requiredCapabilities": {"extensions": {TASKS: {}}}},
-            )
-        self._prune()
-        task = self._tasks.get(task_id)
-        if task is None and self._records is not None:
-            task = await self._elsewhere(ctx, task_id, self._records)
-        if task is None or (task.owner is not None and task.owner != identity_of(ctx)):
+            raise missing_capability("tasks/*")
+        task = await self.readable(ctx, task_id)
+        if task is None:
             raise MCPError(
                 INVALID_PARAMS,
                 f"Failed to retrieve task: no task has id {task_id!r} (finished tasks are kept "
                 f"{KEEP_SECONDS / 60:.0f} minutes; the run's outputs stay in the notebook).",
             )
         return task
+
+    async def readable(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> RunTask | None:
+        """The task ``task_id`` if the caller may read it: None when there is none (unknown,
+        forgotten) or it is another identity's, which look the same to the caller."""
+        self._prune()
+        task = self._tasks.get(task_id)
+        if task is None and self._records is not None:
+            task = await self._elsewhere(ctx, task_id, self._records)
+        if task is None or (task.owner is not None and task.owner != identity_of(ctx)):
+            return None
+        return task
+
+    async def follow(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        task: RunTask,
+        tell: Callable[[dict[str, Any]], None],
+        told: dict[str, Any] | None = None,
+    ) -> None:
+        """Tell ``tell`` the task's state as ``tasks/get`` answers it (``notifications/tasks``):
+        now (unless it is ``told``, the state the caller sent last), then on each change of its
+        status or ``statusMessage`` until it ends. While it works a new message is told at most
+        once per poll interval; its end at once when this process runs it, within a poll
+        interval when another one does (its record is read again each interval)."""
+        last = None if told is None else (told["status"], told.get("statusMessage"))
+        while True:
+            state = task.wire()
+            now = (state["status"], state.get("statusMessage"))
+            if now != last:
+                tell(state)
+                last = now
+            if task.ended is not None:
+                return
+            with anyio.move_on_after(POLL_MS / 1000):
+                await task.over.wait()
+            if task.elsewhere:
+                again = await self.readable(ctx, task.task_id)
+                if again is None:  # its record is gone: the task was forgotten
+                    return
+                task = again
 
     async def _elsewhere(
         self, ctx: ServerRequestContext[Any, Any], task_id: str, records: TaskRecords
