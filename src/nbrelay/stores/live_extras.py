@@ -28,12 +28,14 @@ if TYPE_CHECKING:
 
 
 def for_store(store: object) -> ContentsDocuments | None:
-    """The document service of a live store (one with ``api`` and ``paths``), else None."""
+    """The document service of a live store (one with ``api`` and ``paths``, asking its
+    ``allow`` if it has one), else None."""
     from nbrelay.jupyter_api import JupyterAPI
 
     api, paths = getattr(store, "api", None), getattr(store, "paths", None)
+    allow = getattr(store, "allow", None)
     if isinstance(api, JupyterAPI) and isinstance(paths, Paths):
-        return ContentsDocuments(api, paths)
+        return ContentsDocuments(api, paths, allow if callable(allow) else None)
     return None
 
 
