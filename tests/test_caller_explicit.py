@@ -1,5 +1,5 @@
-"""Who is calling travels as an argument: reads, edits, runs and undo take the caller they act
-for, and the modules that take it read no caller from the context (``nbrelay.caller.current``)."""
+"""Who is calling travels as an argument: reads, edits, runs, undo and every store operation take
+the caller they act for, and no module reads a caller from a context (there is none to read)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nbrelay import caller as caller_module
 from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.errors import ConflictError, UndoRefused
@@ -18,48 +19,61 @@ from nbrelay.workspace import Workspace
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "nbrelay"
 
-# The modules that still read the caller from the context (``current()``) or set it there
-# (``acting``), until the extension's contents checks take it as an argument too. A module leaves
-# this list when it is handed the caller; none may join it.
-STILL_FROM_CONTEXT = {
-    "caller.py",
-    "stores/rtc_rooms.py",
-    "workspace/facade.py",
-    "workspace/runs.py",
-    "extension/app.py",
-    "extension/contents.py",
-    "extension/store.py",
-    "tools/_boundary.py",
-    "tools/feed.py",
-}
-
 
 def _caller_context_uses(tree: ast.Module) -> list[str]:
-    """The calls of ``current``/``acting`` imported from ``nbrelay.caller`` in a module."""
-    names = {
-        alias.asname or alias.name
+    """What in a module would carry a caller outside the arguments: ``current``/``acting``
+    imported from ``nbrelay.caller``, or a context variable that holds a ``Caller``."""
+    found = [
+        f"import of {alias.name} at line {node.lineno}"
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.module == "nbrelay.caller"
         for alias in node.names
         if alias.name in ("current", "acting")
-    }
-    return [
-        f"{node.func.id}() at line {node.lineno}"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
     ]
+    found += [
+        f"a context variable of callers at line {node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "ContextVar"
+        and "Caller" in ast.unparse(node.slice)
+    ]
+    return found
 
 
-def test_modules_handed_the_caller_do_not_read_it_from_the_context() -> None:
+def test_no_module_carries_the_caller_in_a_context() -> None:
     found = {}
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()
-        if rel in STILL_FROM_CONTEXT:
-            continue
         uses = _caller_context_uses(ast.parse(path.read_text(encoding="utf-8")))
         if uses:
             found[rel] = uses
     assert found == {}, f"the caller must be passed as an argument here: {found}"
+
+
+def test_the_scan_finds_a_caller_carried_in_a_context() -> None:
+    """The scan above is not vacuous: it finds both ways a caller used to travel."""
+    old = (
+        "from contextvars import ContextVar\n"
+        "from nbrelay.caller import Caller, acting, current\n"
+        '_current: ContextVar[Caller] = ContextVar("nbrelay_caller")\n'
+    )
+    assert len(_caller_context_uses(ast.parse(old))) == 3
+
+
+def test_the_caller_has_no_context_to_be_read_from() -> None:
+    """``nbrelay.caller`` keeps no current caller: no context variable, nothing that reads or
+    sets one, so a caller can only arrive as an argument."""
+    assert not hasattr(caller_module, "current")
+    assert not hasattr(caller_module, "acting")
+    tree = ast.parse(Path(caller_module.__file__ or "").read_text(encoding="utf-8"))
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom | ast.Import)
+        for alias in node.names
+    }
+    assert not imported & {"ContextVar", "contextvars", "contextmanager"}, imported
 
 
 @pytest.mark.anyio

@@ -8,25 +8,25 @@ token, or in Jupyter its user), which whoever authenticates puts in the ASGI sco
 "") is a call from no known client, or a call made without MCP. In Jupyter (the extension),
 ``Caller.jupyter`` is who Jupyter authenticated (its handler and user), whom its authorizer is
 asked about before every operation; there, a caller that is neither that nor the server's own
-work (``Caller.server("saving rooms on stop")``: saving and reaping rooms, stopping idle kernels,
-resuming runs after a restart) is refused.
+work (``Caller.server("watching notebooks for the change feed")``: the feed's polling, stopping
+idle kernels, resuming runs after a restart) is refused.
 
-The boundary passes the caller to a tool function that declares ``caller: Caller``, and makes
-it current for a tool call or a resource read (``acting``), as an MCP middleware does for what
-is answered outside them (completions, subscriptions). The per-caller state (``PerCaller``)
-takes the caller as an argument, and so do reads, edits, runs and undo (``workspace``), the
-stores (``load``, ``create``, ``edit``, ``rename`` and their readers) and the kernels (the
-provider and ``execution.Runner``); the extension's contents checks, not yet handed it, read it
-with ``current()``.
-A run that outlasts its call keeps the caller that started it (passed when it is launched).
+The boundary passes the caller to a tool function that declares ``caller: Caller``, and a
+resource reader, an argument completion or a subscription's first look at a notebook is handed
+the caller of its request the same way. Nothing reads the caller from a context: it is an
+argument all the way down. The per-caller state (``PerCaller``) takes it, and so do reads,
+edits, runs and undo (``workspace``), every operation of the stores (their notebooks, their
+other files, their live sessions, the run state they show) and the kernels (the provider and
+``execution.Runner``). In the extension the store asks Jupyter's authorizer about the caller it
+is handed before each of these operations (``extension.store``). A run that outlasts its call
+keeps the caller that started it (passed when it is launched); the server's own background work
+(saving and leaving rooms, the change feed's polling, stopping idle kernels) passes a
+``Caller.server`` that names it, or works below the operations that ask.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -57,23 +57,6 @@ class Caller:
 
 
 ANYONE = Caller()
-_current: ContextVar[Caller] = ContextVar("nbrelay_caller", default=ANYONE)
-
-
-def current() -> Caller:
-    """The caller of the tool call being handled (``ANYONE`` outside one)."""
-    return _current.get()
-
-
-@contextmanager
-def acting(caller: Caller) -> Iterator[None]:
-    """Make ``caller`` current while the block runs."""
-    token = _current.set(caller)
-    try:
-        yield
-    finally:
-        _current.reset(token)
-
 
 V = TypeVar("V")
 

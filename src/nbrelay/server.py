@@ -24,7 +24,7 @@ from nbrelay.kernels.sandbox import launch_policy
 from nbrelay.notebook.text import scrub
 from nbrelay.stores.files import FileStore
 from nbrelay.tools import apps, canonical, listen, resources, sdk, tasks
-from nbrelay.tools._boundary import Registrar, acting_for_request
+from nbrelay.tools._boundary import Registrar
 from nbrelay.tools.schema_cache import SCHEMAS
 from nbrelay.workspace import Workspace
 
@@ -244,7 +244,7 @@ def build_server(settings: Settings, workspace: Workspace | None = None) -> MCPS
         lifespan=lifespan,
         tools=reg.tools,
         subscriptions=feed.bus,
-        middleware=[acting_for_request, sendable, feed.middleware, apps.views_for_apps_clients],
+        middleware=[sendable, feed.middleware, apps.views_for_apps_clients],
         # Long runs as MCP tasks (nbrelay.tools.tasks), outermost: a task's result is the whole
         # call's; MCP Apps: the notebook view (nbrelay.tools.apps)
         extensions=[

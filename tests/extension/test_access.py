@@ -5,6 +5,7 @@ saves its outputs as the user who started it."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,15 @@ import pytest
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 from mcp_types import ResourceTemplateReference
 
-from nbrelay.caller import ANYONE, Caller, acting
+from nbrelay.caller import ANYONE, Caller
+from nbrelay.errors import Unsupported
 from nbrelay.extension.access import AccessDenied, JupyterUser
 from nbrelay.extension.store import server_store
+from nbrelay.notebook.edits import Plan, plan_set_source
+from nbrelay.notebook.model import Notebook
+from nbrelay.stores.base import DocumentStore, RunState
+from nbrelay.stores.paths import Glob
+from nbrelay.stores.rtc import RTCStore
 from tests.extension.conftest import ext_client
 from tests.helpers import PATIENCE, call, notebook, write_notebook
 from tests.live.server import JupyterServer
@@ -42,24 +49,135 @@ async def test_an_operation_without_the_jupyter_user_is_refused(tmp_path: Path) 
     contents = AsyncLargeFileManager(root_dir=str(tmp_path))
     store = server_store(contents, None)
     async with store.running():
-        with acting(ANYONE):  # reached without going through Jupyter's authentication
-            with pytest.raises(AccessDenied) as refused:
-                await store.load("n.ipynb", ANYONE)
-            assert "without the Jupyter user" in str(refused.value)
-            assert "contents:read" in str(refused.value)
-            with pytest.raises(AccessDenied):
-                await store.create("m.ipynb", ANYONE, notebook("b = 2"), overwrite=False)
+        # Reached without going through Jupyter's authentication.
+        with pytest.raises(AccessDenied) as refused:
+            await store.load("n.ipynb", ANYONE)
+        assert "without the Jupyter user" in str(refused.value)
+        assert "contents:read" in str(refused.value)
+        with pytest.raises(AccessDenied):
+            await store.create("m.ipynb", ANYONE, notebook("b = 2"), overwrite=False)
         assert not (tmp_path / "m.ipynb").exists()
         denied = Caller("k", jupyter=JupyterUser(_Handler(allow=False), None))
-        with acting(denied), pytest.raises(AccessDenied, match="does not allow"):
+        with pytest.raises(AccessDenied, match="does not allow"):
             await store.load("n.ipynb", denied)
         allowed = Caller("k", jupyter=JupyterUser(_Handler(allow=True), None))
-        with acting(allowed):
-            assert (await store.load("n.ipynb", allowed)).notebook.cells[0]["source"] == "a = 1"
+        assert (await store.load("n.ipynb", allowed)).notebook.cells[0]["source"] == "a = 1"
         own = Caller.server("a test of the server's own work")
-        with acting(own):
-            assert (await store.load("n.ipynb", own)).notebook.cells[0]["source"] == "a = 1"
+        assert (await store.load("n.ipynb", own)).notebook.cells[0]["source"] == "a = 1"
     assert (tmp_path / "n.ipynb").read_bytes() == before
+
+
+def _documents(store: RTCStore) -> DocumentStore:
+    found = store.capabilities.documents
+    assert found is not None
+    return found
+
+
+def _run_state(store: RTCStore) -> RunState:
+    return store  # what the workspace calls when the server has rooms (``capabilities.run_state``)
+
+
+def _set_source(nb: Notebook) -> Plan:
+    return plan_set_source(nb, 0, "a = 2")
+
+
+# Every operation of the extension's store that reaches Jupyter's contents, with the permission
+# it needs: (name, action, operation). None of them reads a caller from anywhere but its
+# arguments.
+_OPERATIONS: list[tuple[str, str, Callable[[RTCStore, Caller], Awaitable[object]]]] = [
+    ("list", "read", lambda s, c: s.list("", c, recursive=True)),
+    ("find", "read", lambda s, c: s.find("", c, glob=Glob("*.ipynb"))),
+    ("scan", "read", lambda s, c: s.scan("n.ipynb", c)),
+    ("peek", "read", lambda s, c: s.peek("n.ipynb", c)),
+    ("load", "read", lambda s, c: s.load("n.ipynb", c)),
+    ("create", "write", lambda s, c: s.create("m.ipynb", c, notebook("b"), overwrite=False)),
+    (
+        "edit",
+        "write",
+        lambda s, c: s.edit(
+            "n.ipynb", c, _set_source, expected_version=None, guard_positions=False
+        ),
+    ),
+    ("remove", "write", lambda s, c: s.remove("n.ipynb", c)),
+    (
+        "rename",
+        "write",
+        lambda s, c: s.rename("n.ipynb", "m.ipynb", c, overwrite=False, keep_source=False),
+    ),
+    ("flush", "write", lambda s, c: s.flush("n.ipynb", c)),
+    ("show_running", "write", lambda s, c: _run_state(s).show_running("n.ipynb", c, ["x"], ())),
+    ("list_documents", "read", lambda s, c: _documents(s).list_documents("", c)),
+    ("stat_document", "read", lambda s, c: _documents(s).stat_document("t.txt", c)),
+    ("read_document", "read", lambda s, c: _documents(s).read_document("t.txt", c)),
+    (
+        "write_document",
+        "write",
+        lambda s, c: _documents(s).write_document("u.txt", c, b"new", overwrite=False),
+    ),
+    ("remove_document", "write", lambda s, c: _documents(s).remove_document("t.txt", c)),
+    (
+        "move_document",
+        "write",
+        lambda s, c: _documents(s).move_document("t.txt", "u.txt", c, keep_source=False),
+    ),
+]
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("name", "action", "operation"), _OPERATIONS, ids=[o[0] for o in _OPERATIONS]
+)
+async def test_every_operation_asks_about_the_caller_it_is_given(
+    tmp_path: Path,
+    name: str,
+    action: str,
+    operation: Callable[[RTCStore, Caller], Awaitable[object]],
+) -> None:
+    """Each operation of the extension's store (its notebooks, its other files, the run state it
+    shows) asks Jupyter's authorizer about the caller it is handed, and about nothing else: no
+    caller is current anywhere. A caller without a Jupyter user, and one Jupyter refuses, are
+    refused with nothing changed on disk; one it allows, and the server's own work, are served."""
+    for who in ("anyone", "denied", "allowed", "server"):
+        root = tmp_path / who
+        root.mkdir()
+        write_notebook(root / "n.ipynb", notebook("a = 1"))
+        (root / "t.txt").write_text("text")
+        before = _tree(root)
+        store = server_store(AsyncLargeFileManager(root_dir=str(root)), None)
+        caller = {
+            "anyone": ANYONE,
+            "denied": Caller("k", jupyter=JupyterUser(_Handler(allow=False), None)),
+            "allowed": Caller("k", jupyter=JupyterUser(_Handler(allow=True), None)),
+            "server": Caller.server("a test of the server's own work"),
+        }[who]
+        async with store.running():
+            if who in ("anyone", "denied"):
+                with pytest.raises(AccessDenied, match=f"contents:{action}"):
+                    await operation(store, caller)
+                assert _tree(root) == before, (name, who)
+            else:
+                await operation(store, caller)
+                if action == "write" and name not in ("flush", "show_running"):
+                    assert _tree(root) != before, (name, who)
+
+
+async def test_a_live_session_is_opened_for_the_caller_it_is_given(tmp_path: Path) -> None:
+    """Without jupyter-collaboration there is no live session to open, but the caller is asked
+    about first: refused to a caller Jupyter refuses, unsupported to one it allows."""
+    write_notebook(tmp_path / "n.ipynb", notebook("a = 1"))
+    store = server_store(AsyncLargeFileManager(root_dir=str(tmp_path)), None)
+    async with store.running():
+        with pytest.raises(AccessDenied, match="without the Jupyter user"):
+            await store.open_session("n.ipynb", ANYONE)
+        denied = Caller("k", jupyter=JupyterUser(_Handler(allow=False), None))
+        with pytest.raises(AccessDenied, match="does not allow"):
+            await store.open_session("n.ipynb", denied)
+        allowed = Caller("k", jupyter=JupyterUser(_Handler(allow=True), None))
+        with pytest.raises(Unsupported, match="no real-time collaboration"):
+            await store.open_session("n.ipynb", allowed)
 
 
 async def test_the_kernels_ask_about_the_caller_they_are_given() -> None:

@@ -187,14 +187,14 @@ async def test_an_edit_that_restates_the_room_sends_nothing_and_leaves_nothing_t
         )
         assert outcome.after.version == before.version
         assert (room.sent, room.edits) == (sent, 0)
-        assert await store.flush("n.ipynb") is None
+        assert await store.flush("n.ipynb", ANYONE) is None
         outcome = await store.edit(
             "n.ipynb", ANYONE, retype, expected_version=None, guard_positions=False
         )
         assert outcome.after.version != before.version
         assert (room.sent, room.edits) == (sent + 1, 1)
         assert await fresh_sources(quiet_server, "n.ipynb") == (["c0", "c1"], ["a3", "b"])
-        assert await store.flush("n.ipynb") is None
+        assert await store.flush("n.ipynb", ANYONE) is None
         assert disk(quiet_server.root / "n.ipynb")[1] == ["a3", "b"]
 
 
@@ -220,21 +220,21 @@ async def test_run_state_is_shown_in_the_room_only_and_is_no_notebook_field(
         assert shown is not None
         room = store._rooms["n.ipynb"]
         sent = room.sent
-        await shown.show_running("n.ipynb", (), ["c0", "c1", "gone"])  # idle already
+        await shown.show_running("n.ipynb", ANYONE, (), ["c0", "c1", "gone"])  # idle already
         assert room.sent == sent
-        await shown.show_running("n.ipynb", ["c0"], ())
+        await shown.show_running("n.ipynb", ANYONE, ["c0"], ())
         assert room.sent == sent + 1
         async with person(quiet_server, "n.ipynb") as p:
             assert p.cell("c0")["execution_state"] == "running"
             assert p.cell("c1")["execution_state"] == "idle"
         assert room.edits == 0
-        assert await store.flush("n.ipynb") is None
+        assert await store.flush("n.ipynb", ANYONE) is None
         assert (await store.load("n.ipynb", ANYONE)).version == before.version
         with pytest.raises(NotebookInvalid, match="execution_state"):
             await store.edit(
                 "n.ipynb", ANYONE, running, expected_version=None, guard_positions=False
             )
-        await shown.show_running("n.ipynb", (), ["c0"])
+        await shown.show_running("n.ipynb", ANYONE, (), ["c0"])
         async with person(quiet_server, "n.ipynb") as p:
             assert p.cell("c0")["execution_state"] == "idle"
     assert "execution_state" not in (quiet_server.root / "n.ipynb").read_text()
@@ -316,6 +316,6 @@ async def test_an_edit_does_not_wait_behind_a_save_the_server_is_writing(
         # The save that edit interrupted is not taken as saved.
         assert saved[0] is not None
         assert room.pending
-        assert await store.flush("n.ipynb") is None
+        assert await store.flush("n.ipynb", ANYONE) is None
         assert disk(server.root / "n.ipynb")[1] == ["a1", "b1"]
         assert room.save_requests == 2

@@ -183,7 +183,7 @@ def test_kill_9_mid_write_leaves_the_old_or_new_notebook_byte_for_byte(
     # A restart (a new store) lists only the notebook and removes what the last kill left.
     nbformat.validate(nbformat.reads(nb_path.read_text(), as_version=4))
     store = FileStore(root, lock_dir=tmp_path / "locks")
-    listed = anyio.run(lambda: store.list("", recursive=True))
+    listed = anyio.run(lambda: store.list("", ANYONE, recursive=True))
     assert [e.path for e in listed] == ["big.ipynb"]
     anyio.run(store.load, "big.ipynb", ANYONE)
     assert temp_files(root) == []

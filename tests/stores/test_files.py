@@ -223,7 +223,7 @@ async def test_symlinks_out_of_root_and_sibling_prefix_roots_are_refused(tmp_pat
     for path in ("link.ipynb", "dirlink/secret.ipynb", str(evil / "secret.ipynb")):
         with pytest.raises(PathError):
             await store.load(path, ANYONE)
-    assert [e.path for e in await store.list("", recursive=True)] == []
+    assert [e.path for e in await store.list("", ANYONE, recursive=True)] == []
 
 
 async def test_a_symlink_inside_root_is_followed_and_kept(store: FileStore, root: Path) -> None:
@@ -248,8 +248,11 @@ async def test_listing_is_recursive_sorted_and_skips_hidden(store: FileStore, ro
         write_notebook(root / rel, notebook("a")) if rel.endswith(".ipynb") else (
             root / rel
         ).write_text("x")
-    assert [e.path for e in await store.list("", recursive=True)] == ["b.ipynb", "a/x.ipynb"]
-    assert [e.path for e in await store.list("", recursive=False)] == ["b.ipynb"]
+    assert [e.path for e in await store.list("", ANYONE, recursive=True)] == [
+        "b.ipynb",
+        "a/x.ipynb",
+    ]
+    assert [e.path for e in await store.list("", ANYONE, recursive=False)] == ["b.ipynb"]
 
 
 WRITER = r"""
@@ -338,7 +341,7 @@ def test_kill_9_during_writes_always_leaves_the_old_or_new_notebook(
         assert nb.cells[0]["source"].startswith("iteration ")
         assert len(nb.cells) == 301
     store = FileStore(root, lock_dir=tmp_path / "locks")
-    anyio.run(lambda: store.list("", recursive=True))
+    anyio.run(lambda: store.list("", ANYONE, recursive=True))
     assert [p.name for p in root.iterdir()] == ["big.ipynb"]
 
 

@@ -87,7 +87,7 @@ def test_a_name_of_255_bytes_is_created_edited_and_listed(tmp_path: Path) -> Non
             expected_version=None,
             guard_positions=False,
         )
-        assert [e.path for e in await store.list("", recursive=True)] == [name]
+        assert [e.path for e in await store.list("", ANYONE, recursive=True)] == [name]
         ws = Workspace(Settings(root=tmp_path, kernel_pool=0), store)
         for target in (ws.state_files.state_file(name), ws.state_files.session_state_file(name)):
             assert len(Path(target).name.encode()) + len(".partial") <= MAX_NAME_BYTES, target

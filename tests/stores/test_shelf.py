@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from nbrelay import runtime
-from nbrelay.caller import Caller, acting
+from nbrelay.caller import Caller
 from nbrelay.notebook import history
 from nbrelay.stores.files import FileStore
 from nbrelay.stores.shelf import Shelf
@@ -90,18 +90,17 @@ async def test_shared_state_is_written_off_the_event_loop(
     change = history.record("edit cell", (), (), None)
     stop = anyio.Event()
     someone = Caller("token:someone")
-    with acting(someone):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(disk.tick, stop)
-            snap = await store.load("n.ipynb", someone)
-            assert (disk.writes, disk.stalled) == (2, 0)  # the shelf's two files
-            await callers.set_viewed(someone, snap.path, snap.version)
-            await callers.record(someone, snap.path, change)
-            stop.set()
-        # What was written is what the next request (through any process) reads.
-        assert await callers.viewed(someone, "n.ipynb") == snap.version
-        assert [c.label for c in await callers.changes(someone, "n.ipynb")] == ["edit cell"]
-        seen = Shelf(store.state_key).get("token:someone", store.fs.resolve("n.ipynb")[1])
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(disk.tick, stop)
+        snap = await store.load("n.ipynb", someone)
+        assert (disk.writes, disk.stalled) == (2, 0)  # the shelf's two files
+        await callers.set_viewed(someone, snap.path, snap.version)
+        await callers.record(someone, snap.path, change)
+        stop.set()
+    # What was written is what the next request (through any process) reads.
+    assert await callers.viewed(someone, "n.ipynb") == snap.version
+    assert [c.label for c in await callers.changes(someone, "n.ipynb")] == ["edit cell"]
+    seen = Shelf(store.state_key).get("token:someone", store.fs.resolve("n.ipynb")[1])
     assert seen is not None
     assert seen.version == snap.version
     assert disk.writes == 4  # and the callers' meta, twice

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import TextContent
 from pydantic import BaseModel
 
-from nbrelay.caller import current
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.server import PROFILES, build_server
 from nbrelay.tools import sdk
@@ -36,9 +36,9 @@ class Echoed(BaseModel):
     reader: str
 
 
-async def _echo(state: str, text: str | None = None) -> Echoed:
+async def _echo(state: str, caller: Caller, text: str | None = None) -> Echoed:
     """Echo the text as the tool received it, and the key of the client that called."""
-    return Echoed(text=text, reader=f"{state}:{current().key}")
+    return Echoed(text=text, reader=f"{state}:{caller.key}")
 
 
 def _server(**options: Any) -> MCPServer[Any]:

@@ -3,13 +3,14 @@
 The MCP endpoint's handler authenticates each request the way every Jupyter API handler does
 (``@web.authenticated``: the server's token, its cookie, or a JupyterHub OAuth token) and puts
 who it authenticated (the handler and its user: ``JupyterUser``) into the request's ASGI scope;
-the tool boundary puts it in the call's ``Caller`` (``Caller.jupyter``), and the store and kernel
-provider of the extension ask Jupyter's authorizer for that caller before every operation
-(``require``): ``contents`` read or write for notebooks, ``kernels`` execute for code. A request
-that reaches the MCP server without Jupyter's authentication is refused (the middleware below),
-and so is an operation whose caller carries no Jupyter identity, unless it is the server's own
-work, which names itself (``Caller.server``: saving a room, reaping idle ones, the change feed's
-watchers of notebooks a caller already read).
+the tool boundary puts it in the call's ``Caller`` (``Caller.jupyter``), which is passed down as
+an argument, and the store and kernel provider of the extension ask Jupyter's authorizer about
+the caller each operation is handed before doing it (``require``): ``contents`` read or write for
+notebooks and files, ``kernels`` execute for code. A request that reaches the MCP server without
+Jupyter's authentication is refused (the middleware below), and so is an operation whose caller
+carries no Jupyter identity, unless it is the server's own work, which names itself
+(``Caller.server``: the change feed's polling of notebooks a client listens to, stopping idle
+kernels, resuming runs after a restart).
 """
 
 from __future__ import annotations

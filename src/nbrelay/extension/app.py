@@ -22,7 +22,7 @@ from tornado.iostream import StreamClosedError
 from traitlets import Bool, Float, Int, List, TraitError, TraitType, Unicode
 
 from nbrelay import config
-from nbrelay.caller import IDENTITY_SCOPE_KEY, JUPYTER_SCOPE_KEY, Caller, acting
+from nbrelay.caller import IDENTITY_SCOPE_KEY, JUPYTER_SCOPE_KEY
 from nbrelay.config import OPTION_BY_NAME, Option, Settings
 from nbrelay.errors import NbrelayError
 from nbrelay.extension.access import JupyterUser, caller_middleware
@@ -149,9 +149,9 @@ class _Relay:
         await self.server.session_manager.handle_request(scope, receive, send)
 
     async def save_rooms(self) -> None:
-        """Save every room with edits nbrelay made that its file does not hold yet."""
-        with acting(Caller.server("saving rooms on stop")):
-            await self.store.save_all()
+        """Save every room with edits nbrelay made that its file does not hold yet (the rooms'
+        own work: it asks no one)."""
+        await self.store.save_all()
 
     async def stop(self) -> None:
         with contextlib.suppress(Exception):

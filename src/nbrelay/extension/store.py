@@ -10,8 +10,9 @@ sees at once, and a "barrier" only waits while the server reloads the document f
 Everything nbrelay touches of jupyter-collaboration beyond its public API is in
 ``extension.collaboration``. Without jupyter-collaboration, notebooks are read and written
 through the server's contents manager (``stores.contents`` over ``extension.contents``), as the
-REST API would. Every operation asks Jupyter's authorizer first (``contents`` read or write),
-and every path, a joined room's included, passes file mode's real-path check each time
+REST API would. Every operation of the store (its notebooks, its other files, its live sessions,
+the run state it shows) asks Jupyter's authorizer first about the caller it is handed
+(``contents`` read or write; ``_access``, which the store calls), and every path, a joined room's included, passes file mode's real-path check each time
 (``extension.contents.Confinement``): Jupyter's contents manager, through which rooms load and
 save their files, follows symlinks.
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from nbrelay.caller import current
+from nbrelay.caller import Caller
 from nbrelay.errors import PathError
 from nbrelay.extension.access import require
 from nbrelay.extension.collaboration import Collaboration, CollaborationChanged
@@ -148,8 +149,10 @@ class InProcessWay(RoomWay):
         return joined
 
 
-async def _access(action: str) -> None:
-    await require(current(), action, "contents")
+async def _access(caller: Caller, action: str) -> None:
+    """Before each operation of the store (``RoomHost.allow``): Jupyter's authorizer about the
+    caller it is done for (``contents`` read or write)."""
+    await require(caller, action, "contents")
 
 
 def server_store(

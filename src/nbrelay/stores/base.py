@@ -120,14 +120,15 @@ class NotebookStore(Protocol):
 
     mode: str
 
-    async def list(self, folder: str, *, recursive: bool) -> list[Entry]:
-        """List the notebooks under ``folder``, in walk order: each folder's notebooks by name,
-        then its subfolders. Called by the profiles' listings."""
+    async def list(self, folder: str, caller: Caller, *, recursive: bool) -> list[Entry]:
+        """List the notebooks under ``folder`` for ``caller``, in walk order: each folder's
+        notebooks by name, then its subfolders. Called by the profiles' listings."""
         ...
 
     async def find(
         self,
         folder: str,
+        caller: Caller,
         *,
         recursive: bool = True,
         glob: Glob | None = None,
@@ -139,23 +140,23 @@ class NotebookStore(Protocol):
         and the search over many notebooks."""
         found = [
             e
-            for e in await self.list(folder, recursive=recursive)
+            for e in await self.list(folder, caller, recursive=recursive)
             if glob is None or glob.match(e.path)
         ]
         return found if limit is None else found[:limit]
 
-    async def scan(self, path: str) -> Snapshot:
+    async def scan(self, path: str, caller: Caller) -> Snapshot:
         """The current snapshot for a pass over many notebooks (a search): like ``peek``, but a
         store that caches notebooks does not keep this one unless it had it already."""
-        return await self.peek(path)
+        return await self.peek(path, caller)
 
     async def load(self, path: str, caller: Caller) -> Snapshot:
         """Return the current snapshot, read by ``caller`` (what it last read of the notebook
         is now this version). Called by every read; must be cheap when unchanged."""
         ...
 
-    async def peek(self, path: str) -> Snapshot:
-        """The current snapshot, without counting as the caller's read (the guard on edits by
+    async def peek(self, path: str, caller: Caller) -> Snapshot:
+        """The current snapshot for ``caller``, without counting as its read (the guard on edits by
         position is left as it was). Called by the change feed, which watches notebooks that
         clients listen to."""
         ...
@@ -184,8 +185,8 @@ class NotebookStore(Protocol):
         """
         ...
 
-    async def remove(self, path: str) -> None:
-        """Delete a notebook. Called by the document tools of compatibility profiles."""
+    async def remove(self, path: str, caller: Caller) -> None:
+        """Delete a notebook for ``caller``. Called by the document tools of compatibility profiles."""
         ...
 
     async def rename(
@@ -212,30 +213,37 @@ class NotebookStore(Protocol):
 @runtime_checkable
 class DocumentStore(Protocol):
     """Files and folders of any kind under the root, with the notebook path rules (no suffix
-    rule). Called by the workspace's document methods; notebooks themselves are still created,
-    removed and renamed through ``NotebookStore``."""
+    rule), each operation for the caller it is given. Called by the workspace's document
+    methods; notebooks themselves are still created, removed and renamed through
+    ``NotebookStore``."""
 
-    async def list_documents(self, folder: str) -> list[Document]:
+    async def list_documents(self, folder: str, caller: Caller) -> list[Document]:
         """The files and folders directly inside ``folder`` (hidden ones left out)."""
         ...
 
-    async def stat_document(self, path: str) -> Document:
+    async def stat_document(self, path: str, caller: Caller) -> Document:
         """One file or folder; raises ``NotebookNotFound`` if there is none."""
         ...
 
-    async def read_document(self, path: str, *, limit: int | None = None) -> tuple[bytes, int]:
+    async def read_document(
+        self, path: str, caller: Caller, *, limit: int | None = None
+    ) -> tuple[bytes, int]:
         """The first ``limit`` bytes of a file (all if None) and its full size."""
         ...
 
-    async def write_document(self, path: str, data: bytes, *, overwrite: bool) -> Document:
+    async def write_document(
+        self, path: str, caller: Caller, data: bytes, *, overwrite: bool
+    ) -> Document:
         """Write a file atomically (making its folders); refuses to replace one unless asked."""
         ...
 
-    async def remove_document(self, path: str) -> None:
+    async def remove_document(self, path: str, caller: Caller) -> None:
         """Delete a file, or a folder that is empty."""
         ...
 
-    async def move_document(self, src: str, dst: str, *, keep_source: bool) -> Document:
+    async def move_document(
+        self, src: str, dst: str, caller: Caller, *, keep_source: bool
+    ) -> Document:
         """Move (or copy, with ``keep_source``) a file; never over an existing one."""
         ...
 
@@ -244,8 +252,8 @@ class DocumentStore(Protocol):
 class LiveSessions(Protocol):
     """A store whose notebooks can be held open as live collaboration sessions (live mode)."""
 
-    async def open_session(self, path: str) -> tuple[str, str]:
-        """Join (and keep) the notebook's room; return its (session id, file id)."""
+    async def open_session(self, path: str, caller: Caller) -> tuple[str, str]:
+        """Join (and keep) the notebook's room for ``caller``; return its (session id, file id)."""
         ...
 
     async def close_session(self, path: str) -> bool:
@@ -258,8 +266,9 @@ class Flushing(Protocol):
     """A store that writes notebook files after an edit returns (live mode saves in the
     background, coalesced, as JupyterLab does for a person's typing)."""
 
-    async def flush(self, path: str) -> str | None:
-        """Wait until the file holds every change made so far; None when it does, else why not."""
+    async def flush(self, path: str, caller: Caller) -> str | None:
+        """Wait, for ``caller``, until the file holds every change made so far; None when it
+        does, else why not."""
         ...
 
 
@@ -270,9 +279,9 @@ class RunState(Protocol):
     document only (it is not a notebook field, and never reaches a file)."""
 
     async def show_running(
-        self, path: str, running: Collection[str], idle: Collection[str]
+        self, path: str, caller: Caller, running: Collection[str], idle: Collection[str]
     ) -> None:
-        """Show the code cells ``running`` (ids) as running and ``idle`` as not; cells that
+        """Show, for ``caller`` (who started the run), the code cells ``running`` (ids) as running and ``idle`` as not; cells that
         already show so, and ids the notebook does not have, are left alone. It is a display,
         not the notebook: a room that ended is left as it is."""
         ...

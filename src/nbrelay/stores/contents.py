@@ -112,12 +112,13 @@ class ContentsStore(LockedEdits, NotebookStore):
 
     # -- listing -------------------------------------------------------------------------
 
-    async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
-        return await self.find(folder, recursive=recursive)
+    async def list(self, folder: str, caller: Caller, *, recursive: bool) -> builtins.list[Entry]:
+        return await self.find(folder, caller, recursive=recursive)
 
     async def find(
         self,
         folder: str,
+        caller: Caller,
         *,
         recursive: bool = True,
         glob: Glob | None = None,
@@ -214,7 +215,7 @@ class ContentsStore(LockedEdits, NotebookStore):
         rel = self.relative(path)
         return await self._seen.observe(rel, caller, await self._fetch(rel))
 
-    async def peek(self, path: str) -> Snapshot:
+    async def peek(self, path: str, caller: Caller) -> Snapshot:
         return await self._fetch(self.relative(path))
 
     # -- writing -------------------------------------------------------------------------
@@ -272,7 +273,7 @@ class ContentsStore(LockedEdits, NotebookStore):
         await self._seen.remember(rel, caller, after)
         return EditOutcome(before, after, plan, changed_outside=outside, notes=(NOT_LIVE_NOTE,))
 
-    async def remove(self, path: str) -> None:
+    async def remove(self, path: str, caller: Caller) -> None:
         rel = self.relative(path)
         async with self.lock(rel):
             await self._fetch(rel)

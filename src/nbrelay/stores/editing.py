@@ -60,14 +60,15 @@ class LockedEdits(ABC):
         guard_positions: bool,
     ) -> EditOutcome:
         """See ``NotebookStore.edit``."""
-        rel, key = await self._edit_target(path)
+        rel, key = await self._edit_target(path, caller)
         async with self.lock(key):
             return await self._edit_locked(
                 rel, key, caller, planner, expected_version, guard_positions
             )
 
-    async def _edit_target(self, path: str) -> tuple[str, str]:
-        """The notebook's relative path and the key of its lock (by default the same)."""
+    async def _edit_target(self, path: str, caller: Caller) -> tuple[str, str]:
+        """The notebook's relative path and the key of its lock (by default the same), for
+        ``caller`` (a store that asks whether it may write asks here)."""
         rel = self.relative(path)
         return rel, rel
 

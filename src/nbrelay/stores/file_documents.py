@@ -23,6 +23,7 @@ from typing import Protocol
 import anyio
 import anyio.to_thread
 
+from nbrelay.caller import Caller
 from nbrelay.errors import (
     InvalidArgument,
     NotebookExists,
@@ -140,7 +141,7 @@ class FileDocuments:
         writable = os.access(name, os.W_OK, dir_fd=dfd, follow_symlinks=False)
         return self._document(rel, st, writable)
 
-    async def list_documents(self, folder: str) -> builtins.list[Document]:
+    async def list_documents(self, folder: str, caller: Caller) -> builtins.list[Document]:
         rel, real = self.fs.folder(folder)
         return await anyio.to_thread.run_sync(self._list_documents_sync, rel, real)
 
@@ -167,11 +168,13 @@ class FileDocuments:
             os.close(dfd)
         return found
 
-    async def stat_document(self, path: str) -> Document:
+    async def stat_document(self, path: str, caller: Caller) -> Document:
         rel, real = self.fs.resolve(path, suffix="")
         return await anyio.to_thread.run_sync(self._stat_document, rel, real)
 
-    async def read_document(self, path: str, *, limit: int | None = None) -> tuple[bytes, int]:
+    async def read_document(
+        self, path: str, caller: Caller, *, limit: int | None = None
+    ) -> tuple[bytes, int]:
         rel, real = self.fs.resolve(path, suffix="")
         if limit is None:
             raw, st = await anyio.to_thread.run_sync(self.fs.read_bytes, real, rel)
@@ -196,11 +199,13 @@ class FileDocuments:
         finally:
             os.close(fd)
 
-    async def write_document(self, path: str, data: bytes, *, overwrite: bool) -> Document:
+    async def write_document(
+        self, path: str, caller: Caller, data: bytes, *, overwrite: bool
+    ) -> Document:
         await self.write_files({path: data}, overwrite=overwrite)
-        return await self.stat_document(path)
+        return await self.stat_document(path, caller)
 
-    async def remove_document(self, path: str) -> None:
+    async def remove_document(self, path: str, caller: Caller) -> None:
         rel, real = self.fs.resolve(path, suffix="")
         async with self._store.lock(real):
             await anyio.to_thread.run_sync(self._remove_document_sync, rel, real)
@@ -233,7 +238,9 @@ class FileDocuments:
         finally:
             os.close(dfd)
 
-    async def move_document(self, src: str, dst: str, *, keep_source: bool) -> Document:
+    async def move_document(
+        self, src: str, dst: str, caller: Caller, *, keep_source: bool
+    ) -> Document:
         src_rel, src_real = self.fs.resolve(src, suffix="")
         dst_rel, dst_real = self.fs.resolve(dst, suffix="")
         if src_real == dst_real:
@@ -252,7 +259,7 @@ class FileDocuments:
                     notebook=False,
                 )
             )
-        return await self.stat_document(dst_rel)
+        return await self.stat_document(dst_rel, caller)
 
     def open_kernel_folder(self, cwd: str) -> int:
         """A descriptor of a kernel's folder (a folder under the root, given as a path),

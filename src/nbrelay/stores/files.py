@@ -171,14 +171,14 @@ class FileStore(LockedEdits, NotebookStore):
                 snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
         return await self._seen.observe(real, caller, snap)
 
-    async def peek(self, path: str) -> Snapshot:
+    async def peek(self, path: str, caller: Caller) -> Snapshot:
         rel, real = self.fs.resolve(path)
         snap = self._unchanged(real)
         if snap is None:
             snap = await anyio.to_thread.run_sync(self._snapshot, rel, real)
         return snap
 
-    async def scan(self, path: str) -> Snapshot:
+    async def scan(self, path: str, caller: Caller) -> Snapshot:
         """The notebook for a pass over many (a search): the cached snapshot if it is current,
         else the file parsed and not kept, so one search of a large folder does not hold every
         notebook in memory afterwards."""
@@ -204,12 +204,13 @@ class FileStore(LockedEdits, NotebookStore):
             return None
         return cached.snapshot if stat_key(st) == cached.key else None
 
-    async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
-        return await self.find(folder, recursive=recursive)
+    async def list(self, folder: str, caller: Caller, *, recursive: bool) -> builtins.list[Entry]:
+        return await self.find(folder, caller, recursive=recursive)
 
     async def find(
         self,
         folder: str,
+        caller: Caller,
         *,
         recursive: bool = True,
         glob: Glob | None = None,
@@ -320,7 +321,7 @@ class FileStore(LockedEdits, NotebookStore):
         self._cache[real] = _Cached(stat_key(st), snap, _proves(st))
         return snap
 
-    async def _edit_target(self, path: str) -> tuple[str, str]:
+    async def _edit_target(self, path: str, caller: Caller) -> tuple[str, str]:
         """Notebooks are locked by real path (two links to one file share its lock)."""
         rel, real = self.fs.resolve(path)
         self.fs.sweep_soon(real)
@@ -390,7 +391,7 @@ class FileStore(LockedEdits, NotebookStore):
 
     # -- whole-file operations ------------------------------------------------------------
 
-    async def remove(self, path: str) -> None:
+    async def remove(self, path: str, caller: Caller) -> None:
         rel, real = self.fs.resolve(path)
         async with self.lock(real):
             await anyio.to_thread.run_sync(self._remove_sync, rel, real)

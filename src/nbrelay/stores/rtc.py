@@ -125,7 +125,7 @@ class RTCStore(RoomHost):
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(
-            documents=ContentsDocuments(self.api, self.paths),
+            documents=ContentsDocuments(self.api, self.paths, self.allow),
             sessions=self,
             run_state=self if self.way.rtc is True else None,
             output_interval=self.output_interval,
@@ -134,13 +134,13 @@ class RTCStore(RoomHost):
         )
 
     async def show_running(
-        self, path: str, running: Collection[str], idle: Collection[str]
+        self, path: str, caller: Caller, running: Collection[str], idle: Collection[str]
     ) -> None:
         """Show cells running or not in the notebook's room, as JupyterLab does (``[*]``): a
         display for the people in the room, so it is neither confirmed, journaled nor saved
         (the file never holds it). Without a room (no collaboration) there is nothing to show."""
         rel = self.relative(path)
-        await self.allow("write")
+        await self.allow(caller, "write")
         async with self.lock(rel):
             room = await self._room(rel)
             if room is None:
@@ -175,25 +175,28 @@ class RTCStore(RoomHost):
 
     # -- the protocol -----------------------------------------------------------------------
 
-    async def list(self, folder: str, *, recursive: bool) -> builtins.list[Entry]:
-        return await self.contents.list(folder, recursive=recursive)
+    async def list(self, folder: str, caller: Caller, *, recursive: bool) -> builtins.list[Entry]:
+        await self.allow(caller, "read")
+        return await self.contents.list(folder, caller, recursive=recursive)
 
     async def find(
         self,
         folder: str,
+        caller: Caller,
         *,
         recursive: bool = True,
         glob: Glob | None = None,
         limit: int | None = None,
     ) -> builtins.list[Entry]:
-        return await self.contents.find(folder, recursive=recursive, glob=glob, limit=limit)
+        await self.allow(caller, "read")
+        return await self.contents.find(folder, caller, recursive=recursive, glob=glob, limit=limit)
 
-    async def scan(self, path: str) -> Snapshot:
-        return await self.peek(path)
+    async def scan(self, path: str, caller: Caller) -> Snapshot:
+        return await self.peek(path, caller)
 
     async def load(self, path: str, caller: Caller) -> Snapshot:
         rel = self.relative(path)
-        await self.allow("read")
+        await self.allow(caller, "read")
         async with self.lock(rel):
             room = await self._room(rel)
         if room is None:
@@ -203,16 +206,16 @@ class RTCStore(RoomHost):
         notes = self._notes(rel, room)
         return replace(await self._seen.observe(rel, caller, snap, order), notes=notes)
 
-    async def peek(self, path: str) -> Snapshot:
+    async def peek(self, path: str, caller: Caller) -> Snapshot:
         """The notebook as its room holds it now (or as the server stores it, when nbrelay is
-        not in its room), without counting as the agent's read."""
+        not in its room), without counting as ``caller``'s read."""
         rel = self.relative(path)
-        await self.allow("read")
+        await self.allow(caller, "read")
         room = self._rooms.get(rel)
         if room is not None and room.alive:
             self.way.confine(self.paths.server(rel))
             return self._snapshot(rel, room)[0]
-        return await self.contents.peek(rel)
+        return await self.contents.peek(rel, caller)
 
     def _lost_twice(self, rel: str) -> RemoteError:
         return RemoteError(
@@ -220,9 +223,9 @@ class RTCStore(RoomHost):
             hint="Check that the server is running and reachable, then retry.",
         )
 
-    async def _edit_target(self, path: str) -> tuple[str, str]:
+    async def _edit_target(self, path: str, caller: Caller) -> tuple[str, str]:
         rel = self.relative(path)
-        await self.allow("write")
+        await self.allow(caller, "write")
         return rel, rel
 
     async def _edit_locked(
@@ -366,12 +369,12 @@ class RTCStore(RoomHost):
             extra = (*extra, SAVE_NOTE.format(why=saved))
         return replace(outcome, after=snap, notes=(*outcome.notes, *notes, *extra))
 
-    async def flush(self, path: str) -> str | None:
+    async def flush(self, path: str, caller: Caller) -> str | None:
         """Wait until the notebook's file holds every edit nbrelay made to it (a save the server
         confirmed); None when it does, else why not. Without a room there is nothing pending:
         edits through the contents API are written before they return."""
         rel = self.relative(path)
-        await self.allow("write")  # a save writes the room: others' edits too
+        await self.allow(caller, "write")  # a save writes the room: others' edits too
         room = self._rooms.get(rel)
         if room is not None:
             self.way.confine(self.paths.server(rel))
@@ -382,7 +385,7 @@ class RTCStore(RoomHost):
     ) -> Snapshot:
         rel = self.relative(path)
         validate.check_notebook(notebook)
-        await self.allow("write")
+        await self.allow(caller, "write")
         full = self.paths.server(rel)
         async with self.lock(rel):
             exists = await self.api.exists(full)
@@ -425,19 +428,19 @@ class RTCStore(RoomHost):
         await self._seen.remember(rel, caller, snap, order)
         return replace(snap, notes=notes)
 
-    async def remove(self, path: str) -> None:
+    async def remove(self, path: str, caller: Caller) -> None:
         rel = self.relative(path)
-        await self.allow("write")
+        await self.allow(caller, "write")
         async with self.lock(rel):
             await self._drop(rel)
-            await self.contents.remove(rel)
+            await self.contents.remove(rel, caller)
             await self._seen.forget(rel)
 
     async def rename(
         self, src: str, dst: str, caller: Caller, *, overwrite: bool, keep_source: bool
     ) -> Snapshot:
         src_rel, dst_rel = self.relative(src), self.relative(dst)
-        await self.allow("write")
+        await self.allow(caller, "write")
         if keep_source:
             snap = await self.load(src_rel, caller)
             return await self.create(dst_rel, caller, snap.notebook, overwrite=overwrite)

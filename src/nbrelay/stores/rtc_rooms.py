@@ -17,6 +17,9 @@ reaches a room is its **way in** (``RoomWay``): over a WebSocket, as a browser t
   stops; ``save_all`` saves every room with unsaved edits without leaving it, for a server that
   is about to let its rooms go.
 * Open sessions (``open_session``) keep a room joined however idle.
+* Who may: each operation of the store is handed its caller and asks the store's access check
+  about it first (``allow``: in process, Jupyter's authorizer). The rooms' own work that follows
+  (the saver, rejoining to recover, leaving idle rooms, ``save_all``) asks no one.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Self
 import anyio
 from anyio.abc import TaskGroup
 
-from nbrelay.caller import Caller, acting
+from nbrelay.caller import Caller
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, Unsupported, act
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook.edits import Plan
@@ -54,7 +57,10 @@ from nbrelay.stores.shelf import Shelf
 
 logger = logging.getLogger("nbrelay.rtc")
 
-Access = Callable[[str], Awaitable[None]]
+# Asked before each operation of the store, with the caller it is done for and "read" or "write".
+Access = Callable[[Caller, str], Awaitable[None]]
+# What the store reads on its own, below the operations that ask (a room's file, as it joins).
+_OWN_READS = Caller.server("the room store reading the file of a room it joins")
 
 
 class RoomWay(ABC):
@@ -128,8 +134,10 @@ class RoomHost(LockedEdits):
         self.placeholder_is_a_cell = False
         # How long nbrelay keeps trying to give a restarted server back the edits it lost.
         self.recover_within = 600.0
-        # Asked before every read ("read") and change ("write"): Jupyter's authorizer, in
-        # process; over the network the server asks it itself.
+        # Asked before every read ("read") and change ("write") with the caller it is for:
+        # Jupyter's authorizer, in process; over the network the server asks it itself. The
+        # rooms' own work below those operations (joining, saving, leaving, recovering) asks
+        # nothing: it only follows what an operation that asked began.
         self._access = access
         # What each MCP session (reader) last saw: the guard against stale positions.
         self.state_key = f"jupyter:{api.identity}#{self.paths.folder}"
@@ -147,10 +155,10 @@ class RoomHost(LockedEdits):
     def relative(self, path: str) -> str:
         return self.paths.relative(path)
 
-    async def allow(self, action: str) -> None:
-        """Refuse the caller ``action`` ("read", "write") if the server would."""
+    async def allow(self, caller: Caller, action: str) -> None:
+        """Refuse ``caller`` ``action`` ("read", "write") if the server would."""
         if self._access is not None:
-            await self._access(action)
+            await self._access(caller, action)
 
     @property
     def output_interval(self) -> float:
@@ -297,8 +305,7 @@ class RoomHost(LockedEdits):
         if unsaved:
             await self._recover(rel, unsaved, fresh)
         self._rooms[rel] = fresh
-        with acting(Caller.server(f"saving the room of {rel}")):
-            self._tg.start_soon(self._keep, rel, fresh)
+        self._tg.start_soon(self._keep, rel, fresh)
         await self.way.announce(self.paths.server(rel))
         return fresh
 
@@ -310,7 +317,7 @@ class RoomHost(LockedEdits):
         if found is None:
             return None
         try:
-            on_disk = await self.contents.peek(rel)
+            on_disk = await self.contents.peek(rel, _OWN_READS)
         except NbrelayError:
             return None
         return None if on_disk.notebook.cells else found
@@ -382,11 +389,11 @@ class RoomHost(LockedEdits):
 
     # -- sessions -------------------------------------------------------------------------
 
-    async def open_session(self, path: str) -> tuple[str, str]:
-        """Join the notebook's room and keep it joined until ``close_session``; return the
-        room's (session id, file id)."""
+    async def open_session(self, path: str, caller: Caller) -> tuple[str, str]:
+        """Join the notebook's room for ``caller`` and keep it joined until ``close_session``;
+        return the room's (session id, file id)."""
         rel = self.relative(path)
-        await self.allow("read")
+        await self.allow(caller, "read")
         async with self.lock(rel):
             room = await self._room(rel)
         if room is None:

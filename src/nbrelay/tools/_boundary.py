@@ -41,7 +41,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
-from nbrelay.caller import Caller, acting, current
+from nbrelay.caller import ANYONE, Caller
 from nbrelay.errors import CANONICAL_WORDS, NEUTRAL, NbrelayError, Vocabulary
 from nbrelay.tools import asking, sdk
 from nbrelay.tools.schema_cache import SCHEMAS
@@ -152,14 +152,12 @@ class Registrar:
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
             passed = cast(dict[str, Any], kwargs)
             ctx = passed.pop(_RESOURCE_CONTEXT, None)
-            caller = sdk.caller_of(ctx) if ctx is not None else current()
             if wants_caller:
-                passed[CALLER] = caller
-            with acting(caller):
-                try:
-                    return await fn(*args, **kwargs)
-                except NbrelayError as exc:
-                    raise ResourceError(exc.render(resource_words(self.words))) from exc
+                passed[CALLER] = sdk.caller_of(ctx) if ctx is not None else ANYONE
+            try:
+                return await fn(*args, **kwargs)
+            except NbrelayError as exc:
+                raise ResourceError(exc.render(resource_words(self.words))) from exc
 
         # The SDK passes the request's Context to a parameter annotated with it.
         context = inspect.Parameter(
@@ -269,13 +267,6 @@ CALLER = "caller"
 _WANTS_CALLER = "_nbrelay_wants_caller"
 
 
-async def acting_for_request(ctx: Any, call_next: Any) -> Any:
-    """MCP middleware: the request's caller, for what is answered outside a tool call or a
-    resource read (argument completions, a subscription's first look at a notebook)."""
-    with acting(sdk.caller_of_request(ctx)):
-        return await call_next(ctx)
-
-
 def resource_words(words: Vocabulary) -> Vocabulary:
     """A profile's words for its resources: the same actions, cells numbered from 0 (as in
     every resource URI)."""
@@ -324,12 +315,12 @@ def _guard(
         ctx = passed.pop(sdk.CONTEXT_KWARG, None)
         if ctx is None:  # the tool declares its own Context parameter
             ctx = next((v for v in passed.values() if isinstance(v, Context)), None)
-        # The caller is built here, once per call: passed to a tool that declares ``caller``,
-        # and current while the tool runs.
-        caller = sdk.caller_of(ctx) if ctx is not None else current()
+        # The caller is built here, once per call, and passed to a tool that declares
+        # ``caller`` (and to the profile's ``finish``).
+        caller = sdk.caller_of(ctx) if ctx is not None else ANYONE
         if wants_caller:
             passed[CALLER] = caller
-        with acting(caller), asking.through(ctx):
+        with asking.through(ctx):
             try:
                 if raw is None:
                     raise RuntimeError("the MCP SDK did not hand the call's arguments over")

@@ -46,9 +46,11 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, TextContent
 
+from nbrelay.caller import Caller
 from nbrelay.errors import InvalidArgument, NbrelayError
 from nbrelay.notebook.text import clean_text
 from nbrelay.stores.base import Snapshot
+from nbrelay.tools import sdk
 from nbrelay.tools._boundary import Registrar, compact_json, to_result
 from nbrelay.tools.arguments import NbPath
 
@@ -168,15 +170,15 @@ class NotebookApps(Apps):
             given = (params.arguments or {}).get(name)
         if not isinstance(given, str) or not given:
             return result
-        ws = _workspace(ctx)
+        ws, caller = _workspace(ctx), sdk.caller_of_request(ctx)
         path = (given.lstrip("/") if self.slash_is_root else given) + suffix
         try:
-            snap = await ws.notebooks.peek(path)
+            snap = await ws.notebooks.peek(path, caller)
         except NbrelayError:  # mcp-jupyter adds ".ipynb" to a path without it
             if path.endswith(".ipynb"):
                 return result
             try:
-                snap = await ws.notebooks.peek(path + ".ipynb")
+                snap = await ws.notebooks.peek(path + ".ipynb", caller)
             except NbrelayError:  # the tool said what it had to; the view stays as it was
                 return result
         result.meta = {**(result.meta or {}), VIEW_KEY: notebook_view(snap)}
@@ -228,7 +230,8 @@ def add_view_tool(reg: Registrar, ws: Workspace, profile: str) -> None:
     @reg.tool(kind="read", name=POLL_TOOL, meta=POLL_META)
     async def notebook_view(path: NbPath, ctx: Context[Any]) -> Any:
         """For the MCP Apps view only."""
-        return await poll(ctx, ws, path.lstrip("/") if slash_is_root else path)
+        path = path.lstrip("/") if slash_is_root else path
+        return await poll(ctx, ws, sdk.caller_of(ctx), path)
 
 
 async def views_for_apps_clients(
@@ -283,7 +286,9 @@ def _workspace(ctx: ServerRequestContext[Any, Any]) -> Workspace:
     return cast("Workspace", ctx.lifespan_context)
 
 
-async def poll(ctx: Context[Any] | None, ws: Workspace, path: str) -> CallToolResult:
+async def poll(
+    ctx: Context[Any] | None, ws: Workspace, caller: Caller, path: str
+) -> CallToolResult:
     """``notebook_view``: the notebook as it is now, and which of its cells are queued or
     running, for the view to show while a run goes on."""
     if not wants_view(ctx):
@@ -291,7 +296,7 @@ async def poll(ctx: Context[Any] | None, ws: Workspace, path: str) -> CallToolRe
             f"{POLL_TOOL} serves the notebook view of MCP Apps hosts.",
             hint="To read the notebook, use read_notebook.",
         )
-    snap = await ws.notebooks.peek(path)
+    snap = await ws.notebooks.peek(path, caller)
     state = run_state(ws.runs.jobs_of(snap.path))
     status = state["status"]
     summary = {"path": snap.path, "version": snap.version, "busy": bool(status)}

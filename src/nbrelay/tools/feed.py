@@ -27,7 +27,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
-from nbrelay.caller import Caller, acting
+from nbrelay.caller import Caller
 from nbrelay.errors import NbrelayError, NotebookNotFound
 from nbrelay.notebook import changes
 from nbrelay.notebook.model import Notebook
@@ -44,6 +44,9 @@ LOG_DEPTH = 100
 # Notebooks that are files on this machine (one stat) are checked every round; notebooks on a
 # Jupyter Server (live mode) at most this often each.
 REMOTE_INTERVAL = 0.5
+# Who polls the notebooks that have listeners: the server on its own, after a client's first
+# look (``_start_watching``, for the client that asked to listen).
+_POLLING = Caller.server("watching notebooks for the change feed")
 
 
 @dataclass
@@ -96,8 +99,9 @@ class ChangeFeed:
                 found.add(self.ws.notebooks.relative(path))
         return found
 
-    async def _start_watching(self, uris: frozenset[str]) -> None:
-        """Take a baseline of the notebooks ``uris`` name, so the first change is reported."""
+    async def _start_watching(self, uris: frozenset[str], caller: Caller) -> None:
+        """Take a baseline of the notebooks ``uris`` name, so the first change is reported: a
+        first look for ``caller``, who asked to listen."""
         for uri in uris:
             path = notebook_of(uri) or self._alias_of(uri)
             if path is None:
@@ -106,7 +110,7 @@ class ChangeFeed:
                 rel = self.ws.notebooks.relative(path)
                 if rel not in self._watched:
                     self._watched[rel] = _Watched()
-                    await self._check(rel)
+                    await self._check(rel, caller)
 
     async def middleware(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -120,7 +124,7 @@ class ChangeFeed:
         token = object()
         self._streams[token] = uris
         try:
-            await self._start_watching(uris)
+            await self._start_watching(uris, sdk.caller_of_request(ctx))
             return await call_next(ctx)
         finally:
             self._streams.pop(token, None)
@@ -130,7 +134,7 @@ class ChangeFeed:
     ) -> EmptyResult:
         """``resources/subscribe`` (protocol versions before 2026-07-28)."""
         self._legacy.setdefault(str(params.uri), {})[_connection(ctx)] = ctx.session
-        await self._start_watching(frozenset({str(params.uri)}))
+        await self._start_watching(frozenset({str(params.uri)}), sdk.caller_of_request(ctx))
         return EmptyResult()
 
     async def unsubscribe(
@@ -148,8 +152,7 @@ class ChangeFeed:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[ChangeFeed]:
         async with anyio.create_task_group() as tg:
-            with acting(Caller.server("watching notebooks for the change feed")):
-                tg.start_soon(self._poll)
+            tg.start_soon(self._poll)
             try:
                 yield self
             finally:
@@ -165,14 +168,14 @@ class ChangeFeed:
             for rel in wanted:
                 self._watched.setdefault(rel, _Watched())
                 try:
-                    await self._check(rel)
+                    await self._check(rel, _POLLING)
                 except Exception:  # one notebook's trouble must not stop the feed
                     logger.exception("change feed: checking %s failed", rel)
 
-    async def _check(self, rel: str) -> None:
+    async def _check(self, rel: str, caller: Caller) -> None:
         """Compare the notebook with what was seen last; record and publish a change. The
-        first look only takes the baseline. Works on every store through ``peek``, which does
-        not count as the agent's read."""
+        first look only takes the baseline. Works on every store through ``peek`` for
+        ``caller``, which does not count as its read."""
         watched = self._watched.get(rel)
         if watched is None:
             return
@@ -183,7 +186,7 @@ class ChangeFeed:
         notebook: Notebook | None = None
         version: str | None = None
         try:
-            snap = await self.ws.notebooks.peek(rel)
+            snap = await self.ws.notebooks.peek(rel, caller)
         except NotebookNotFound:
             pass  # deleted: reported as such
         except NbrelayError:

@@ -106,7 +106,7 @@ async def complete(
     try:
         if argument.name == "path":
             folder = typed.rpartition("/")[0]
-            found = await ws.notebooks.list_notebooks(folder, limit=COMPLETION_WALK)
+            found = await ws.notebooks.list_notebooks(folder, caller, limit=COMPLETION_WALK)
             values = [e.path for e in found if e.path.startswith(typed)]
         elif argument.name == "cell":
             path = (context.arguments or {}).get("path") if context is not None else None

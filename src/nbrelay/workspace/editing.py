@@ -265,7 +265,7 @@ class Editing:
         # engine releases the GIL and stops at its time limit); the planner, which may run on
         # the event loop, then only looks the results up (and matches a cell changed meanwhile).
         done = await anyio.to_thread.run_sync(
-            substitute_all, (await self._notebooks.peek(path)).notebook
+            substitute_all, (await self._notebooks.peek(path, caller)).notebook
         )
 
         def planner(nb: Notebook) -> Plan:

@@ -23,7 +23,6 @@ from typing import Any, Self, TypeVar, cast
 
 import anyio
 
-from nbrelay.caller import Caller, acting
 from nbrelay.config import Settings
 from nbrelay.kernels.base import KernelProvider
 from nbrelay.notebook.model import IdFactory, random_id
@@ -120,26 +119,21 @@ class Workspace:
         idle-kernel reaper) while the server runs; close everything at the end."""
         try:
             async with anyio.create_task_group() as tg:
-                with acting(Caller.server("the kernels' background work")):
-                    self.kernels.attach(tg)
+                self.kernels.attach(tg)
                 if self.capabilities.background is not None:  # the live store's rooms
-                    with acting(Caller.server("keeping rooms: saving, closing idle ones")):
-                        self.capabilities.background(tg)
-                with acting(Caller.server("stopping idle kernels")):
-                    tg.start_soon(self.kernels.reap_idle)
-                with acting(Caller.server("resuming runs after a restart")):
-                    tg.start_soon(self.runs.resume_orphans)
+                    self.capabilities.background(tg)
+                tg.start_soon(self.kernels.reap_idle)
+                tg.start_soon(self.runs.resume_orphans)
                 tg.start_soon(_release_memory)
                 try:
                     yield self
                 finally:
-                    with anyio.CancelScope(shield=True), acting(Caller.server("saving sessions")):
+                    with anyio.CancelScope(shield=True):
                         await self.kernels.save_sessions()
                     tg.cancel_scope.cancel()
         finally:
             self.kernels.attach(None)
-            with acting(Caller.server("closing on stop")):
-                await self.aclose()
+            await self.aclose()
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):

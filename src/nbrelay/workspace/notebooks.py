@@ -142,14 +142,15 @@ class Notebooks:
         result names it (raises ``PathError``)."""
         return self.store.relative(path)
 
-    async def peek(self, path: str) -> Snapshot:
-        """The notebook as it is now, without counting as the agent's read (the guard on edits
+    async def peek(self, path: str, caller: Caller) -> Snapshot:
+        """The notebook as it is now, without counting as ``caller``'s read (the guard on edits
         by position is left as it was): for watchers such as the change feed."""
-        return await self.store.peek(path)
+        return await self.store.peek(path, caller)
 
     async def list_notebooks(
         self,
-        folder: str = "",
+        folder: str,
+        caller: Caller,
         *,
         recursive: bool = True,
         pattern: str | None = None,
@@ -158,7 +159,7 @@ class Notebooks:
         """The notebooks under ``folder`` in walk order (the first ``limit``), those ``pattern``
         matches (a ``paths.Glob``, which also decides which folders are walked)."""
         glob = Glob(pattern) if pattern is not None else None
-        return await self.store.find(folder, recursive=recursive, glob=glob, limit=limit)
+        return await self.store.find(folder, caller, recursive=recursive, glob=glob, limit=limit)
 
     async def read(self, path: str, caller: Caller) -> Snapshot:
         """The notebook, read by ``caller`` (an edit by position is checked against it)."""
@@ -186,6 +187,7 @@ class Notebooks:
     async def search_many(
         self,
         where: str,
+        caller: Caller,
         pattern: str,
         *,
         regex: bool = False,
@@ -202,9 +204,9 @@ class Notebooks:
         says where to go on. Notebooks that cannot be read are skipped and named."""
         compile_pattern(pattern, regex=regex, case_sensitive=case_sensitive)  # refuse it early
         if is_glob(where):
-            entries = await self.store.find("", glob=Glob(where))
+            entries = await self.store.find("", caller, glob=Glob(where))
         else:
-            entries = await self.store.find(where)
+            entries = await self.store.find(where, caller)
         found = ManyFound(where=where)
         deadline = anyio.current_time() + seconds
         size = 0
@@ -213,7 +215,7 @@ class Notebooks:
 
         async def one(slot: int, path: str) -> None:
             try:
-                snap = await self.store.scan(path)
+                snap = await self.store.scan(path, caller)
             except (NotebookInvalid, PathError, StoreError):  # broken, or gone since listed
                 return
             # A pattern of its own per notebook: each search has the whole time limit.
@@ -322,7 +324,7 @@ class Notebooks:
         """Wait until the notebook's file holds every edit made so far (live mode saves in the
         background); the notebook as saved, with a note if the server did not confirm it."""
         rel = self.store.relative(path)
-        why = await self.store.flush(rel) if isinstance(self.store, Flushing) else None
+        why = await self.store.flush(rel, caller) if isinstance(self.store, Flushing) else None
         if why is None:
             return await self.store.load(rel, caller)
         raise RemoteError(

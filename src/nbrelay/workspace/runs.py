@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from nbrelay.caller import Caller, acting
+from nbrelay.caller import Caller
 from nbrelay.config import Settings
 from nbrelay.errors import InvalidArgument, KernelError, NbrelayError
 from nbrelay.kernels.execution import Runner
@@ -171,7 +171,7 @@ class Runs:
             running = {current.id} if current is not None and current.id else set()
             if shown is not None and running != showing:
                 # Before the outputs: a cell's last outputs are saved once it shows idle.
-                await _show(shown, path, running, showing - running)
+                await _show(shown, path, starter, running, showing - running)
                 showing.clear()
                 showing.update(running)
             outcome = await self._store_outputs(path, starter, done)
@@ -182,17 +182,16 @@ class Runs:
 
         async def run() -> None:
             try:
-                with acting(starter):  # the rooms' contents checks still read it (live mode)
-                    async with anyio.create_task_group() as watch:
-                        if journaled:
-                            watch.start_soon(self._watch_cancel, job)
-                        await run_job(job, runner, save, starter, save_interval=interval)
-                        watch.cancel_scope.cancel()
+                async with anyio.create_task_group() as watch:
+                    if journaled:
+                        watch.start_soon(self._watch_cancel, job)
+                    await run_job(job, runner, save, starter, save_interval=interval)
+                    watch.cancel_scope.cancel()
             finally:
                 if shown is not None:  # no cell of a finished job still shows [*]
                     ids = {c.id for c in job.cells if c.id is not None}
-                    with anyio.CancelScope(shield=True), acting(starter):
-                        await _show(shown, path, (), ids)
+                    with anyio.CancelScope(shield=True):
+                        await _show(shown, path, starter, (), ids)
 
         tg.start_soon(run)
 
@@ -415,8 +414,9 @@ class Runs:
 
 
 async def _show(
-    shown: RunState, path: str, running: Collection[str], idle: Collection[str]
+    shown: RunState, path: str, starter: Caller, running: Collection[str], idle: Collection[str]
 ) -> None:
-    """Show the run state; a failure costs the person the display only, never the run."""
+    """Show the run state for ``starter`` (who started the run); a failure (refused to that
+    caller, too) costs the person the display only, never the run."""
     with contextlib.suppress(NbrelayError):
-        await shown.show_running(path, running, idle)
+        await shown.show_running(path, starter, running, idle)

@@ -54,7 +54,7 @@ class Sessions:
         live_sessions = self._notebooks.capabilities.sessions
         if live_sessions is not None:
             with contextlib.suppress(Unsupported):  # a server without collaboration
-                session_id, fid = await live_sessions.open_session(snap.path)
+                session_id, fid = await live_sessions.open_session(snap.path, caller)
                 live = True
         session = NotebookSession(snap.path, session_id, fid, live, now, now)
         self._sessions[snap.path] = session

@@ -135,9 +135,9 @@ class Sessions:
         return str(meta.get("language") or snap.notebook.language or "typescript").lower()
 
     async def all(self, caller: Caller) -> list[tuple[str, Snapshot]]:
-        entries = await self.ws.notebooks.list_notebooks("", recursive=False)
+        entries = await self.ws.notebooks.list_notebooks("", caller, recursive=False)
         if self.own_folders:
-            entries += await self.ws.notebooks.list_notebooks("", pattern="*/*.ipynb")
+            entries += await self.ws.notebooks.list_notebooks("", caller, pattern="*/*.ipynb")
         found: dict[str, Snapshot] = {}
         for entry in entries:
             session_id = entry.path.rsplit("/", 1)[-1][: -len(".ipynb")]

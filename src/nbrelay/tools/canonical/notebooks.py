@@ -20,6 +20,7 @@ from nbrelay.workspace import Workspace
 
 async def list_notebooks(
     ws: Workspace,
+    caller: Caller,
     folder: str = "",
     recursive: bool = True,
     pattern: Annotated[
@@ -33,7 +34,7 @@ async def list_notebooks(
     Example: list_notebooks(folder="reports", pattern="*sales*").
     """
     found = await ws.notebooks.list_notebooks(
-        folder, recursive=recursive, pattern=pattern, limit=start + limit + 1
+        folder, caller, recursive=recursive, pattern=pattern, limit=start + limit + 1
     )
     return results.notebook_list(folder, found, start, limit, ws.settings.output_budget)
 
@@ -152,9 +153,9 @@ def _metadata_view(snap: Snapshot, note: str | None) -> NotebookMetadata:
     return NotebookMetadata(path=snap.path, version=snap.version, metadata=shown, note=note)
 
 
-async def notebook_view(ws: Workspace, path: NbPath, ctx: Context[Any]) -> Any:
+async def notebook_view(ws: Workspace, caller: Caller, path: NbPath, ctx: Context[Any]) -> Any:
     """For the MCP Apps view only."""
-    return await apps.poll(ctx, ws, path)
+    return await apps.poll(ctx, ws, caller, path)
 
 
 async def read_cell(

@@ -33,6 +33,7 @@ async def search_notebook(
     if not names_one_notebook(path):
         found = await ws.notebooks.search_many(
             path,
+            caller,
             pattern,
             regex=regex,
             case_sensitive=case_sensitive,

@@ -97,11 +97,15 @@ def _resolve(snap: Any, index: int | None, cell_id: str | None) -> int:
 
 
 async def _source_to_edit(
-    state: InUse, notebook_name: str | None, index: int | None, cell_id: str | None
+    state: InUse,
+    caller: Caller,
+    notebook_name: str | None,
+    index: int | None,
+    cell_id: str | None,
 ) -> tuple[str, int, Cell, str]:
     """(path, index, cell, its source) of the cell an edit of a source names; an index past
     the end is refused as the original refuses it."""
-    path, snap = await state.peek(notebook_name)
+    path, snap = await state.peek(caller, notebook_name)
     i = _resolve(snap, index, cell_id)
     if i >= len(snap.notebook.cells):
         raise ToolError(f"Cell index {i} out of range")
@@ -164,7 +168,7 @@ async def overwrite_cell_source(
 ) -> CallToolResult:
     """Replace a cell's whole source (outputs are kept); returns a unified diff. To change part
     of a source, use edit_cell_source."""
-    path, i, cell, old = await _source_to_edit(state, notebook_name, cell_index, cell_id)
+    path, i, cell, old = await _source_to_edit(state, caller, notebook_name, cell_index, cell_id)
     await state.ws.editing.edit_cell(path, caller, _ref(i, cell_id), source=cell_source)
     return views.edited("cell.overwrite", "overwritten", i, old, cell_source, cell["id"])
 
@@ -186,7 +190,7 @@ async def edit_cell_source(
 
     Without replace_all, old_string must occur exactly once.
     """
-    path, i, cell, old = await _source_to_edit(state, notebook_name, cell_index, cell_id)
+    path, i, cell, old = await _source_to_edit(state, caller, notebook_name, cell_index, cell_id)
     if not old_string:
         raise ToolError("old_string must not be empty")
     first = old.find(old_string)
@@ -231,7 +235,7 @@ async def delete_cell(
     ] = None,
 ) -> CallToolResult:
     """Delete cells; returns each one's type and (include_source) source."""
-    path, snap = await state.peek(notebook_name)
+    path, snap = await state.peek(caller, notebook_name)
     indices = cell_indices_of(snap, cell_indices, cell_ids_to_delete)
     total = len(snap.notebook.cells)
     if len(set(indices)) != len(indices):
@@ -272,7 +276,7 @@ async def move_cell(
     ] = None,
 ) -> CallToolResult:
     """Move a cell to another position; returns the cells around it as a table."""
-    path, snap = await state.peek(notebook_name)
+    path, snap = await state.peek(caller, notebook_name)
     src = _resolve(snap, source_index, source_cell_id)
     dst = _resolve(snap, target_index, target_cell_id)
     total = len(snap.notebook.cells)
@@ -304,7 +308,7 @@ async def clear_cell_output(
     cell_id: CellId = None,
 ) -> CallToolResult:
     """Clear a code cell's outputs and execution count."""
-    path, snap = await state.peek(notebook_name)
+    path, snap = await state.peek(caller, notebook_name)
     i = _resolve(snap, cell_index, cell_id)
     cells = snap.notebook.cells
     if i >= len(cells):

@@ -106,7 +106,7 @@ async def use_notebook(
     else:
         if mode == "connect" and not exists:
             folder = posixpath.dirname(notebook_path)
-            if folder and not await state.ws.documents.document_exists(folder):
+            if folder and not await state.ws.documents.document_exists(folder, caller):
                 text = f"'{folder}' not found in jupyter server, please check the directory path already exists."
             else:
                 text = f"'{notebook_path}' not found in jupyter server, please check the notebook already exists."
@@ -236,16 +236,16 @@ def _glob(pattern: str) -> re.Pattern[str]:
 
 
 async def _walk(
-    state: InUse, folder: str, depth: int, max_depth: int, into: list[list[str]]
+    state: InUse, caller: Caller, folder: str, depth: int, max_depth: int, into: list[list[str]]
 ) -> None:
     try:
         if (
             depth == 0
             and folder
-            and (await state.ws.documents.document(folder)).type != "directory"
+            and (await state.ws.documents.document(folder, caller)).type != "directory"
         ):
             raise InvalidArgument(f"'{folder}' is a file, not a folder: list_files lists folders.")
-        found = await state.ws.documents.list_documents(folder)
+        found = await state.ws.documents.list_documents(folder, caller)
     except NotebookNotFound:
         # A missing folder is a row, as the Jupyter Server says it (a path leaving the root,
         # absolute or through a link, is refused).
@@ -258,11 +258,12 @@ async def _walk(
         )
         into.append([doc.path, doc.type, views.size(doc.size), modified])
         if doc.type == "directory" and depth < max_depth:
-            await _walk(state, doc.path, depth + 1, max_depth, into)
+            await _walk(state, caller, doc.path, depth + 1, max_depth, into)
 
 
 async def list_files(
     state: InUse,
+    caller: Caller,
     path: Annotated[str, Field(description="Folder to list ('': the root).")] = "",
     max_depth: Annotated[int, Field(ge=0, le=3, description="How deep to go into subfolders.")] = 1,
     start_index: Annotated[int, Field(ge=0, description="First row (0-based).")] = 0,
@@ -272,7 +273,7 @@ async def list_files(
     """List files and folders under the served root, as a table (Path, Type, Size,
     Last_Modified), sorted by path."""
     rows: list[list[str]] = []
-    await _walk(state, "" if path in ("", "/") else path.rstrip("/"), 0, max_depth, rows)
+    await _walk(state, caller, "" if path in ("", "/") else path.rstrip("/"), 0, max_depth, rows)
     where = path or "root"
     if not rows:
         return views.answer("files.list", f"No files found in path '{where}'")

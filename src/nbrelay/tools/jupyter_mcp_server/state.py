@@ -59,12 +59,12 @@ class InUse:
         path = self.path_of(name)
         return path, await self.ws.notebooks.read(path, caller)
 
-    async def peek(self, name: str | None) -> tuple[str, Snapshot]:
+    async def peek(self, caller: Caller, name: str | None) -> tuple[str, Snapshot]:
         """The notebook as it is now, without counting as the agent's view: an edit looks its
         cell up here and names it by the index the agent gave, so nbrelay refuses it when
         cells moved since the agent last looked."""
         path = self.path_of(name)
-        return path, await self.ws.notebooks.peek(path)
+        return path, await self.ws.notebooks.peek(path, caller)
 
 
 def cell_index(snap: Snapshot, index: int | None, cell_id: str | None) -> int:

@@ -27,6 +27,7 @@ from nbrelay.workspace import Workspace
 
 async def list_documents(
     ws: Workspace,
+    caller: Caller,
     path: Annotated[
         str | None,
         Field(description="Path to list documents from (default: root directory)"),
@@ -37,7 +38,7 @@ async def list_documents(
     Returns an array of files, notebooks and folders directly in that folder.
     """
     return json_reply(
-        [doc_view(d, path) for d in await ws.documents.list_documents(lab_path(path))]
+        [doc_view(d, path) for d in await ws.documents.list_documents(lab_path(path), caller)]
     )
 
 
@@ -66,19 +67,21 @@ async def create_document(
     return Done(message=f"Document {shown} created successfully", path=shown)
 
 
-async def get_document_info(ws: Workspace, path: DocPath) -> CallToolResult:
+async def get_document_info(ws: Workspace, caller: Caller, path: DocPath) -> CallToolResult:
     """Get information about a document.
 
     `content` is text (format "text"), base64 (format "base64"), the notebook JSON (format
     "json") or a folder's entries; files over 64 KB are cut (`truncated`: true).
     """
-    doc = await ws.documents.document(lab_path(path))
+    doc = await ws.documents.document(lab_path(path), caller)
     info = doc_view(doc, path) | {"format": None, "mimetype": doc.mimetype, "content": None}
     if doc.type == "directory":
         info["format"] = "json"
-        info["content"] = [doc_view(d, path) for d in await ws.documents.list_documents(doc.path)]
+        info["content"] = [
+            doc_view(d, path) for d in await ws.documents.list_documents(doc.path, caller)
+        ]
         return json_reply(info)
-    raw, size = await ws.documents.read_document(doc.path, limit=MAX_CONTENT)
+    raw, size = await ws.documents.read_document(doc.path, caller, limit=MAX_CONTENT)
     cut = size > len(raw)
     if doc.type == "notebook":
         info["format"] = "json"
@@ -149,7 +152,8 @@ async def copy_document(
 
 async def document_exists(
     ws: Workspace,
+    caller: Caller,
     path: Annotated[str, Field(description="Path to the document to check")],
 ) -> Exists:
     """Check if a document exists in JupyterLab."""
-    return Exists(exists=await ws.documents.document_exists(lab_path(path)))
+    return Exists(exists=await ws.documents.document_exists(lab_path(path), caller))

@@ -101,7 +101,7 @@ async def query_nb_sessions(
     """Query the status of real-time collaboration sessions for notebooks in a directory."""
     folder = lab_path(root_path)
     if folder:
-        await ws.notebooks.list_notebooks(folder, recursive=False)  # the folder must exist
+        await ws.notebooks.list_notebooks(folder, caller, recursive=False)  # the folder must exist
     views = [
         await session_view(ws, caller, s, root_path) for s in ws.notebook_sessions.listing(folder)
     ]
@@ -115,13 +115,14 @@ async def query_nb_sessions(
 
 async def list_nbs(
     ws: Workspace,
+    caller: Caller,
     path: Annotated[
         str | None,
         Field(description="Directory path to search for notebooks (default: root directory)"),
     ] = None,
 ) -> NotebookItems:
     """List all notebook files under a specified directory, recursively."""
-    found = await ws.notebooks.list_notebooks(lab_path(path), recursive=True)
+    found = await ws.notebooks.list_notebooks(lab_path(path), caller, recursive=True)
     return NotebookItems(
         notebooks=[
             NotebookItem(
@@ -140,7 +141,7 @@ async def get_nb_stat(ws: Workspace, caller: Caller, path: NbPath) -> NotebookSt
     return NotebookStat(
         path=as_given(path, snap.path),
         cell_count=len(snap.notebook.cells),
-        last_modified=iso(await ws.documents.last_modified(snap)),
+        last_modified=iso(await ws.documents.last_modified(snap, caller)),
         kernel=kernel_view(ws, snap),
     )
 

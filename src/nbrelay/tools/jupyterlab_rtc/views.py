@@ -277,7 +277,7 @@ async def session_view(
     try:
         snap = await ws.notebooks.read(s.path, caller)
         count = len(snap.notebook.cells)
-        activity = max(activity, await ws.documents.last_modified(snap) or 0.0)
+        activity = max(activity, await ws.documents.last_modified(snap, caller) or 0.0)
     except NbrelayError:
         pass
     prefix = "RTC session" if s.live else "Session"

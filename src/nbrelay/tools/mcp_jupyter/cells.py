@@ -197,22 +197,24 @@ async def setup_notebook(
     snap = await state.ws.notebooks.view(path, caller)
     if url is not None:
         state.servers[snap.path] = url
-    return reply({**await _contents_model(state, snap), "message": message})
+    return reply({**await _contents_model(state, caller, snap), "message": message})
 
 
-async def _contents_model(state: Served, snap: Snapshot) -> dict[str, Any]:
+async def _contents_model(state: Served, caller: Caller, snap: Snapshot) -> dict[str, Any]:
     """The notebook as the Jupyter contents API gives it (what the original returns): name,
     path, times, ``content`` (its cells as view_source shows them, without ids), format,
     mimetype, size, writable, hash and type."""
     try:
-        doc: Document | None = await state.ws.documents.document(snap.path)
+        doc: Document | None = await state.ws.documents.document(snap.path, caller)
     except NbrelayError:
         doc = None
     data = snap.notebook.data
     cells = state.budget().share(
         lambda b: [shown_cell(c, i, b) for i, c in enumerate(snap.notebook.cells)]
     )
-    modified = doc.modified if doc is not None else await state.ws.documents.last_modified(snap)
+    modified = (
+        doc.modified if doc is not None else await state.ws.documents.last_modified(snap, caller)
+    )
     return {
         "name": posixpath.basename(snap.path),
         "path": snap.path,

@@ -99,7 +99,7 @@ async def query_notebook(
                 "Jupyter server is running" if reachable else "Jupyter server is not accessible"
             )
         try:
-            await state.ws.notebooks.list_notebooks("", recursive=False)
+            await state.ws.notebooks.list_notebooks("", caller, recursive=False)
         except NbrelayError:
             return reply_union("Jupyter server is not accessible")
         return reply_union("Jupyter server is running")
