@@ -202,5 +202,9 @@ class RemoteError(NbrelayError):
     """A Jupyter Server answered with an error or could not be reached."""
 
 
+class AccessDenied(NbrelayError):
+    """Who the operation is done for may not do it (in Jupyter: its authorizer refused)."""
+
+
 class Unsupported(NbrelayError):
     """The request needs something this machine or mode cannot provide."""

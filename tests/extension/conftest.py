@@ -25,7 +25,7 @@ from tests.servers import Folders, free_port, running, servers_of_a_test
 _folders = Folders("e")
 
 # Jupyter authorizers: one lets its users read everything and change or run nothing; one lets
-# them run code but not change notebooks.
+# them run code but not change notebooks; one lets them use the server but not its notebooks.
 READ_ONLY_AUTHORIZER = """
 from jupyter_server.auth.authorizer import Authorizer
 
@@ -38,6 +38,11 @@ class ReadOnly(Authorizer):
 class RunNotWrite(Authorizer):  # may run code, may not change notebooks
     def is_authorized(self, handler, user, action, resource):
         return not (resource == "contents" and action == "write")
+
+
+class NoContents(Authorizer):  # may use the server, may not read or change notebooks
+    def is_authorized(self, handler, user, action, resource):
+        return resource != "contents"
 """
 
 

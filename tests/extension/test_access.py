@@ -5,25 +5,30 @@ saves its outputs as the user who started it."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import ResourceTemplateReference
 
 from nbrelay.caller import ANYONE, Caller
-from nbrelay.errors import Unsupported
-from nbrelay.extension.access import AccessDenied, JupyterUser
+from nbrelay.errors import AccessDenied, Unsupported
+from nbrelay.extension.access import JupyterUser
 from nbrelay.extension.store import server_store
 from nbrelay.notebook.edits import Plan, plan_set_source
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.base import DocumentStore, RunState
 from nbrelay.stores.paths import Glob
 from nbrelay.stores.rtc import RTCStore
-from tests.extension.conftest import ext_client
+from tests.extension.conftest import ext_client, mcp_url
 from tests.helpers import PATIENCE, call, notebook, write_notebook
 from tests.live.server import JupyterServer
 
@@ -234,3 +239,48 @@ async def test_a_completion_outside_a_tool_call_acts_for_the_user(
             template, {"name": "cell", "value": "c"}, {"path": f"{folder}/n.ipynb"}
         )
         assert cells.completion.values == ["c0"]
+
+
+async def test_a_user_who_may_not_read_a_notebook_cannot_listen_to_it(
+    start_ext_server: Any,
+) -> None:
+    """The change feed would tell a listener when a notebook changes (and, on the older
+    ``resources/subscribe``, which cells): a Jupyter user its authorizer refuses
+    ``contents:read`` is refused the listen and the subscription, as a read would be."""
+    server: JupyterServer = start_ext_server(
+        args=["--ServerApp.authorizer_class=nbrelay_test_authz.NoContents"]
+    )
+    write_notebook(server.root / "n.ipynb", notebook("a = 1"))
+    uri = "nbrelay://notebook/n.ipynb"
+    async with ext_client(server) as client:
+        # twice: the first look for the refused user must not leave the notebook watched
+        for _ in range(2):
+            with pytest.raises(MCPError) as refused, anyio.fail_after(PATIENCE):
+                async with client.listen(resource_subscriptions=[uri]):
+                    pass
+            assert "contents:read" in refused.value.error.message, refused.value.error
+    headers = {"Authorization": f"token {server.token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=120) as http,
+        Client(streamable_http_client(mcp_url(server), http_client=http), mode="legacy") as old,
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            with pytest.raises(MCPError) as refused:
+                await old.subscribe_resource(uri)
+        assert "contents:read" in refused.value.error.message, refused.value.error
+
+
+async def test_a_user_who_may_read_listens_as_before(start_ext_server: Any) -> None:
+    """The same check lets a user who may read listen, and the feed reports a change."""
+    server: JupyterServer = start_ext_server(
+        args=["--ServerApp.authorizer_class=nbrelay_test_authz.ReadOnly"]
+    )
+    write_notebook(server.root / "n.ipynb", notebook("a = 1"))
+    uri = "nbrelay://notebook/n.ipynb"
+    async with ext_client(server) as client, client.listen(resource_subscriptions=[uri]) as sub:
+        write_notebook(server.root / "n.ipynb", notebook("a = 2"))  # from outside
+        with anyio.fail_after(PATIENCE):
+            async for event in sub:
+                if getattr(event, "uri", None) == uri:
+                    break

@@ -23,14 +23,10 @@ from typing import TYPE_CHECKING, Any
 from mcp.shared.exceptions import MCPError
 
 from nbrelay.caller import JUPYTER_SCOPE_KEY, Caller
-from nbrelay.errors import NbrelayError
+from nbrelay.errors import AccessDenied
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-
-
-class AccessDenied(NbrelayError):
-    """Jupyter's authorizer refused the caller this operation."""
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,16 @@ import anyio
 import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
-from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    EmptyResult,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
+)
 
 from nbrelay.caller import Caller
-from nbrelay.errors import NbrelayError, NotebookNotFound
+from nbrelay.errors import AccessDenied, NbrelayError, NotebookNotFound
 from nbrelay.notebook import changes
 from nbrelay.notebook.model import Notebook
 from nbrelay.timestamps import utc_iso
@@ -101,16 +107,36 @@ class ChangeFeed:
 
     async def _start_watching(self, uris: frozenset[str], caller: Caller) -> None:
         """Take a baseline of the notebooks ``uris`` name, so the first change is reported: a
-        first look for ``caller``, who asked to listen."""
+        first look for ``caller``, who asked to listen. A caller who may not read one of them
+        (in Jupyter: its authorizer refuses ``contents:read``) is refused the whole listen or
+        subscription, as a read would be: the feed would otherwise tell them when it changes,
+        and which cells."""
         for uri in uris:
             path = notebook_of(uri) or self._alias_of(uri)
             if path is None:
                 continue
-            with contextlib.suppress(NbrelayError):
+            try:
                 rel = self.ws.notebooks.relative(path)
+            except NbrelayError:
+                continue
+            try:
                 if rel not in self._watched:
                     self._watched[rel] = _Watched()
                     await self._check(rel, caller)
+                else:
+                    await self._may_read(rel, caller)
+            except AccessDenied as exc:
+                raise MCPError(INVALID_PARAMS, f"{uri}: {exc.render()}") from exc
+
+    async def _may_read(self, rel: str, caller: Caller) -> None:
+        """Raise ``AccessDenied`` if ``caller`` may not read the notebook (a first look for it,
+        which does not count as its read); any other trouble is the first look's to meet."""
+        try:
+            await self.ws.notebooks.peek(rel, caller)
+        except AccessDenied:
+            raise
+        except NbrelayError:
+            pass
 
     async def middleware(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -133,8 +159,8 @@ class ChangeFeed:
         self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
     ) -> EmptyResult:
         """``resources/subscribe`` (protocol versions before 2026-07-28)."""
-        self._legacy.setdefault(str(params.uri), {})[_connection(ctx)] = ctx.session
         await self._start_watching(frozenset({str(params.uri)}), sdk.caller_of_request(ctx))
+        self._legacy.setdefault(str(params.uri), {})[_connection(ctx)] = ctx.session
         return EmptyResult()
 
     async def unsubscribe(
@@ -189,6 +215,9 @@ class ChangeFeed:
             snap = await self.ws.notebooks.peek(rel, caller)
         except NotebookNotFound:
             pass  # deleted: reported as such
+        except AccessDenied:
+            del self._watched[rel]  # taken for this caller, who may not: nothing to watch yet
+            raise
         except NbrelayError:
             return  # unreadable for now (half-written, server busy): look again next round
         else:
