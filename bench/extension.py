@@ -26,6 +26,10 @@ Targets: extension insert/edit/delete p50 ≤ file mode + 2 ms at 200 cells and 
 read), timed once. Notebooks above 1,000 cells get fewer calls (``--repeat-large``, said in the
 table's title); a call slower than ``--limit`` seconds is given up, and that target is reported as
 "did not finish" for the rest of that size. Each size's tables are printed as soon as measured.
+``--settle S`` has the other client wait S seconds after each of its calls, so that what its call
+leaves the Jupyter Server doing (closing and reopening its room, saving) runs between the others'
+calls rather than only during its own. ``--keep-logs DIR`` keeps the servers' logs (the Jupyter
+Server's, with jupyter-collaboration's and nbrelay's lines) when the run ends.
 
 Run: ``python bench/extension.py [--with dl] [--repeat 15] [--sizes 200,10000]`` (200 cells in a
 few minutes, 10,000 in about 20 more on two loaded cores; not part of the test run).
@@ -37,6 +41,7 @@ import argparse
 import contextlib
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -149,6 +154,8 @@ class Target:
     errors: list[str] = field(default_factory=list)
     limit: float = 120.0
     gave_up: str = ""
+    settle: float = 0.0
+    """Seconds to wait after each of this target's calls (``--settle``, for the other client)."""
 
 
 async def timed_call(target: Target, op: str, i: int, *, keep: bool, as_: str = "") -> None:
@@ -196,6 +203,7 @@ async def rounds(
             for op in ops:
                 for target in targets:
                     await timed_call(target, op, i, keep=i >= warmup)
+                    await anyio.sleep(target.settle)
         tg.cancel_scope.cancel()
 
 
@@ -439,6 +447,7 @@ async def main(args: argparse.Namespace) -> int:
                                 dl,
                                 dl_ops(f"dl{n}", at),
                                 limit=args.limit,
+                                settle=args.settle,
                             )
                             setup = {"notebook_name": f"dl{n}", "notebook_path": f"dl{n}.ipynb"}
                             started = time.perf_counter()
@@ -482,8 +491,20 @@ async def main(args: argparse.Namespace) -> int:
                         show(["", "Targets so far:", *checks])
         finally:
             jupyter.stop()
+            if args.keep_logs is not None:
+                keep_logs(base, args.keep_logs)
     print(f"\n{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     return 0
+
+
+def keep_logs(base: Path, to: Path) -> None:
+    """Copy the run's logs (the Jupyter Server's, live mode's, file mode's) to ``to``, before
+    the temporary folder goes."""
+    to.mkdir(parents=True, exist_ok=True)
+    for log in (base / "jupyter" / "work" / "server.log", *base.glob("*.stderr")):
+        if log.is_file():
+            shutil.copy2(log, to / log.name)
+    print(f"logs kept in {to}", flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -498,6 +519,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup-large", type=int, default=1, help="Untimed rounds, large.")
     parser.add_argument(
         "--limit", type=float, default=120.0, help="Seconds before a call is given up."
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="Seconds to wait after each of the other client's calls, so that what its call "
+        "leaves the Jupyter Server doing is over before nbrelay's next call.",
+    )
+    parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="Copy the servers' logs (the Jupyter Server's among them) to DIR at the end.",
     )
     parser.add_argument(
         "--cache",

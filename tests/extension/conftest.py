@@ -45,6 +45,32 @@ class NoContents(Authorizer):  # may use the server, may not read or change note
         return resource != "contents"
 """
 
+# A contents manager whose next notebook save, once a flag file exists, takes ``seconds`` longer
+# after the file is written (as a big notebook's does on a slow, busy disk: the file written, its
+# model not yet read back). The save it slows removes the flag, and leaves ``<flag>.done`` when it
+# ends. A slow disk is the one fault here that a test cannot cause for real at a small size.
+SLOW_SAVE = """
+import asyncio
+from pathlib import Path
+
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+from traitlets import Float, Unicode
+
+
+class SlowSave(AsyncLargeFileManager):
+    flag = Unicode("", config=True)
+    seconds = Float(0.0, config=True)
+
+    async def save(self, model, path=""):
+        saved = await super().save(model, path)
+        flag = Path(self.flag) if self.flag else None
+        if flag is not None and model.get("type") == "notebook" and flag.exists():
+            flag.unlink()
+            await asyncio.sleep(self.seconds)
+            Path(self.flag + ".done").touch()
+        return saved
+"""
+
 
 # Jupyter reads the user's config folder before the environment's: the test server's own
 # folder then decides whether nbrelay is on, whatever the test environment's config.d says.
@@ -83,6 +109,7 @@ def make_server(
         (confd / "nbrelay.json").write_text(json.dumps(extensions))
     # ``python -m jupyter_server`` runs in the work folder, which is on its sys.path.
     (work / "nbrelay_test_authz.py").write_text(READ_ONLY_AUTHORIZER)
+    (work / "nbrelay_test_slow.py").write_text(SLOW_SAVE)
     return server
 
 

@@ -75,7 +75,7 @@ async def test_an_app_without_what_nbrelay_uses_is_refused_naming_it(gone: str) 
     with pytest.raises(CollaborationChanged, match=gone):
         await collab.open("n.ipynb")
     with pytest.raises(CollaborationChanged, match=gone):
-        await collab.save(object())
+        await collab.save(object(), 30)
 
 
 async def test_a_room_class_without_its_save_is_refused_not_reported_saved(
@@ -86,7 +86,7 @@ async def test_a_room_class_without_its_save_is_refused_not_reported_saved(
     collab = Collaboration(_app(), serverapp=None)
     collab.check()
     with pytest.raises(CollaborationChanged, match="_save_to_disc") as refused:
-        await collab.save(object())
+        await collab.save(object(), 30)
     assert "nothing was changed" in refused.value.message
     assert refused.value.hint
 
@@ -121,4 +121,4 @@ async def test_a_room_without_what_nbrelay_uses_is_refused_naming_it(
         await collab.open("n.ipynb")
     # From then on every room operation refuses.
     with pytest.raises(CollaborationChanged, match=gone):
-        await collab.save(room)
+        await collab.save(room, 30)

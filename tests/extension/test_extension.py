@@ -365,6 +365,90 @@ async def test_a_room_nbrelay_opened_is_saved_and_closed_once_idle(start_ext_ser
     assert sources_on_disk(server.root / "n.ipynb") == ["a = 3"]
 
 
+OUT_OF_BAND = "Out-of-band changes"
+SLOW_SAVE = 36.0  # longer than nbrelay waits for one save (30 s)
+
+
+@pytest.mark.parametrize("poll", ["1", "0"], ids=["file-watched", "checked-when-saving"])
+async def test_a_save_slower_than_nbrelays_wait_goes_on_and_loses_no_edit(
+    start_ext_server: Any, tmp_path: Path, poll: str
+) -> None:
+    # A save that outlasts nbrelay's wait (a big notebook on a busy disk) must go on holding its
+    # file: cut short, it let the server take its own write for a change from outside and reload
+    # the room from the file (the file watcher, every second by default; or the next save, when
+    # the server checks the file only then), discarding the edits made while it saved.
+    flag = tmp_path / "slow-save"
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowSave",
+            f"--SlowSave.flag={flag}",
+            f"--SlowSave.seconds={SLOW_SAVE}",
+            f"--YDocExtension.file_poll_interval={poll}",
+        ]
+    )
+    file = server.root / "n.ipynb"
+    write_notebook(file, notebook("a = 1"))
+    async with ext_client(server) as client:
+        await call(client, "read_notebook", path="n.ipynb")
+        flag.touch()
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2")
+        # nbrelay saves the edit: the file is written, and the save goes on for SLOW_SAVE s.
+        await wait_for(lambda: not flag.exists() and sources_on_disk(file) == ["a = 2"], seconds=30)
+        added = await call(client, "insert_cells", path="n.ipynb", index=1, cells=["b = 3"])
+        assert "note" not in added
+        await wait_for(
+            lambda: (
+                sources_on_disk(file) == ["a = 2", "b = 3"] or OUT_OF_BAND in server.log.read_text()
+            ),
+            seconds=SLOW_SAVE + 30,
+        )
+        read = await call(client, "read_notebook", path="n.ipynb")
+        assert [c["source"] for c in read["cells"]] == ["a = 2", "b = 3"]
+        assert "note" not in read
+        await call(client, "save_notebook", path="n.ipynb")
+    assert sources_on_disk(file) == ["a = 2", "b = 3"]
+    assert OUT_OF_BAND not in server.log.read_text()
+
+
+async def test_a_cancelled_save_notebook_leaves_the_servers_save_to_end(
+    start_ext_server: Any, tmp_path: Path
+) -> None:
+    # The agent gives up on save_notebook (its client cancels the call) while the server is still
+    # saving: the save goes on holding its file, and the server does not take it for a change
+    # from outside (which would reload the room from the file, as above).
+    flag = tmp_path / "slow-save"
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowSave",
+            f"--SlowSave.flag={flag}",
+            "--SlowSave.seconds=8",
+            "--NbrelayExtension.room_save_delay=60",  # only save_notebook saves
+        ]
+    )
+    file = server.root / "n.ipynb"
+    write_notebook(file, notebook("a = 1"))
+    async with ext_client(server) as client:
+        await call(client, "read_notebook", path="n.ipynb")
+        flag.touch()
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2")
+
+        async def save() -> None:
+            await client.call_tool("save_notebook", {"path": "n.ipynb"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(save)
+            # The file is written, the save goes on for 8 s: the client gives up on the call.
+            await wait_for(lambda: not flag.exists(), seconds=30)
+            tg.cancel_scope.cancel()
+        done = Path(f"{flag}.done")
+        await wait_for(lambda: done.exists() or OUT_OF_BAND in server.log.read_text(), seconds=60)
+        await call(client, "insert_cells", path="n.ipynb", index=1, cells=["b = 3"])
+        saved = await call(client, "save_notebook", path="n.ipynb")
+        assert "note" not in saved
+    assert sources_on_disk(file) == ["a = 2", "b = 3"]
+    assert OUT_OF_BAND not in server.log.read_text()
+
+
 def _running(pid: int) -> bool:
     """Whether a process runs (a zombie, waiting to be reaped, has stopped)."""
     try:

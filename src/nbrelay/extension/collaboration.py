@@ -183,17 +183,34 @@ class Collaboration:
             hint="The server may be overloaded or the notebook very large; retry.",
         )
 
-    async def save(self, room: Any) -> str:
+    async def save(self, room: Any, within: float) -> str:
         """Save the room to its file as JupyterLab's save button does; "success" once the file
         was written, "skipped" when the server could not start a save now (it is reloading the
-        file, or a newer save replaced this one before writing), "failed" when it raised."""
+        file, or a newer save replaced this one before writing), "failed" when it raised,
+        "timeout" when it was still saving after ``within`` seconds (it goes on).
+
+        nbrelay waits for the server's save but never cancels it, not even when its own wait
+        ends (a timeout, a cancelled tool call): a save task cancelled twice lets go of its
+        file's lock while the file is still being written (jupyter-collaboration's
+        ``FileLoader.maybe_save_content`` swallows one cancellation, and anyio delivers one
+        again and again), and the next look at the file (the file watcher, the next save) takes
+        that save for a change from outside and reloads the room from the file, discarding every
+        edit made since the save began."""
         self._ok()
         before = room._file.last_modified
         task = room._save_to_disc()
         if task is None:
             return "skipped"
+        done = anyio.Event()
+        task.add_done_callback(lambda _: done.set())
+        with anyio.move_on_after(within):
+            await done.wait()
+        if not task.done():
+            return "timeout"
+        if task.cancelled():  # a newer save replaced it before it began
+            return "skipped"
         try:
-            await task
+            task.result()
         except Exception:  # jupyter-collaboration logs its own save errors
             logger.exception("saving %s failed", getattr(room._file, "path", "?"))
             return "failed"

@@ -23,8 +23,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from nbrelay.caller import Caller
 from nbrelay.errors import PathError
 from nbrelay.extension.access import require
@@ -77,9 +75,7 @@ class InProcessRoom(SharedRoom):
             self._confinement.check(self.path)
         except PathError as exc:
             return f"refused: {exc.message}"
-        with anyio.move_on_after(within):
-            return await self._collab.save(self._room)
-        return "timeout"
+        return await self._collab.save(self._room, within)
 
     async def close(self) -> None:
         if self.closed.is_set():
