@@ -45,9 +45,10 @@ class NoContents(Authorizer):  # may use the server, may not read or change note
         return resource != "contents"
 """
 
-# A contents manager whose next notebook save, once a flag file exists, takes ``seconds`` longer
-# after the file is written (as a big notebook's does on a slow, busy disk: the file written, its
-# model not yet read back). The save it slows removes the flag, and leaves ``<flag>.done`` when it
+# Contents managers whose next notebook save (``SlowSave``: after the file is written, as a big
+# notebook's does on a slow, busy disk: the file written, its model not yet read back) or next read
+# (``SlowLoad``: before the file is read, as a big notebook's first load), once a flag file exists,
+# take ``seconds`` longer. The call it slows removes the flag, and leaves ``<flag>.done`` when it
 # ends. A slow disk is the one fault here that a test cannot cause for real at a small size.
 SLOW_SAVE = """
 import asyncio
@@ -69,6 +70,21 @@ class SlowSave(AsyncLargeFileManager):
             await asyncio.sleep(self.seconds)
             Path(self.flag + ".done").touch()
         return saved
+
+
+class SlowLoad(AsyncLargeFileManager):  # the next notebook read, once a flag file exists
+    flag = Unicode("", config=True)
+    seconds = Float(0.0, config=True)
+
+    async def get(self, path, content=True, type=None, format=None, require_hash=False):
+        flag = Path(self.flag) if self.flag else None
+        if flag is not None and content and flag.exists():
+            flag.unlink()
+            await asyncio.sleep(self.seconds)
+            Path(self.flag + ".done").touch()
+        return await super().get(
+            path, content=content, type=type, format=format, require_hash=require_hash
+        )
 """
 
 

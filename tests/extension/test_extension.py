@@ -590,3 +590,39 @@ async def test_persisted_sessions_keep_their_variables_in_the_extension(
         assert again["note"].startswith("the idle session was resumed: 1 saved variable(s)")
         assert "state_lost" not in again
         assert not saved.exists()  # removed by the kernel that restored it
+
+
+async def test_a_call_cancelled_while_the_server_loads_the_notebook_leaves_it_whole(
+    start_ext_server: Any, tmp_path: Path
+) -> None:
+    # The agent gives up on its first read of a notebook (its client cancels the call) while the
+    # server is still loading the notebook into its room: the load goes on, and the next call
+    # finds the whole notebook, never a room left half made (whose first save would have
+    # written what little it held over the file).
+    flag = tmp_path / "slow-load"
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowLoad",
+            f"--SlowLoad.flag={flag}",
+            "--SlowLoad.seconds=6",
+        ]
+    )
+    file = server.root / "n.ipynb"
+    write_notebook(file, notebook("a = 1", "b = 2"))
+    async with ext_client(server) as client:
+        flag.touch()
+
+        async def read() -> None:
+            await client.call_tool("read_notebook", {"path": "n.ipynb"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            # The room is being loaded (the read is held for 6 s): the client gives up.
+            await wait_for(lambda: not flag.exists(), seconds=30)
+            tg.cancel_scope.cancel()
+        read_again = await call(client, "read_notebook", path="n.ipynb")
+        assert [c["source"] for c in read_again["cells"]] == ["a = 1", "b = 2"]
+        await call(client, "insert_cells", path="n.ipynb", index=2, cells=["c = 3"])
+        saved = await call(client, "save_notebook", path="n.ipynb")
+        assert "note" not in saved
+    assert sources_on_disk(file) == ["a = 1", "b = 2", "c = 3"]

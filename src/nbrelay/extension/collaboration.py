@@ -144,13 +144,26 @@ class Collaboration:
 
     async def open(self, path: str) -> tuple[Any, bool]:
         """The notebook's room, made (and loaded from its file) if there is none; and whether it
-        was made now. Raises what the contents manager says of a file no room can load."""
+        was made now. Raises what the contents manager says of a file no room can load.
+
+        The server's making and loading of the room is never cancelled, not even when the call
+        that asked for it is (a client that gives up on a big notebook's first read): a room
+        whose loading is cut short stays in the server unloaded, and is then served as an empty
+        notebook (to the next call, to JupyterLab), whose first save writes what little it holds
+        over the file. A cancelled call stops waiting; the load goes on."""
         self._ok()
         _, room_id = self.room_id(path)
         made = self.current(room_id) is None
-        document = await self.app.get_document(
-            path=path, content_type="notebook", file_format="json", copy=False, create=True
+        loading = asyncio.ensure_future(
+            self.app.get_document(
+                path=path, content_type="notebook", file_format="json", copy=False, create=True
+            )
         )
+        loading.add_done_callback(_retrieve)
+        loaded = anyio.Event()
+        loading.add_done_callback(lambda _: loaded.set())
+        await loaded.wait()
+        document = loading.result()
         room = self.current(room_id)
         if document is None or room is None:
             raise self._broken_by(["room for the document get_document returned"])
@@ -246,3 +259,11 @@ class Collaboration:
             await stop()
 
         self.app.stop_extension = stop_extension
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a finished room load's exception as seen, so that one nobody waits for any more (its
+    call was cancelled) is not reported as "never retrieved" (jupyter-collaboration logs the
+    failure of a room's load itself)."""
+    if not task.cancelled():
+        task.exception()
