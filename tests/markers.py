@@ -66,6 +66,7 @@ FILES: dict[str, tuple[str, ...]] = {
     "profiles/test_error_words.py": ("kernel", "browser"),  # every tool of every profile
     "services/test_visualize.py": ("kernel",),
     "tools/test_tasks.py": ("kernel", "browser", "jupyter", "process"),  # every task kind, mode
+    "tools/test_task_notifications.py": ("kernel", "process"),  # runs as tasks, over stdio/HTTP
 }
 
 # Tests (``folder/file.py::name``, shell patterns) that start these; the rest are found from

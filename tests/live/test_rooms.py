@@ -61,7 +61,7 @@ class StandInRooms:
     async def settled(self, room: Any, within: float) -> None:
         return None
 
-    async def save(self, room: Any) -> str:
+    async def save(self, room: Any, within: float) -> str:
         self.saves += 1
         return "success"
 
