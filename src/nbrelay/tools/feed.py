@@ -216,7 +216,7 @@ class ChangeFeed:
         except NotebookNotFound:
             pass  # deleted: reported as such
         except AccessDenied:
-            del self._watched[rel]  # taken for this caller, who may not: nothing to watch yet
+            self._watched.pop(rel, None)  # taken for this caller, who may not: nothing to watch
             raise
         except NbrelayError:
             return  # unreadable for now (half-written, server busy): look again next round
