@@ -461,7 +461,14 @@ async def test_sigint_stops_a_server_after_an_agent_ran_code(start_ext_server: A
     # Started without a terminal (as a service or JupyterHub's spawner starts it): SIGINT
     # must stop the server, shut down the kernel nbrelay started and let the process exit,
     # with the room nbrelay opened (and its store's worker thread) still there.
-    server: JupyterServer = start_ext_server(args=["--ServerApp.answer_yes=True"])
+    # A service manager starts the server with SIGINT at its default; this test's own process
+    # may have it ignored (a disposition a child inherits through exec), which would make the
+    # server ignore SIGINT too. A handler set here is reset to the default in the child.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        server: JupyterServer = start_ext_server(args=["--ServerApp.answer_yes=True"])
+    finally:
+        signal.signal(signal.SIGINT, before)
     async with ext_client(server) as client:
         await call(
             client, "create_notebook", path="n.ipynb", cells=["import os; print(os.getpid())"]
