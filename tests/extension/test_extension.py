@@ -410,6 +410,15 @@ async def test_a_save_slower_than_nbrelays_wait_goes_on_and_loses_no_edit(
     assert OUT_OF_BAND not in server.log.read_text()
 
 
+async def give_up_once_taken(client: Any, tool: str, args: dict[str, Any], flag: Path) -> None:
+    """Call ``tool`` and cancel the call (as a client that gives up does) once the slow contents
+    manager has taken ``flag``: the server is then inside the slowed save or load."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(client.call_tool, tool, args)
+        await wait_for(lambda: not flag.exists(), seconds=30)
+        tg.cancel_scope.cancel()
+
+
 async def test_a_cancelled_save_notebook_leaves_the_servers_save_to_end(
     start_ext_server: Any, tmp_path: Path
 ) -> None:
@@ -431,15 +440,8 @@ async def test_a_cancelled_save_notebook_leaves_the_servers_save_to_end(
         await call(client, "read_notebook", path="n.ipynb")
         flag.touch()
         await call(client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2")
-
-        async def save() -> None:
-            await client.call_tool("save_notebook", {"path": "n.ipynb"})
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(save)
-            # The file is written, the save goes on for 8 s: the client gives up on the call.
-            await wait_for(lambda: not flag.exists(), seconds=30)
-            tg.cancel_scope.cancel()
+        # The file is written, the save goes on for 8 s: the client gives up on the call.
+        await give_up_once_taken(client, "save_notebook", {"path": "n.ipynb"}, flag)
         done = Path(f"{flag}.done")
         await wait_for(lambda: done.exists() or OUT_OF_BAND in server.log.read_text(), seconds=60)
         await call(client, "insert_cells", path="n.ipynb", index=1, cells=["b = 3"])
@@ -618,15 +620,8 @@ async def test_a_call_cancelled_while_the_server_loads_the_notebook_leaves_it_wh
     write_notebook(file, notebook("a = 1", "b = 2"))
     async with ext_client(server) as client:
         flag.touch()
-
-        async def read() -> None:
-            await client.call_tool("read_notebook", {"path": "n.ipynb"})
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read)
-            # The room is being loaded (the read is held for 6 s): the client gives up.
-            await wait_for(lambda: not flag.exists(), seconds=30)
-            tg.cancel_scope.cancel()
+        # The room is being loaded (the read is held for 6 s): the client gives up.
+        await give_up_once_taken(client, "read_notebook", {"path": "n.ipynb"}, flag)
         read_again = await call(client, "read_notebook", path="n.ipynb")
         assert [c["source"] for c in read_again["cells"]] == ["a = 1", "b = 2"]
         await call(client, "insert_cells", path="n.ipynb", index=2, cells=["c = 3"])
