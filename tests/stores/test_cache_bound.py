@@ -3,14 +3,16 @@ drops the least recently used (read again from the file when next used), never t
 
 from __future__ import annotations
 
+import gc
 import os
+import tracemalloc
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
 import pytest
 
-from nbrelay.caller import ANYONE
+from nbrelay.caller import ANYONE, Caller
 from nbrelay.config import load
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import edits
@@ -114,3 +116,52 @@ def test_a_bad_cache_mb_is_refused_naming_the_flag(value: str, problem: str) -> 
     with pytest.raises(InvalidArgument) as refused:
         load({}, {"NBRELAY_CACHE_MB": value}, {})
     assert str(refused.value).startswith(f"--cache-mb (from $NBRELAY_CACHE_MB): {problem}")
+
+
+async def test_what_a_reader_last_read_keeps_no_evicted_notebook_in_memory(
+    tmp_path: Path,
+) -> None:
+    """A client that reads many notebooks keeps, for each, what a merge of its next edit needs
+    (the cells' sources), not the notebook: the cache's bound is what decides the memory held."""
+    output = {"output_type": "stream", "name": "stdout", "text": "x" * 5000}
+    sizes = []
+    for n in range(12):
+        cells = [new_cell("code", f"y_{i} = {n}", f"c{i}") for i in range(120)]
+        for cell in cells:
+            cell["outputs"] = [output]
+        path = tmp_path / f"big{n}.ipynb"
+        path.write_bytes(serialize(new_notebook(cells)))
+        sizes.append(path.stat().st_size)
+    limit = sizes[0] * 5 // 2  # room for two notebooks, not three
+    store = FileStore(tmp_path, lock_dir=tmp_path / ".locks", cache_bytes=limit)
+    reader = Caller("reader")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for n in range(12):
+            await store.load(f"big{n}.ipynb", reader)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert store._cache.evicted == 10
+    # Two notebooks are kept parsed (each about 2.5x its bytes); what the reader saw of the
+    # other ten is their sources and ids. Holding the ten whole takes over 25x one's bytes.
+    assert held < 10 * sizes[0], f"{held / sizes[0]:.1f}x one notebook's bytes held"
+
+    # What the reader saw of an evicted notebook still serves the merge of its next edit: its
+    # whole new source for a cell someone changed since is merged with that change.
+    async def set_source(who: Caller, source: str) -> None:
+        await store.edit(
+            "big3.ipynb",
+            who,
+            lambda nb: edits.plan_set_source(nb, 2, source),
+            expected_version=None,
+            guard_positions=False,
+        )
+
+    await set_source(Caller("other"), "y_2 = 3\nprint(y_2)")
+    await set_source(reader, "import math\ny_2 = 3")
+    after = parse((tmp_path / "big3.ipynb").read_bytes())
+    assert after.cells[2]["source"] == "import math\ny_2 = 3\nprint(y_2)"

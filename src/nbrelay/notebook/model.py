@@ -137,18 +137,32 @@ class Positions:
 
 class Sources(Mapping[str, str]):
     """Each cell's source by id, looked up in the cell list when asked (no map of all sources
-    is made: an edit of one cell keeps the rest as they were, and so does this view of them)."""
+    is made: an edit of one cell keeps the rest as they were, and so does this view of them).
 
-    __slots__ = ("_cells", "_ids", "_index")
+    The view holds the whole cell list, outputs too; ``detached`` gives one that holds only
+    the sources, for keeping after the notebook itself is let go."""
 
-    def __init__(self, cells: list[Cell], ids: list[str], index: Positions) -> None:
-        self._cells, self._ids, self._index = cells, ids, index
+    __slots__ = ("_cells", "_ids", "_index", "_texts")
+
+    def __init__(
+        self, cells: list[Cell], ids: list[str], index: Positions, texts: list[str] | None = None
+    ) -> None:
+        self._cells, self._ids, self._index, self._texts = cells, ids, index, texts
 
     def __getitem__(self, cid: str) -> str:
         at = self._index.get(cid)
         if at is None:
             raise KeyError(cid)
+        if self._texts is not None:
+            return self._texts[at]
         return str(self._cells[at].get("source", ""))
+
+    def detached(self) -> Sources:
+        """The same sources without the cells they came from (one pass over the cells)."""
+        if self._texts is not None:
+            return self
+        texts = [str(c.get("source", "")) for c in self._cells]
+        return Sources([], self._ids, self._index, texts)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._ids)
@@ -158,6 +172,8 @@ class Sources(Mapping[str, str]):
 
     def as_dict(self) -> dict[str, str]:
         """Every cell's source by id, in one pass over the cells (no id looked up)."""
+        if self._texts is not None:
+            return dict(zip(self._ids, self._texts, strict=True))
         return dict(zip(self._ids, (str(c.get("source", "")) for c in self._cells), strict=True))
 
 

@@ -58,10 +58,19 @@ class LastSeen(Generic[V]):
                 for key in [k for k in self._seen if k[0]][: _MAX_READER_ENTRIES // 10]:
                     del self._seen[key]
 
+    def shrink(self, path: str, smaller: Callable[[V], V]) -> None:
+        """Keep what every reader saw of ``path`` as ``smaller`` makes it (safe to call from a
+        worker thread while the event loop reads and sets)."""
+        for key, value in list(self._seen.items()):
+            if key[1] == path:
+                less = smaller(value)
+                if less is not value and self._seen.get(key) is value:
+                    self._seen[key] = less
+
     def forget(self, path: str) -> None:
         """Drop what every reader saw of ``path``."""
-        for key in [k for k in self._seen if k[1] == path]:
-            del self._seen[key]
+        for key in [k for k in list(self._seen) if k[1] == path]:
+            self._seen.pop(key, None)
 
 
 @dataclass(frozen=True)

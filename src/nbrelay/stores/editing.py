@@ -22,7 +22,7 @@ from nbrelay.errors import ConflictError, NotebookInvalid, act
 from nbrelay.notebook import validate
 from nbrelay.notebook.edits import Edit, Plan, SetMetadata, apply_notebook, changed_cells
 from nbrelay.notebook.merge_read import merge_with_read
-from nbrelay.notebook.model import Notebook
+from nbrelay.notebook.model import Notebook, Sources
 from nbrelay.notebook.repair import repairs
 from nbrelay.stores.base import EditOutcome, LastSeen, Planner, Snapshot
 from nbrelay.stores.shelf import Seen, Shelf
@@ -190,6 +190,12 @@ class Readers:
         if self._shelf is not None:
             self._shelf.forget(key)
 
+    def let_go(self, key: str) -> None:
+        """The notebook at ``key`` is no longer kept: what readers saw of its sources is kept
+        without its cells (their outputs above all), so that only the cache's bound decides
+        how many notebooks stay in memory. Safe in a worker thread."""
+        self.sources.shrink(key, _without_cells)
+
     def _forget_here(self, key: str) -> None:
         for seen in (self.version, self.order, self.sources):
             seen.forget(key)
@@ -351,3 +357,7 @@ def plan_edit(
     after.ids_made = False
     after.problems = []  # what was said about reading the file no longer holds once written
     return plan, after
+
+
+def _without_cells(seen: Mapping[str, str]) -> Mapping[str, str]:
+    return seen.detached() if isinstance(seen, Sources) else seen

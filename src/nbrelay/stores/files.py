@@ -113,6 +113,7 @@ class FileStore(LockedEdits, NotebookStore):
 
     def _evicted(self, real: str) -> None:
         self._cell_bytes.pop(real, None)
+        self._seen.let_go(real)
 
     @property
     def capabilities(self) -> Capabilities:
