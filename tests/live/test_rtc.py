@@ -25,9 +25,9 @@ from mcp import Client
 from nbrelay.config import Secret
 from nbrelay.errors import InvalidArgument, NotebookInvalid, RemoteError
 from nbrelay.jupyter_api import JupyterAPI, base_url
-from nbrelay.notebook.model import parse
+from nbrelay.notebook.model import Sources, parse
 from nbrelay.stores.contents import NOT_LIVE_NOTE
-from nbrelay.stores.rtc import RECONNECT_NOTE, RELOAD_NOTE
+from nbrelay.stores.rtc import RECONNECT_NOTE, RELOAD_NOTE, RTCStore
 from nbrelay.stores.yprotocol import Room
 from tests.helpers import PATIENCE, call, call_error, code, notebook, write_notebook
 from tests.live.conftest import AGENT, agent, live_store
@@ -330,6 +330,36 @@ async def test_the_agent_is_listed_among_online_collaborators_while_it_works(
         stop.set()
     assert listed["current"] == f"notebook:{folder}/n.ipynb"
     assert listed["user"]["username"].startswith("nbrelay-")
+
+
+def _sources_seen(store: RTCStore, rel: str) -> list[Sources]:
+    entries = list(store._seen.sources._seen.items())
+    return [v for k, v in entries if k[1] == rel and isinstance(v, Sources)]
+
+
+async def test_a_room_left_when_idle_keeps_only_the_sources_its_readers_saw(
+    jupyter: JupyterServer, live_folder: tuple[str, Path]
+) -> None:
+    """A room nbrelay leaves lets its notebook go: what readers saw of it stays only as the
+    sources the merge of their next edit needs, not the cells with their outputs."""
+    folder, local = live_folder
+    nb = notebook("a = 1", "b = 2")
+    for cell in nb.cells:
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * 1000}]
+    write_notebook(local / "n.ipynb", nb)
+    store = live_store(jupyter, folder, idle_close=0.5)
+    async with agent(jupyter, folder, store=store) as client:
+        await call(client, "read_notebook", path="n.ipynb")
+        assert _sources_seen(store, "n.ipynb")
+        assert all(v.holds_cells for v in _sources_seen(store, "n.ipynb"))
+        await wait_for(lambda: "n.ipynb" not in store._rooms, seconds=PATIENCE)
+        seen = _sources_seen(store, "n.ipynb")
+        assert seen
+        assert not any(v.holds_cells for v in seen)
+        assert all(dict(v) == {"c0": "a = 1", "c1": "b = 2"} for v in seen)
+        # the next edit, in a room joined again, still goes by what the reader saw
+        await call(client, "edit_cell", path="n.ipynb", cell=1, source="b = 3")
+    assert disk(local / "n.ipynb") == (["c0", "c1"], ["a = 1", "b = 3"])
 
 
 async def test_wrong_token_and_unreachable_server_are_clear_errors(

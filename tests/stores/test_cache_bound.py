@@ -16,8 +16,10 @@ from nbrelay.caller import ANYONE, Caller
 from nbrelay.config import load
 from nbrelay.errors import InvalidArgument
 from nbrelay.notebook import edits
-from nbrelay.notebook.model import new_cell, new_notebook, parse, serialize
+from nbrelay.notebook.model import Sources, new_cell, new_notebook, parse, serialize
 from nbrelay.server import build_workspace
+from nbrelay.stores.base import Snapshot
+from nbrelay.stores.editing import Readers
 from nbrelay.stores.files import FileStore
 
 pytestmark = pytest.mark.anyio
@@ -165,3 +167,33 @@ async def test_what_a_reader_last_read_keeps_no_evicted_notebook_in_memory(
     await set_source(reader, "import math\ny_2 = 3")
     after = parse((tmp_path / "big3.ipynb").read_bytes())
     assert after.cells[2]["source"] == "import math\ny_2 = 3\nprint(y_2)"
+
+
+async def test_readers_of_a_store_that_keeps_no_notebook_keep_only_the_sources() -> None:
+    """The contents API's store keeps no notebook, so what readers saw is kept as the sources
+    alone; a store that keeps notebooks (a cache, a room) keeps a view until it lets one go."""
+    nb = new_notebook([new_cell("code", f"v = {i}", f"c{i}") for i in range(3)])
+    for cell in nb.cells:
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "out"}]
+    snap = Snapshot("n.ipynb", nb, "v1")
+    reader = Caller("reader")
+    expected = {"c0": "v = 0", "c1": "v = 1", "c2": "v = 2"}
+
+    alone = Readers(notebooks_kept=False)
+    await alone.remember("n.ipynb", reader, snap)
+    seen = (await alone.last("n.ipynb", reader))[2]
+    assert isinstance(seen, Sources)
+    assert not seen.holds_cells
+    assert dict(seen) == seen.as_dict() == expected
+
+    keeping = Readers()
+    await keeping.remember("n.ipynb", reader, snap)
+    seen = (await keeping.last("n.ipynb", reader))[2]
+    assert isinstance(seen, Sources)
+    assert seen.holds_cells
+    keeping.let_go("n.ipynb")
+    for who in (reader, ANYONE):  # the reader's own entry and the process-wide one
+        seen = (await keeping.last("n.ipynb", who))[2]
+        assert isinstance(seen, Sources)
+        assert not seen.holds_cells
+        assert dict(seen) == expected

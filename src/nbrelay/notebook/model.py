@@ -157,6 +157,11 @@ class Sources(Mapping[str, str]):
             return self._texts[at]
         return str(self._cells[at].get("source", ""))
 
+    @property
+    def holds_cells(self) -> bool:
+        """True while this view keeps the cell list it reads (see ``detached``)."""
+        return self._texts is None
+
     def detached(self) -> Sources:
         """The same sources without the cells they came from (one pass over the cells)."""
         if self._texts is not None:

@@ -100,7 +100,7 @@ class ContentsStore(LockedEdits, NotebookStore):
     def __init__(self, api: JupyterAPI, *, folder: str = "") -> None:
         self.api = api
         self.paths = Paths(folder)
-        self._seen = Readers()  # per MCP session (reader)
+        self._seen = Readers(notebooks_kept=False)  # per MCP session (reader)
 
     @property
     def capabilities(self) -> Capabilities:

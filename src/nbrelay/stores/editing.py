@@ -92,15 +92,20 @@ class Readers:
     position), the cells' sources (a whole new source written over a change made since is
     merged with it) and, in a store with live rooms, the cells' order."""
 
-    def __init__(self, shelf: Shelf | None = None) -> None:
+    def __init__(self, shelf: Shelf | None = None, *, notebooks_kept: bool = True) -> None:
         """``shelf``: each reader's reads are kept on disk too, for every process on the root
         (replicas behind one address); in memory only without it. The shelf's files are read
         and written in a worker thread (never on the event loop), and each method returns only
-        once they are, so a reader's next request, through any process, sees its read."""
+        once they are, so a reader's next request, through any process, sees its read.
+
+        ``notebooks_kept``: the store keeps the notebooks it serves (a cache, a room) and calls
+        ``let_go`` when it drops one; until then what readers saw of its sources is a view of
+        its cells. A store that keeps none says False: only the sources are kept."""
         self.version: LastSeen[str] = LastSeen()
         self.order: LastSeen[tuple[str, ...]] = LastSeen()
         self.sources: LastSeen[Mapping[str, str]] = LastSeen()
         self._shelf = shelf
+        self._notebooks_kept = notebooks_kept
 
     async def remember(
         self, key: str, caller: Caller, snap: Snapshot, order: Iterable[str] | None = None
@@ -126,7 +131,7 @@ class Readers:
         self.version.set(key, caller, snap.version)
         if kept is not None:
             self.order.set(key, caller, kept)
-        self.sources.set(key, caller, sources)
+        self.sources.set(key, caller, sources if self._notebooks_kept else _without_cells(sources))
 
     async def last(self, key: str, caller: Caller, *, sources: bool = True) -> LastRead:
         """What ``caller`` last read of ``key``: version, order, sources (from the shelf when

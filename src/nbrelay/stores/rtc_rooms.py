@@ -252,6 +252,7 @@ class RoomHost(LockedEdits):
             if idle and not room.held and not room.lock.locked():
                 self._rooms.pop(rel, None)
                 await self._leave(room)
+                self._seen.let_go(rel)
         if not self._rooms:
             await self.way.alone()
 
