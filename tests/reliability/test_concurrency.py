@@ -192,6 +192,8 @@ async def test_index_edits_after_someone_inserts_above_are_refused_not_misapplie
                 assert "changed since version" in with_version
                 # Re-reading gives the new index; the same edit then lands on the right cell.
                 fresh = await call(agent, "read_notebook", path="idx.ipynb")
+                # the read says what happened: someone changed it since this agent's read
+                assert "changed since you last read it" in fresh["note"]
                 index = [c["source"].startswith("target") for c in fresh["cells"]].index(True)
                 assert index == 1
                 await call(

@@ -161,8 +161,8 @@ def notebook_list(
 
 
 OUTSIDE_NOTE = (
-    "The notebook was changed outside nbrelay since it last read it; this result shows the "
-    "current file."
+    "The notebook changed since you last read it (another client, a person or a program); "
+    "this result shows it as it is now."
 )
 
 
