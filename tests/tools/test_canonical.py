@@ -330,6 +330,20 @@ async def test_bad_input_is_a_clear_error_and_changes_nothing(
 FIVE = "l1 = 1\nl2 = 2\nl3 = 3\nl4 = 4\nl5 = 5"
 
 
+async def test_an_edit_after_someone_else_s_change_says_it_was_made_to_the_notebook_as_it_is(
+    client: Client, root: Path, someone_else: SomeoneElse
+) -> None:
+    write_notebook(root / "n.ipynb", notebook("a = 1", "b = 2"))
+    await call(client, "read_notebook", path="n.ipynb")
+    await someone_else("n.ipynb", "c0", "a = 10")
+    done = await call(client, "edit_cell", path="n.ipynb", cell="c1", find="2", replace="3")
+    assert done["note"] == (
+        "The notebook had changed since you last read it (another client, a person or a "
+        "program); your edit was made to it as it is now."
+    )
+    assert sources(root) == ["a = 10", "b = 3"]
+
+
 async def test_a_whole_source_edit_is_merged_with_a_change_made_since_the_read(
     client: Client, root: Path, someone_else: SomeoneElse
 ) -> None:
@@ -348,7 +362,10 @@ async def test_a_whole_source_edit_is_merged_with_a_change_made_since_the_read(
     assert sources(root)[1] == both
     assert [(m["index"], m["id"]) for m in done["merged"]] == [(1, "c1")]
     assert "-l1 = 1\n+l1 = 100" in done["merged"][0]["theirs"]
-    assert "merged" in done["note"]
+    assert done["note"] == (  # the merge's own note, once, says what happened
+        "Cell 1 had been changed since you last read it (by a person or another client); your "
+        "new source was merged with that change, which is kept (see merged)."
+    )
     assert "+l5 = 500" in done["diff"]
     assert "l1" not in done["diff"].replace("l1 = 100\n", "")  # the diff is only the agent's
 

@@ -164,6 +164,10 @@ OUTSIDE_NOTE = (
     "The notebook changed since you last read it (another client, a person or a program); "
     "this result shows it as it is now."
 )
+EDITED_AFTER_CHANGE_NOTE = (
+    "The notebook had changed since you last read it (another client, a person or a program); "
+    "your edit was made to it as it is now."
+)
 
 
 def cell_view(
@@ -292,7 +296,9 @@ def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
         if after.position(c) is None and (i := before.position(c)) is not None
     ]
     detail = outcome.plan.detail
-    notes = [n for n in (note, OUTSIDE_NOTE if outcome.changed_outside else None) if n]
+    merged = [MergedCell(**m) for m in detail.get("merged") or ()]
+    told = outcome.changed_outside and not merged  # a merge's own note says it
+    notes = [n for n in (note, EDITED_AFTER_CHANGE_NOTE if told else None) if n]
     notes.extend(outcome.notes)
     if outcome.before.notebook.replaced and outcome.plan.edits:
         notes.append(
@@ -301,7 +307,6 @@ def edit_result(outcome: EditOutcome, *, note: str | None = None) -> EditResult:
         )
     if not outcome.plan.edits:
         notes.append("Nothing needed changing; the notebook was not written.")
-    merged = [MergedCell(**m) for m in detail.get("merged") or ()]
     if merged:
         cells = ", ".join(str(m.index) for m in merged)
         notes.insert(
