@@ -236,6 +236,12 @@ def test_a_journal_keeps_the_last_kernel_message_and_what_may_be_missing(
     assert ended is not None
     assert ended.ended
     assert ended.job.missing == {"c0": 3}
+    # Past the journal's bound, messages are not journaled: the last one handled is unknown.
+    with (journal.path() / "x7.jsonl").open("a") as appended:
+        appended.write('{"t":"overflow"}\n')
+    over = journal.load(job.handle)
+    assert over is not None
+    assert over.job.kernel_msg is None
 
 
 def test_journal_handles_are_never_paths(runtime: Path) -> None:

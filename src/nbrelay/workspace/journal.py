@@ -145,6 +145,8 @@ class Writer:
         self._append({"t": "msg", "cell": cell.key, "msg": slim})
 
     def seen(self, job: Job, cell: CellRun, msg: Msg) -> None:
+        if self._overflowed:
+            return
         msg_id = sequence.header_id(msg)
         if sequence.counter(msg_id) is not None:  # ids of other forms tell nothing
             self._append({"t": "seen", "cell": cell.key, "id": msg_id})
@@ -516,6 +518,8 @@ class Replay:
             job.kernel_msg = sequence.header_id(msg) or job.kernel_msg
         elif kind == "seen" and isinstance(rec.get("id"), str):
             job.kernel_msg = rec["id"]
+        elif kind == "overflow":  # messages are no longer journaled: the last one is unknown
+            job.kernel_msg = None
         elif kind == "gap" and cell is not None:
             count = rec.get("missing")
             if isinstance(count, int) and count > 0:
