@@ -86,7 +86,9 @@ ENDED = ("completed", "failed", "cancelled")
 
 def told_missing(note: str) -> int:
     """How many kernel messages a run's note says may be missing (0: it says nothing)."""
-    found = re.search(r"(\d+) kernel message\(s\) sent then may be missing", note)
+    found = re.search(
+        r"(\d+) kernel message\(s\) sent while nbrelay restarted may be missing", note
+    )
     return int(found.group(1)) if found else 0
 
 

@@ -65,7 +65,8 @@ def saved_lines(path: Path) -> list[str]:
 def told_missing(result: dict[str, Any]) -> int:
     """How many kernel messages the result says may be missing (0: it says nothing of it)."""
     found = re.search(
-        r"(\d+) kernel message\(s\) sent then may be missing", result.get("note") or ""
+        r"(\d+) kernel message\(s\) sent while nbrelay restarted may be missing",
+        result.get("note") or "",
     )
     return int(found.group(1)) if found else 0
 

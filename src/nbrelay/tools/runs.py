@@ -178,8 +178,8 @@ def missing_note(job: Job) -> str | None:
         cell = by_key.get(key)
         where = f"cell {cell.index}" if cell is not None and cell.id is not None else "this code"
         told.append(
-            f"nbrelay restarted while {where} ran: {count} kernel message(s) sent then may be "
-            "missing from its output"
+            f"{where}: {count} kernel message(s) sent while nbrelay restarted may be missing "
+            "from its output"
         )
     return "; ".join(told) or None
 
