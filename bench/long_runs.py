@@ -24,8 +24,9 @@ Figures: outputs lost (target 0) in what the client got (the task's result, or a
 after a kill, when each was printed against it (the cell prints its start on the machine's
 monotonic clock, which the bench shares); the run's wall time against its floor (the cell's own
 running time, measured by the kernel) as a ratio; polls and reconnects; with a kill, when it
-happened, the last line the dead process had shown in the task's status, and how soon the new
-process answered.
+happened, the last line the dead process had shown in the task's status, how soon the new
+process answered, and how many kernel messages the run's note told the agent may be missing
+(every lost line should be covered: each line is one message).
 
 Run: ``python bench/long_runs.py --minutes 10`` from the repository root (not part of the test
 run; it takes the minutes asked for), or ``python bench/long_runs.py --live --minutes 10
@@ -81,6 +82,14 @@ def lines_in(text: str) -> set[int]:
 
 
 ENDED = ("completed", "failed", "cancelled")
+
+
+def told_missing(note: str) -> int:
+    """How many kernel messages a run's note says may be missing (0: it says nothing)."""
+    found = re.search(
+        r"(\d+) kernel message\(s\) sent while nbrelay restarted may be missing", note
+    )
+    return int(found.group(1)) if found else 0
 
 
 def handle_of(state: dict[str, Any]) -> str | None:
@@ -194,6 +203,7 @@ async def run(
         figures["task status"] = state.get("status")
         printed = ""
         executions = 0
+        told = 0
         if "killed at s" in figures:
             figures["task's message"] = str(state.get("statusMessage", ""))[:120]
             handle = handle_of(state)
@@ -216,8 +226,10 @@ async def run(
                             if answer.is_error:
                                 raise SystemExit(f"get_execution failed: {answer.content}")
                             printed += stream_text(data.get("cells", []))
+                            told = max(told, told_missing(str(data.get("note") or "")))
                             done = data.get("status") == "done"
             figures["re-attached"] = "re-attached" in str(data.get("note", ""))
+            figures["messages told may be missing"] = told
         else:
             result = CallToolResult.model_validate(state.get("result") or {"content": []})
             printed = stream_text((result.structured_content or {}).get("cells", []))

@@ -197,6 +197,53 @@ def test_journals_are_replayed_whole_and_removed_after_retention(runtime: Path) 
     assert not path.exists()
 
 
+def test_a_journal_keeps_the_last_kernel_message_and_what_may_be_missing(
+    runtime: Path,
+) -> None:
+    """What a process resuming the run needs (the id of the last kernel message handled, the
+    outputs' and the status messages' alike), and the gap it found, read back by whoever
+    follows the run."""
+    from jupyter_client.session import Session
+
+    kernel = Session()
+    journal = RunJournal("file:/somewhere")
+    job = Job(
+        "x7",
+        "n.ipynb",
+        [CellRun(id="c0", index=0, source="print(1)")],
+        kernel="python3",
+        timeout=None,
+    )
+    writer = journal.open(job)
+    cell = job.cells[0]
+    writer.cell_started(job, cell)
+    out = kernel.msg("stream", {"name": "stdout", "text": "1\n"})
+    writer.message(job, cell, out)
+    status = kernel.msg("status", {"execution_state": "idle"})
+    writer.seen(job, cell, status)
+    writer.seen(job, cell, {"header": {"msg_id": "6f1c2a8e-7d1b-4a55-9a40-1f5c0b9e2d11"}})
+    recorded = journal.load(job.handle)
+    assert recorded is not None
+    assert not recorded.ended
+    assert recorded.job.kernel_msg == status["header"]["msg_id"]  # a UUID id tells nothing
+    writer.gap(job, cell, 3)
+    followed = journal.load(job.handle)
+    assert followed is not None
+    assert followed.job.missing == {"c0": 3}
+    job.missing = {"c0": 3}
+    writer.ended(job)
+    ended = journal.load(job.handle)
+    assert ended is not None
+    assert ended.ended
+    assert ended.job.missing == {"c0": 3}
+    # Past the journal's bound, messages are not journaled: the last one handled is unknown.
+    with (journal.path() / "x7.jsonl").open("a") as appended:
+        appended.write('{"t":"overflow"}\n')
+    over = journal.load(job.handle)
+    assert over is not None
+    assert over.job.kernel_msg is None
+
+
 def test_journal_handles_are_never_paths(runtime: Path) -> None:
     journal = RunJournal("file:/somewhere")
     for bad in ("../x1", "x1/..", "x1.jsonl", "", "x 1"):

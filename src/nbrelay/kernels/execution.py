@@ -25,6 +25,7 @@ import anyio
 
 from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, act
+from nbrelay.kernels import sequence
 from nbrelay.kernels.base import KernelSession, Msg, msg_type, parent_id
 from nbrelay.notebook.outputs import CellOutputs, Output
 
@@ -99,6 +100,9 @@ class Runner:
         on_start: Callable[[], object] | None = None,
         on_sent: Callable[[str], object] | None = None,
         resume: str | None = None,
+        on_seen: Callable[[Msg], object] | None = None,
+        resume_after: str | None = None,
+        on_gap: Callable[[int], object] | None = None,
     ) -> Outcome:
         """Run ``code``; ``on_message`` receives the request's IOPub messages (no ``status``).
 
@@ -113,6 +117,12 @@ class Runner:
         the messages the server kept for the session (``kernels.remote``). If the kernel goes
         idle with nothing arriving for it, the rest of its outputs were not kept: the outcome
         says so. The interrupts and restarts the run needs are made for ``caller``.
+        ``resume_after`` is the id of the last kernel message that process handled: when the
+        first messages of the request arrive, ``on_gap`` is told how many messages the kernel
+        sent in between (``kernels.sequence``: they may be missing), if any.
+
+        ``on_seen`` is told the request's messages ``on_message`` is not (its status messages
+        and its reply), so a journal can note the last kernel message handled.
         """
         async with self._lock:
             if stop is not None and stop.is_set():  # cancelled while it waited its turn
@@ -124,7 +134,15 @@ class Runner:
                 on_start()
             try:
                 return await self._execute(
-                    code, on_message, caller, time_limit, silent, store_history, on_sent, resume
+                    code,
+                    on_message,
+                    caller,
+                    time_limit,
+                    silent,
+                    store_history,
+                    on_sent,
+                    resume,
+                    _Taps(on_seen, resume_after if resume is not None else None, on_gap),
                 )
             finally:
                 self._stop = None
@@ -184,6 +202,7 @@ class Runner:
         store_history: bool,
         on_sent: Callable[[str], object] | None = None,
         resume: str | None = None,
+        taps: _Taps | None = None,
     ) -> Outcome:
         started = time.monotonic()
         outcome = Outcome(status="ok")
@@ -211,7 +230,7 @@ class Runner:
             )
             if on_sent is not None:
                 on_sent(msg_id)
-        run = _Run(self.session, msg_id, on_message, self.policy)
+        run = _Run(self.session, msg_id, on_message, self.policy, taps or _Taps())
         stop = self._stop or anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(run.read_iopub)
@@ -229,6 +248,7 @@ class Runner:
                     run, outcome, caller, stop.is_set(), time_limit
                 )
             tg.cancel_scope.cancel()
+        run.check_gap()  # nothing of the request arrived (it ended unseen, or died)
         # Restarts happen only once the readers have stopped: they would take the new
         # process's replies.
         if unanswered and run.died is None:
@@ -318,6 +338,15 @@ async def _set_when(source: anyio.Event, target_holder: anyio.Event) -> None:
     target_holder.set()
 
 
+@dataclass(frozen=True)
+class _Taps:
+    """What else a caller of ``Runner.execute`` is told (see there)."""
+
+    on_seen: Callable[[Msg], object] | None = None
+    resume_after: str | None = None
+    on_gap: Callable[[int], object] | None = None
+
+
 class _Run:
     """The shared state of the tasks watching one request."""
 
@@ -327,11 +356,14 @@ class _Run:
         msg_id: str,
         on_message: Callable[[Msg], object],
         policy: Policy,
+        taps: _Taps,
     ) -> None:
         self.session = session
         self.msg_id = msg_id
         self.on_message = on_message
         self.policy = policy
+        self.taps = taps
+        self._gap_checked = taps.resume_after is None or taps.on_gap is None
         self.reply: Msg | None = None
         self.execution_count: int | None = None
         self.died: str | None = None
@@ -346,14 +378,33 @@ class _Run:
         self.finished.set()
         self.wake.set()
 
+    def check_gap(self) -> None:
+        """A resumed request, once its first message arrived (the server replays what it kept
+        before anything newer): tell how many kernel messages may be missing, if any."""
+        if self._gap_checked:
+            return
+        self._gap_checked = True
+        received = getattr(self.session, "received", None)
+        if not isinstance(received, sequence.Received) or self.taps.on_gap is None:
+            return
+        gap = sequence.missing(self.taps.resume_after, received)
+        if gap:
+            self.taps.on_gap(gap)
+
+    def _seen(self, msg: Msg) -> None:
+        if self.taps.on_seen is not None:
+            self.taps.on_seen(msg)
+
     async def read_iopub(self) -> None:
         while True:
             msg = await self.session.iopub()
             if parent_id(msg) != self.msg_id:
                 continue
             self.heard = True
+            self.check_gap()
             kind = msg_type(msg)
             if kind == "status":
+                self._seen(msg)
                 if (msg.get("content") or {}).get("execution_state") == "idle":
                     await self._late_outputs()
                     self.idle.set()
@@ -377,6 +428,8 @@ class _Run:
         while True:
             msg = await self.session.shell()
             if parent_id(msg) == self.msg_id:
+                self.check_gap()
+                self._seen(msg)
                 self.reply = msg
                 self.replied.set()
                 return

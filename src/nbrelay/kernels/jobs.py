@@ -49,6 +49,8 @@ class JobObserver(Protocol):
     def cell_started(self, job: Job, cell: CellRun) -> None: ...
     def sent(self, job: Job, cell: CellRun) -> None: ...
     def message(self, job: Job, cell: CellRun, msg: Msg) -> None: ...
+    def seen(self, job: Job, cell: CellRun, msg: Msg) -> None: ...
+    def gap(self, job: Job, cell: CellRun, count: int) -> None: ...
     def cell_ended(self, job: Job, cell: CellRun) -> None: ...
     def ended(self, job: Job) -> None: ...
 
@@ -105,6 +107,11 @@ class Job:
         self.error: str | None = None
         self.state_lost = False
         self.notes: list[str] = []
+        # A run resumed after nbrelay died: the id of the last kernel message the dead process
+        # handled (from its journal), and, per cell key, how many kernel messages may be
+        # missing from that cell's outputs (``kernels.sequence``).
+        self.kernel_msg: str | None = None
+        self.missing: dict[str, int] = {}
         self.observer: JobObserver | None = None
         self._changed = anyio.Event()
         self._dirty: set[str] = set()
@@ -165,6 +172,16 @@ class Job:
         if changed:
             self._dirty.update(k for k in changed if k != "<scratch>")
             self._notify()
+
+    def _seen(self, cell: CellRun, msg: Msg) -> None:
+        if self.observer is not None:
+            self.observer.seen(self, cell, msg)
+
+    def _gap(self, cell: CellRun, count: int) -> None:
+        self.missing[cell.key] = self.missing.get(cell.key, 0) + count
+        if self.observer is not None:
+            self.observer.gap(self, cell, count)
+        self._notify()
 
     def _pending(self) -> dict[str, tuple[list[Output], int | None]]:
         by_key = {c.key: c for c in self.cells}
@@ -248,6 +265,9 @@ async def _run_cells(job: Job, runner: Runner, caller: Caller) -> None:
                 on_start=start,
                 on_sent=sent,
                 resume=resume,
+                on_seen=lambda msg, c=cell: job._seen(c, msg),  # type: ignore[misc]
+                resume_after=job.kernel_msg,
+                on_gap=lambda count, c=cell: job._gap(c, count),  # type: ignore[misc]
             )
         except KernelError as exc:
             cell.status = "died"

@@ -35,7 +35,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once, api_path
-from nbrelay.kernels import remote_api
+from nbrelay.kernels import remote_api, sequence
 from nbrelay.kernels.base import KernelSpecInfo, Msg, msg_type
 from nbrelay.kernels.sessions import JupyterKernels, JupyterSession
 
@@ -63,6 +63,9 @@ class RemoteSession(JupyterSession):
         self._ws: ClientConnection | None = None
         self._scope: anyio.CancelScope | None = None
         self._connected = anyio.Event()
+        # The kernel's message counters this connection received (``kernels.sequence``): a run
+        # resumed after nbrelay died tells from them whether messages may be missing.
+        self.received = sequence.Received()
         self._iopub_send, self._iopub_recv = self._stream()
         self._shell_send, self._shell_recv = self._stream()
 
@@ -90,6 +93,7 @@ class RemoteSession(JupyterSession):
                     params={"session_id": self.client_session},
                 ) as ws:
                     self._ws = mine = ws
+                    self.received = sequence.Received()
                     self._connected.set()
                     started = True
                     task_status.started()
@@ -126,6 +130,7 @@ class RemoteSession(JupyterSession):
             return
         msg: Msg = parsed
         self.last_activity = time.time()
+        self.received.see(msg)
         channel = msg.get("channel")
         if channel == "iopub":
             if msg_type(msg) == "status":

@@ -168,6 +168,22 @@ def _cell_view(
     )
 
 
+def missing_note(job: Job) -> str | None:
+    """The line telling that a run resumed after nbrelay died may lack output: the kernel
+    sent messages the new process never received (``kernels.sequence``; "may", because the
+    kernel's count includes replies to other clients)."""
+    by_key = {c.key: c for c in job.cells}
+    told = []
+    for key, count in job.missing.items():
+        cell = by_key.get(key)
+        where = f"cell {cell.index}" if cell is not None and cell.id is not None else "this code"
+        told.append(
+            f"{where}: {count} kernel message(s) sent while nbrelay restarted may be missing "
+            "from its output"
+        )
+    return "; ".join(told) or None
+
+
 def execution_view(
     ws: Workspace, job: Job, *, budget: int | None = None, images: bool = False
 ) -> ExecutionResult | tuple[ExecutionResult, *tuple[ImageContent, ...]]:
@@ -182,6 +198,9 @@ def execution_view(
         _cell_view(job, c, p, shared, pictures) for c, p in zip(job.cells, pending, strict=True)
     ]
     notes = list(job.notes)
+    gap = missing_note(job)
+    if gap is not None:
+        notes.append(gap)
     if job.error and job.state == "done" and any(c.status == "skipped" for c in job.cells):
         notes.insert(0, f"stopped early: {job.error}")
     if job.state != "done":
@@ -251,6 +270,9 @@ async def follow(ws: Workspace, job: Job, wait: float | None, ctx: Context | Non
         where = f"cell {current.index} ({current.id}) " if current and current.id else ""
         tail = j.tail_text(300)
         message = f"{where}running {j.elapsed:.0f} s" + (f": …{tail}" if tail else "")
+        gap = missing_note(j)
+        if gap is not None:
+            message = f"{gap}. {message}"
         await ctx.report_progress(sent, None, clean_text(message))
 
     try:

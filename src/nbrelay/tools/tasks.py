@@ -185,8 +185,11 @@ class RunTask:
         done = sum(1 for c in job.cells if c.status not in ("queued", "running"))
         count = f", {done} of {len(job.cells)} cells done" if len(job.cells) > 1 else ""
         tail = job.tail_text(300)
+        gap = runs.missing_note(job)
         return clean_text(
-            f"{where} running {job.elapsed:.0f} s{count}" + (f": …{tail}" if tail else "")
+            (f"{gap}. " if gap is not None else "")
+            + f"{where} running {job.elapsed:.0f} s{count}"
+            + (f": …{tail}" if tail else "")
         )
 
     def record(self) -> dict[str, Any]:

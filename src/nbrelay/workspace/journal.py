@@ -8,8 +8,11 @@ follow, read and cancel a run by its handle.
   following symlinks. Journals hold outputs, which may be secret: they never sit in the root.
 * **What.** One JSON-lines file per run (``<handle>.jsonl``): a ``start`` record (the notebook,
   its cells, the kernel and, for a Jupyter Server's kernel, its id and the WebSocket session),
-  each output message (``msg``), each cell's start and end (``cell``: status, count and its
-  final outputs) and the run's ``end``. Appends are single ``write`` calls on an ``O_APPEND``
+  each output message (``msg``, with the kernel's message id), the ids of the request's other
+  messages (``seen``: its status messages and reply), each cell's start and end (``cell``:
+  status, count and its final outputs) and the run's ``end``. A process that resumes the run
+  after its runner died knows from those ids the last kernel message handled, and journals how
+  many may be missing after it (``gap``, see ``kernels.sequence``). Appends are single ``write`` calls on an ``O_APPEND``
   descriptor, so a reader sees whole records (a last line cut by a crash is ignored). Nothing is
   fsynced: a journal survives the death of the process (the page cache keeps it), not of the
   machine.
@@ -43,6 +46,7 @@ from typing import Any
 
 from nbrelay import runtime
 from nbrelay.errors import NbrelayError
+from nbrelay.kernels import sequence
 from nbrelay.kernels.base import Msg
 from nbrelay.kernels.jobs import CellRun, Job
 from nbrelay.notebook.outputs import Limits, Output
@@ -63,11 +67,15 @@ def root_folder_name(key: str) -> str:
 
 
 def _slim(msg: Msg) -> dict[str, Any]:
-    """What the output fold reads of a message (its type, parent, content, metadata)."""
+    """What the output fold reads of a message (its type, parent, content, metadata), and its
+    id (the last one a run handled, for a process that resumes it)."""
     header = msg.get("header") or {}
     parent = msg.get("parent_header") or {}
     return {
-        "header": {"msg_type": header.get("msg_type") or msg.get("msg_type")},
+        "header": {
+            "msg_type": header.get("msg_type") or msg.get("msg_type"),
+            "msg_id": header.get("msg_id"),
+        },
         "parent_header": {"msg_id": parent.get("msg_id")},
         "content": msg.get("content") or {},
         "metadata": msg.get("metadata") or {},
@@ -136,6 +144,16 @@ class Writer:
             return
         self._append({"t": "msg", "cell": cell.key, "msg": slim})
 
+    def seen(self, job: Job, cell: CellRun, msg: Msg) -> None:
+        if self._overflowed:
+            return
+        msg_id = sequence.header_id(msg)
+        if sequence.counter(msg_id) is not None:  # ids of other forms tell nothing
+            self._append({"t": "seen", "cell": cell.key, "id": msg_id})
+
+    def gap(self, job: Job, cell: CellRun, count: int) -> None:
+        self._append({"t": "gap", "cell": cell.key, "missing": count})
+
     def cell_ended(self, job: Job, cell: CellRun) -> None:
         self._append(
             {
@@ -160,6 +178,7 @@ class Writer:
                 "error": job.error,
                 "state_lost": job.state_lost,
                 "notes": job.notes,
+                "missing": job.missing,
                 "version": job.version,
             }
         )
@@ -494,7 +513,17 @@ class Replay:
         elif kind == "sent" and cell is not None:
             cell.msg_id = rec.get("msg_id")
         elif kind == "msg" and cell is not None:
-            job.outputs.feed(cell.key, rec.get("msg") or {})
+            msg = rec.get("msg") or {}
+            job.outputs.feed(cell.key, msg)
+            job.kernel_msg = sequence.header_id(msg) or job.kernel_msg
+        elif kind == "seen" and isinstance(rec.get("id"), str):
+            job.kernel_msg = rec["id"]
+        elif kind == "overflow":  # messages are no longer journaled: the last one is unknown
+            job.kernel_msg = None
+        elif kind == "gap" and cell is not None:
+            count = rec.get("missing")
+            if isinstance(count, int) and count > 0:
+                job.missing[cell.key] = job.missing.get(cell.key, 0) + count
         elif kind == "cell" and cell is not None:
             cell.status = rec.get("status", cell.status)
             cell.execution_count = rec.get("execution_count")
@@ -514,6 +543,9 @@ class Replay:
             job.error = rec.get("error")
             job.state_lost = bool(rec.get("state_lost"))
             job.notes = list(rec.get("notes") or job.notes)
+            told = rec.get("missing")
+            if isinstance(told, dict):
+                job.missing = {str(k): v for k, v in told.items() if isinstance(v, int) and v > 0}
             job.version = rec.get("version")
             ended_at = float(rec.get("at") or self._wall)
             job.finished = job.started + max(ended_at - self._wall, 0.0)
@@ -523,7 +555,7 @@ class Replay:
             text = str(rec.get("note") or "")
             if text and text not in job.notes:
                 job.notes.append(text)
-        if kind in ("cell_start", "msg", "cell", "note"):
+        if kind in ("cell_start", "msg", "cell", "note", "gap"):
             job._notify()
 
     def _begin(self, start: dict[str, Any]) -> None:

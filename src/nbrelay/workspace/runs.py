@@ -247,8 +247,8 @@ class Runs:
                 # Killed between starting the cell and journaling its request: run it now.
                 cell.status = "queued"
         job.notes.append(
-            "nbrelay restarted while this ran; the new process re-attached to the kernel and "
-            "collected the rest"
+            "nbrelay restarted while this ran; a new process re-attached to the kernel and "
+            "followed the run from there"
         )
         writer.note({"t": "note", "note": job.notes[-1]})
         job.observer = writer
