@@ -100,6 +100,10 @@ class RoomWay(ABC):
     async def alone(self) -> None:  # noqa: B027
         """No room is joined any more: stop being shown."""
 
+    async def reap(self, idle: float) -> None:  # noqa: B027 - nothing of its own by default
+        """Close what the way opened that no joined room holds, once idle for ``idle`` seconds
+        (in process: rooms the server loaded for a call that gave up)."""
+
     async def stop(self) -> None:  # noqa: B027
         """nbrelay stops: end what the way started that no room holds."""
 
@@ -252,6 +256,7 @@ class RoomHost(LockedEdits):
             if idle and not room.held and not room.lock.locked():
                 self._rooms.pop(rel, None)
                 await self._leave(room)
+        await self.way.reap(self.idle_close)
         if not self._rooms:
             await self.way.alone()
 
