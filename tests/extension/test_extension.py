@@ -464,6 +464,46 @@ async def test_edits_a_save_held_past_nbrelays_wait_wrote_count_as_saved_once_it
     assert [c["source"] for c in view["cells"]] == ["a = 9", "b = 1"]
 
 
+async def test_edits_a_held_save_wrote_stay_unsaved_if_the_notebook_changed_meanwhile(
+    start_ext_server: Any, tmp_path: Path
+) -> None:
+    # A person types while the server's save is held past nbrelay's wait: the notebook changed
+    # after the save began, so the agent's edits do not count as saved when it ends, and
+    # save_notebook saves again (writing the person's typing too).
+    flag = tmp_path / "slow-save"
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowSave",
+            f"--SlowSave.flag={flag}",
+            f"--SlowSave.seconds={SLOW_SAVE}",
+            "--YDocExtension.document_save_delay=3600",  # only nbrelay saves
+            "--NbrelayExtension.room_idle_close=3600",
+        ]
+    )
+    file = server.root / "n.ipynb"
+    write_notebook(file, notebook("a = 1", "b = 1"))
+    async with ext_client(server) as client, person(server, "n.ipynb") as someone:
+        await call(client, "read_notebook", path="n.ipynb")
+        flag.touch()
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2")
+        await wait_for(lambda: not flag.exists(), seconds=30)  # the save is held
+        someone.type_at_end(someone.ids()[1], "0")
+
+        async def agent_sees_typing() -> bool:
+            read = await call(client, "read_cell", path="n.ipynb", cell=1)
+            return bool(read["cell"]["source"] == "b = 10")
+
+        await wait_for(agent_sees_typing, seconds=30)
+        await wait_for(lambda: Path(f"{flag}.done").exists(), seconds=SLOW_SAVE + 30)
+        assert "saving n.ipynb did not succeed: timeout" in server.log.read_text()
+        await anyio.sleep(1)  # the save's end follows its hold within milliseconds
+        assert sources_on_disk(file) == ["a = 2", "b = 1"]
+        assert journaled(server)
+        await call(client, "save_notebook", path="n.ipynb")
+        assert sources_on_disk(file) == ["a = 2", "b = 10"]
+        assert not journaled(server)
+
+
 async def _quietly(*exc: Any) -> bool:
     """Swallow what closing an MCP session of a server that stopped may raise."""
     return True
