@@ -240,6 +240,7 @@ class RoomHost(LockedEdits):
                 await anyio.sleep(min(5.0, max(self.idle_close / 4, 0.05)))
                 try:
                     await self._close_idle()
+                    await self.way.reap(self.idle_close)
                 except Exception:  # never let housekeeping take the server's task group down
                     logger.exception("closing idle rooms failed")
         finally:
@@ -256,7 +257,6 @@ class RoomHost(LockedEdits):
             if idle and not room.held and not room.lock.locked():
                 self._rooms.pop(rel, None)
                 await self._leave(room)
-        await self.way.reap(self.idle_close)
         if not self._rooms:
             await self.way.alone()
 
