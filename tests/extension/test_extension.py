@@ -410,6 +410,105 @@ async def test_a_save_slower_than_nbrelays_wait_goes_on_and_loses_no_edit(
     assert OUT_OF_BAND not in server.log.read_text()
 
 
+def journaled(server: JupyterServer) -> list[Path]:
+    """The files of nbrelay's journal of unsaved edits beside the server (one per room)."""
+    return sorted((server.work / "runtime" / "nbrelay-unsaved").glob("*/*.jsonl"))
+
+
+async def test_edits_a_save_held_past_nbrelays_wait_wrote_count_as_saved_once_it_ends(
+    start_ext_server: Any, tmp_path: Path
+) -> None:
+    # nbrelay stops waiting for a slow save after 30 s and reports it unconfirmed; once the
+    # server's save ends, the edits it wrote count as saved (the notebook did not change after
+    # it began). Still counted unsaved, they stayed in the journal nbrelay keeps for a crash:
+    # after one, the restarted server's nbrelay told the agent that an edit the file held was
+    # lost, because the file had been changed from outside since.
+    flag = tmp_path / "slow-save"
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowSave",
+            f"--SlowSave.flag={flag}",
+            f"--SlowSave.seconds={SLOW_SAVE}",
+            "--YDocExtension.document_save_delay=3600",  # only nbrelay's saver saves
+            "--NbrelayExtension.room_idle_close=3600",
+        ]
+    )
+    file = server.root / "n.ipynb"
+    write_notebook(file, notebook("a = 1", "b = 1"))
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(ext_client(server))
+        await call(client, "read_notebook", path="n.ipynb")
+        flag.touch()
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2")
+        assert journaled(server)  # written before the edit returned
+        # nbrelay's saver saves: the file is written, the save goes on for SLOW_SAVE s, past
+        # nbrelay's wait (30 s), then ends.
+        await wait_for(lambda: Path(f"{flag}.done").exists(), seconds=SLOW_SAVE + 30)
+        assert sources_on_disk(file) == ["a = 2", "b = 1"]
+        assert "saving n.ipynb did not succeed: timeout" in server.log.read_text()
+        await wait_for(lambda: not journaled(server), seconds=20)
+        # The file changes from outside; the server reloads the room from it; then it crashes.
+        write_notebook(file, notebook("a = 9", "b = 1"))
+
+        async def reloaded() -> bool:
+            read = await call(client, "read_notebook", path="n.ipynb")
+            return [c["source"] for c in read["cells"]] == ["a = 9", "b = 1"]
+
+        await wait_for(reloaded, seconds=30)
+        server.kill()
+        stack.push_async_exit(_quietly)
+    server.start()
+    async with ext_client(server) as again:
+        view = await call(again, "read_notebook", path="n.ipynb")
+    assert "note" not in view, view["note"]
+    assert [c["source"] for c in view["cells"]] == ["a = 9", "b = 1"]
+
+
+async def test_edits_a_held_save_wrote_stay_unsaved_if_the_notebook_changed_meanwhile(
+    start_ext_server: Any, tmp_path: Path
+) -> None:
+    # A person types while the server's save is held past nbrelay's wait: the notebook changed
+    # after the save began, so the agent's edits do not count as saved when it ends, and
+    # save_notebook saves again (writing the person's typing too).
+    flag = tmp_path / "slow-save"
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowSave",
+            f"--SlowSave.flag={flag}",
+            f"--SlowSave.seconds={SLOW_SAVE}",
+            "--YDocExtension.document_save_delay=3600",  # only nbrelay saves
+            "--NbrelayExtension.room_idle_close=3600",
+        ]
+    )
+    file = server.root / "n.ipynb"
+    write_notebook(file, notebook("a = 1", "b = 1"))
+    async with ext_client(server) as client, person(server, "n.ipynb") as someone:
+        await call(client, "read_notebook", path="n.ipynb")
+        flag.touch()
+        await call(client, "edit_cell", path="n.ipynb", cell=0, find="1", replace="2")
+        await wait_for(lambda: not flag.exists(), seconds=30)  # the save is held
+        someone.type_at_end(someone.ids()[1], "0")
+
+        async def agent_sees_typing() -> bool:
+            read = await call(client, "read_cell", path="n.ipynb", cell=1)
+            return bool(read["cell"]["source"] == "b = 10")
+
+        await wait_for(agent_sees_typing, seconds=30)
+        await wait_for(lambda: Path(f"{flag}.done").exists(), seconds=SLOW_SAVE + 30)
+        assert "saving n.ipynb did not succeed: timeout" in server.log.read_text()
+        await anyio.sleep(1)  # the save's end follows its hold within milliseconds
+        assert sources_on_disk(file) == ["a = 2", "b = 1"]
+        assert journaled(server)
+        await call(client, "save_notebook", path="n.ipynb")
+        assert sources_on_disk(file) == ["a = 2", "b = 10"]
+        assert not journaled(server)
+
+
+async def _quietly(*exc: Any) -> bool:
+    """Swallow what closing an MCP session of a server that stopped may raise."""
+    return True
+
+
 async def give_up_once_taken(client: Any, tool: str, args: dict[str, Any], flag: Path) -> None:
     """Call ``tool`` and cancel the call (as a client that gives up does) once the slow contents
     manager has taken ``flag``: the server is then inside the slowed save or load."""
@@ -628,3 +727,36 @@ async def test_a_call_cancelled_while_the_server_loads_the_notebook_leaves_it_wh
         saved = await call(client, "save_notebook", path="n.ipynb")
         assert "note" not in saved
     assert sources_on_disk(file) == ["a = 1", "b = 2", "c = 3"]
+
+
+async def test_a_room_loaded_for_a_call_that_gave_up_is_closed_once_idle(
+    start_ext_server: Any, tmp_path: Path
+) -> None:
+    # The load of a room a call gave up on goes on (above); the room is nbrelay's as any room it
+    # opens: closed once idle, whether no call came back for it or the next call joined it.
+    flag = tmp_path / "slow-load"
+    done = Path(f"{flag}.done")
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowLoad",
+            f"--SlowLoad.flag={flag}",
+            "--SlowLoad.seconds=4",
+            "--NbrelayExtension.room_idle_close=1",
+        ]
+    )
+    file = server.root / "n.ipynb"
+    write_notebook(file, notebook("a = 1"))
+    closed = "nbrelay closed the room of n.ipynb"
+    async with ext_client(server) as client:
+        flag.touch()
+        await give_up_once_taken(client, "read_notebook", {"path": "n.ipynb"}, flag)
+        # No call comes back for it: closed once idle.
+        await wait_for(lambda: done.exists() and closed in server.log.read_text(), seconds=30)
+        # The next call comes back at once, and finds the room the server loaded meanwhile.
+        done.unlink()
+        flag.touch()
+        await give_up_once_taken(client, "read_notebook", {"path": "n.ipynb"}, flag)
+        await call(client, "insert_cells", path="n.ipynb", index=1, cells=["b = 2"])
+        assert done.exists()  # the call waited for that load
+        await wait_for(lambda: server.log.read_text().count(closed) >= 2, seconds=30)
+    assert sources_on_disk(file) == ["a = 1", "b = 2"]  # saved as it closed

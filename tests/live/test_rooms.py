@@ -44,6 +44,7 @@ class StandInRooms:
         YNotebook(doc).set(nb.data)
         self.room = SimpleNamespace(ydoc=doc, clients=set())
         self.saves = 0
+        self.abandoned: dict[str, Any] = {}  # no call gives up on a load here
 
     def room_id(self, path: str) -> tuple[str, str]:
         return "file", "json:notebook:file"
@@ -61,7 +62,7 @@ class StandInRooms:
     async def settled(self, room: Any, within: float) -> None:
         return None
 
-    async def save(self, room: Any, within: float) -> str:
+    async def save(self, room: Any, within: float, late: Any = None) -> str:
         self.saves += 1
         return "success"
 

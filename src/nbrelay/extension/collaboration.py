@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -71,6 +72,11 @@ class Collaboration:
         self.app = app
         self.serverapp = serverapp
         self.broken: CollaborationChanged | None = None
+        # The rooms nbrelay's loads made (by room id), which nbrelay closes when done with them.
+        self.made: dict[str, Any] = {}
+        # Of those, the ones a call asked for and gave up on while the server loaded them:
+        # (room, server path, when the load ended), until a call joins them or they are closed.
+        self.abandoned: dict[str, tuple[Any, str, float]] = {}
 
     @classmethod
     def find(cls, serverapp: Any) -> Collaboration | None:
@@ -150,7 +156,9 @@ class Collaboration:
         that asked for it is (a client that gives up on a big notebook's first read): a room
         whose loading is cut short stays in the server unloaded, and is then served as an empty
         notebook (to the next call, to JupyterLab), whose first save writes what little it holds
-        over the file. A cancelled call stops waiting; the load goes on."""
+        over the file. A cancelled call stops waiting; the load goes on, and a room it makes is
+        listed in ``abandoned`` once loaded (the way closes it when idle, unless a call joins it
+        first: then it is nbrelay's like any room it made)."""
         self._ok()
         _, room_id = self.room_id(path)
         made = self.current(room_id) is None
@@ -162,7 +170,12 @@ class Collaboration:
         loading.add_done_callback(_retrieve)
         loaded = anyio.Event()
         loading.add_done_callback(lambda _: loaded.set())
-        await loaded.wait()
+        try:
+            await loaded.wait()
+        except BaseException:  # the call gave up: the load goes on
+            if made:
+                loading.add_done_callback(lambda done: self._abandon(done, room_id, path))
+            raise
         document = loading.result()
         room = self.current(room_id)
         if document is None or room is None:
@@ -170,7 +183,18 @@ class Collaboration:
         self._check_room(room)
         if room._document is not document:
             self._fail(["DocumentRoom._document (it is not the room's document)"])
-        return room, made
+        if made:
+            self.made[room_id] = room
+        self.abandoned.pop(room_id, None)
+        return room, self.made.get(room_id) is room
+
+    def _abandon(self, loading: asyncio.Future[Any], room_id: str, path: str) -> None:
+        """The load a cancelled ``open`` began ended: list the room it made as abandoned."""
+        room = self.current(room_id)
+        if loading.cancelled() or loading.exception() is not None or room is None:
+            return
+        self.made[room_id] = room
+        self.abandoned[room_id] = (room, path, time.monotonic())
 
     @staticmethod
     def ydoc(room: Any) -> Any:
@@ -196,7 +220,9 @@ class Collaboration:
             hint="The server may be overloaded or the notebook very large; retry.",
         )
 
-    async def save(self, room: Any, within: float) -> str:
+    async def save(
+        self, room: Any, within: float, late: Callable[[str], None] | None = None
+    ) -> str:
         """Save the room to its file as JupyterLab's save button does; "success" once the file
         was written, "skipped" when the server could not start a save now (it is reloading the
         file, or a newer save replaced this one before writing), "failed" when it raised,
@@ -208,7 +234,8 @@ class Collaboration:
         ``FileLoader.maybe_save_content`` swallows one cancellation, and anyio delivers one
         again and again), and the next look at the file (the file watcher, the next save) takes
         that save for a change from outside and reloads the room from the file, discarding every
-        edit made since the save began."""
+        edit made since the save began. When nbrelay stopped waiting before the save ended,
+        ``late`` is called with the save's status once it ends."""
         self._ok()
         before = room._file.last_modified
         task = room._save_to_disc()
@@ -216,18 +243,13 @@ class Collaboration:
             return "skipped"
         done = anyio.Event()
         task.add_done_callback(lambda _: done.set())
-        with anyio.move_on_after(within):
-            await done.wait()
-        if not task.done():
-            return "timeout"
-        if task.cancelled():  # a newer save replaced it before it began
-            return "skipped"
         try:
-            task.result()
-        except Exception:  # jupyter-collaboration logs its own save errors
-            logger.exception("saving %s failed", getattr(room._file, "path", "?"))
-            return "failed"
-        return "success" if room._file.last_modified != before else "skipped"
+            with anyio.move_on_after(within):
+                await done.wait()
+        finally:
+            if not task.done() and late is not None:
+                task.add_done_callback(lambda ended: late(_status(ended, room, before)))
+        return _status(task, room, before) if task.done() else "timeout"
 
     async def close_if_unused(self, room: Any, path: str) -> None:
         """Close a room nbrelay opened, unless someone joined it meanwhile (then it is theirs,
@@ -235,6 +257,10 @@ class Collaboration:
         self._ok()
         file_id, room_id = self.room_id(path)
         async with self.app._room_locks[room_id]:
+            if self.made.get(room_id) is room:  # closed now, or someone else's from now on
+                del self.made[room_id]
+            if self.abandoned.get(room_id, (None,))[0] is room:
+                del self.abandoned[room_id]
             if self.current(room_id) is not room or self.occupied(room):
                 return
             await self.app.ywebsocket_server.delete_room(room=room)
@@ -259,6 +285,18 @@ class Collaboration:
             await stop()
 
         self.app.stop_extension = stop_extension
+
+
+def _status(task: asyncio.Future[Any], room: Any, before: Any) -> str:
+    """The status of a room's save that ended (see ``Collaboration.save``)."""
+    if task.cancelled():  # a newer save replaced it before it began
+        return "skipped"
+    try:
+        task.result()
+    except Exception:  # jupyter-collaboration logs its own save errors
+        logger.exception("saving %s failed", getattr(room._file, "path", "?"))
+        return "failed"
+    return "success" if room._file.last_modified != before else "skipped"
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -20,6 +20,7 @@ save their files, follows symlinks.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,17 @@ class InProcessRoom(SharedRoom):
             self._confinement.check(self.path)
         except PathError as exc:
             return f"refused: {exc.message}"
-        return await self._collab.save(self._room, within)
+        upto, changes = self.edits, self.mirror.changes
+        return await self._collab.save(
+            self._room, within, late=lambda status: self._ended(status, upto, changes)
+        )
+
+    def _ended(self, status: str, upto: int, changes: int) -> None:
+        """A save nbrelay stopped waiting for ended: if the file was written and the notebook
+        did not change after the save began (the file holds it as it was then), the first
+        ``upto`` edits are saved."""
+        if status == "success" and self.alive and self.mirror.changes == changes:
+            self.written_late(upto)
 
     async def close(self) -> None:
         if self.closed.is_set():
@@ -105,6 +116,7 @@ class InProcessWay(RoomWay):
         self.contents = contents
         self.journal = journal
         self.rtc = collab is not None
+        self._joined: dict[str, InProcessRoom] = {}  # the last room joined, by room id
 
     def confine(self, full: str) -> None:
         self.contents.confinement.check(full)
@@ -142,7 +154,47 @@ class InProcessWay(RoomWay):
             confinement=self.contents.confinement,
         )
         joined.journal = self.journal
+        self._joined[room_id] = joined
         return joined
+
+    async def reap(self, idle: float) -> None:
+        """Close the rooms nbrelay's calls gave up on while the server loaded them, once idle
+        for ``idle`` seconds (``Collaboration.abandoned``); one a call joined meanwhile is
+        nbrelay's like any room it opened."""
+        if self.collab is None:
+            return
+        now = time.monotonic()
+        for room_id, (room, path, since) in list(self.collab.abandoned.items()):
+            held = self._joined.get(room_id)
+            if held is not None and held.alive and held._room is room:
+                held._made = True  # the call that joined it found it made: it closes it
+                self.collab.abandoned.pop(room_id, None)
+            elif self.collab.current(room_id) is not room:
+                self.collab.abandoned.pop(room_id, None)  # the server let it go meanwhile
+            elif now - since > idle:
+                await self._close(self.collab, room, path)
+        for room_id, held in list(self._joined.items()):
+            if held.closed.is_set():
+                del self._joined[room_id]
+
+    @staticmethod
+    async def _close(collab: Collaboration, room: Any, path: str) -> None:
+        try:
+            await collab.close_if_unused(room, path)
+        except CollaborationChanged:
+            raise
+        except Exception:  # housekeeping never takes the server down
+            logger.exception("closing the room of %s failed", path)
+        finally:
+            for room_id, (there, _, _) in list(collab.abandoned.items()):
+                if there is room:
+                    del collab.abandoned[room_id]
+
+    async def stop(self) -> None:
+        if self.collab is None:
+            return
+        for room, path, _ in list(self.collab.abandoned.values()):
+            await self._close(self.collab, room, path)
 
 
 async def _access(caller: Caller, action: str) -> None:

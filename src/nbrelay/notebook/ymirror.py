@@ -202,6 +202,9 @@ class Mirror:
         self.cells_converted = 0
         self.whole_reads = 0
         self.work = Work()  # cells encoded and bytes hashed for the versions
+        # Transactions that changed the notebook (its cells or top-level fields) since the
+        # mirror began following it: equal counts, the same notebook.
+        self.changes = 0
         self._subscriptions = [
             (ycells, ycells.observe_deep(self._on_cells)),
             (ymeta, ymeta.observe_deep(self._on_meta)),
@@ -243,10 +246,12 @@ class Mirror:
     # Observers: never read the document here (it is borrowed), only note what changed.
 
     def _on_meta(self, events: Sequence[Any]) -> None:
+        self.changes += 1
         self._top = None
         self._last = None
 
     def _on_cells(self, events: Sequence[Any]) -> None:
+        self.changes += 1
         self._last = None
         if self._whole:
             return

@@ -82,6 +82,7 @@ class SharedRoom(ABC):
         self.unsaved: list[tuple[int, EditOutcome]] = []  # (edit number, outcome), oldest first
         self.forgotten = 0  # unsaved edits beyond those remembered
         self.save_requests = 0  # saves nbrelay asked the server for
+        self.journal_behind = False  # the journal still lists edits a late save holds
         self.save_wanted = anyio.Event()  # set by an edit; the store's saver coalesces them
         self.closed = anyio.Event()
         self.close_reason = ""
@@ -232,6 +233,13 @@ class SharedRoom(ABC):
         self.unsaved = [(n, o) for n, o in self.unsaved if n > self.saved]
         if not self.unsaved:
             self.forgotten = 0
+
+    def written_late(self, upto: int) -> None:
+        """A save whose end nbrelay did not wait for holds the first ``upto`` edits: they are
+        saved, and the saver brings the journal up to date."""
+        self.written(upto)
+        self.journal_behind = True
+        self.save_wanted.set()
 
     @property
     def pending(self) -> bool:

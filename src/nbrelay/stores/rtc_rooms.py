@@ -100,6 +100,10 @@ class RoomWay(ABC):
     async def alone(self) -> None:  # noqa: B027
         """No room is joined any more: stop being shown."""
 
+    async def reap(self, idle: float) -> None:  # noqa: B027 - nothing of its own by default
+        """Close what the way opened that no joined room holds, once idle for ``idle`` seconds
+        (in process: rooms the server loaded for a call that gave up)."""
+
     async def stop(self) -> None:  # noqa: B027
         """nbrelay stops: end what the way started that no room holds."""
 
@@ -236,6 +240,7 @@ class RoomHost(LockedEdits):
                 await anyio.sleep(min(5.0, max(self.idle_close / 4, 0.05)))
                 try:
                     await self._close_idle()
+                    await self.way.reap(self.idle_close)
                 except Exception:  # never let housekeeping take the server's task group down
                     logger.exception("closing idle rooms failed")
         finally:

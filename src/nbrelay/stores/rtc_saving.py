@@ -79,9 +79,15 @@ async def save_room(room: SharedRoom) -> str | None:
     saved = await save(room)
     if saved is None:
         room.written(upto)
-        if room.journal is not None:
-            await room.journal.replace(room.key, [entry(o) for _, o in room.unsaved])
+        await _journal_saved(room)
     return saved
+
+
+async def _journal_saved(room: SharedRoom) -> None:
+    """Keep in the room's journal only the edits not yet saved."""
+    room.journal_behind = False
+    if room.journal is not None:
+        await room.journal.replace(room.key, [entry(o) for _, o in room.unsaved])
 
 
 async def keep(room: SharedRoom, outcome: EditOutcome, *, journal: bool = True) -> None:
@@ -122,6 +128,11 @@ async def saver(room: SharedRoom, delay: float, ceiling: float = 5.0) -> None:
         if room.closed.is_set():
             return
         if not room.pending:
+            if room.journal_behind:  # a save nbrelay stopped waiting for ended since
+                try:
+                    await _journal_saved(room)
+                except OSError as exc:
+                    logger.warning("updating the journal of %s failed: %s", room.name, exc)
             continue
         try:
             saved = await save_room(room)
