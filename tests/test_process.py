@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+
+import anyio
+import pytest
 
 from nbrelay import process
 
@@ -30,3 +34,28 @@ def test_pid_alive_tells_live_from_gone() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait(timeout=60)
     assert not process.pid_alive(child.pid)
+
+
+@pytest.mark.anyio
+async def test_the_periodic_memory_release_runs_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inside a Jupyter Server holding big rooms a trim of the heap takes milliseconds; every
+    client of that server would wait behind it on the event loop."""
+    from nbrelay.workspace import facade
+
+    threads: list[threading.Thread] = []
+    done = anyio.Event()
+
+    def trim() -> None:
+        threads.append(threading.current_thread())
+        done.set()
+
+    monkeypatch.setattr(facade, "release_memory", trim)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(facade._release_memory, 0.01)
+        with anyio.fail_after(10):
+            await done.wait()
+        tg.cancel_scope.cancel()
+    assert threads
+    assert threads[0] is not threading.current_thread()
