@@ -415,6 +415,21 @@ def journaled(server: JupyterServer) -> list[Path]:
     return sorted((server.work / "runtime" / "nbrelay-unsaved").glob("*/*.jsonl"))
 
 
+def slow_saving(start_ext_server: Any, flag: Path) -> JupyterServer:
+    """A server whose saves are slow once ``flag`` exists (SLOW_SAVE s after the write), whose
+    rooms only nbrelay saves and never closes for idleness."""
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowSave",
+            f"--SlowSave.flag={flag}",
+            f"--SlowSave.seconds={SLOW_SAVE}",
+            "--YDocExtension.document_save_delay=3600",
+            "--NbrelayExtension.room_idle_close=3600",
+        ]
+    )
+    return server
+
+
 async def test_edits_a_save_held_past_nbrelays_wait_wrote_count_as_saved_once_it_ends(
     start_ext_server: Any, tmp_path: Path
 ) -> None:
@@ -424,15 +439,7 @@ async def test_edits_a_save_held_past_nbrelays_wait_wrote_count_as_saved_once_it
     # after one, the restarted server's nbrelay told the agent that an edit the file held was
     # lost, because the file had been changed from outside since.
     flag = tmp_path / "slow-save"
-    server: JupyterServer = start_ext_server(
-        args=[
-            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowSave",
-            f"--SlowSave.flag={flag}",
-            f"--SlowSave.seconds={SLOW_SAVE}",
-            "--YDocExtension.document_save_delay=3600",  # only nbrelay's saver saves
-            "--NbrelayExtension.room_idle_close=3600",
-        ]
-    )
+    server = slow_saving(start_ext_server, flag)
     file = server.root / "n.ipynb"
     write_notebook(file, notebook("a = 1", "b = 1"))
     async with contextlib.AsyncExitStack() as stack:
@@ -471,15 +478,7 @@ async def test_edits_a_held_save_wrote_stay_unsaved_if_the_notebook_changed_mean
     # after the save began, so the agent's edits do not count as saved when it ends, and
     # save_notebook saves again (writing the person's typing too).
     flag = tmp_path / "slow-save"
-    server: JupyterServer = start_ext_server(
-        args=[
-            "--ServerApp.contents_manager_class=nbrelay_test_slow.SlowSave",
-            f"--SlowSave.flag={flag}",
-            f"--SlowSave.seconds={SLOW_SAVE}",
-            "--YDocExtension.document_save_delay=3600",  # only nbrelay saves
-            "--NbrelayExtension.room_idle_close=3600",
-        ]
-    )
+    server = slow_saving(start_ext_server, flag)
     file = server.root / "n.ipynb"
     write_notebook(file, notebook("a = 1", "b = 1"))
     async with ext_client(server) as client, person(server, "n.ipynb") as someone:
