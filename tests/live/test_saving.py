@@ -11,6 +11,7 @@ reaches the file was saved by nbrelay. Each test of the store runs both ways int
 from __future__ import annotations
 
 import contextlib
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +320,62 @@ async def test_an_edit_does_not_wait_behind_a_save_the_server_is_writing(
         assert await store.flush("n.ipynb", ANYONE) is None
         assert disk(server.root / "n.ipynb")[1] == ["a1", "b1"]
         assert room.save_requests == 2
+
+
+# Longer than nbrelay waits for one save (30 s), and than a connection that pings lives on a
+# server that answers none (40 s: Jupyter Server reads nothing from a connection while it saves).
+HELD_SAVE = 45.0
+
+
+async def test_edits_a_save_held_past_nbrelays_wait_wrote_count_as_saved_once_it_ends(
+    start_jupyter: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # nbrelay stops waiting for a slow save after 30 s and reports it unconfirmed; the server's
+    # save goes on, and once it ends the edits it wrote count as saved (the notebook did not
+    # change after it began). Still counted unsaved, they were taken for lost in a crash: the
+    # server restarted, nbrelay told the agent that an edit the file held was lost, because the
+    # file had been changed from outside since. (In process: tests/extension/test_extension.py.)
+    from tests.extension.conftest import SLOW_SAVE
+    from tests.live.conftest import live_store
+
+    flag = tmp_path / "slow-save"
+    config = tmp_path / "slow_config.py"
+    config.write_text(
+        f"{SLOW_SAVE}\nc.ServerApp.contents_manager_class = SlowSave\n"
+        f"c.SlowSave.flag = {str(flag)!r}\nc.SlowSave.seconds = {HELD_SAVE}\n"
+    )
+    server: JupyterServer = start_jupyter(args=[*NO_AUTOSAVE, f"--config={config}"])
+    file = server.root / "n.ipynb"
+    write_notebook(file, notebook("a = 1", "b = 1"))
+    store = live_store(server, idle_close=3600)  # leaving the room would save it
+    caplog.set_level(logging.WARNING, logger="nbrelay.rtc")
+
+    def timed_out() -> bool:
+        return "saving n.ipynb did not succeed: timeout" in caplog.text
+
+    async with agent(server, store=store) as client:
+        await call(client, "read_notebook", path="n.ipynb")
+        flag.touch()
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a = 2")
+        # nbrelay's saver saves: the file is written, the save goes on for HELD_SAVE s, past
+        # nbrelay's wait, then ends.
+        await wait_for(lambda: not flag.exists(), seconds=30)
+        await wait_for(timed_out, seconds=HELD_SAVE)
+        room = store._rooms["n.ipynb"]
+        assert room.pending  # the save has not ended yet
+        await wait_for(lambda: Path(f"{flag}.done").exists(), seconds=HELD_SAVE)
+        assert disk(file)[1] == ["a = 2", "b = 1"]
+        await wait_for(lambda: not room.pending, seconds=20)
+        # The file changes from outside; the server reloads the room from it; then it crashes.
+        write_notebook(file, notebook("a = 9", "b = 1"))
+
+        async def reloaded() -> bool:
+            read = await call(client, "read_notebook", path="n.ipynb")
+            return [c["source"] for c in read["cells"]] == ["a = 9", "b = 1"]
+
+        await wait_for(reloaded, seconds=30)
+        server.kill()
+        server.start()
+        view = await call(client, "read_notebook", path="n.ipynb")
+    assert "stopped before saving" not in view.get("note", ""), view["note"]
+    assert [c["source"] for c in view["cells"]] == ["a = 9", "b = 1"]

@@ -76,17 +76,16 @@ class InProcessRoom(SharedRoom):
             self._confinement.check(self.path)
         except PathError as exc:
             return f"refused: {exc.message}"
-        upto, changes = self.edits, self.mirror.changes
+        begun = self.save_begins()
         return await self._collab.save(
-            self._room, within, late=lambda status: self._ended(status, upto, changes)
+            self._room, within, late=lambda status: self._ended(status, begun)
         )
 
-    def _ended(self, status: str, upto: int, changes: int) -> None:
-        """A save nbrelay stopped waiting for ended: if the file was written and the notebook
-        did not change after the save began (the file holds it as it was then), the first
-        ``upto`` edits are saved."""
-        if status == "success" and self.alive and self.mirror.changes == changes:
-            self.written_late(upto)
+    def _ended(self, status: str, begun: tuple[int, int]) -> None:
+        """A save nbrelay stopped waiting for ended (``SharedRoom.ended_late`` if it wrote the
+        file)."""
+        if status == "success":
+            self.ended_late(begun)
 
     async def close(self) -> None:
         if self.closed.is_set():

@@ -318,8 +318,12 @@ class JupyterAPI:
         *,
         params: Mapping[str, str] | None = None,
         subprotocols: tuple[str, ...] = (),
+        keepalive: bool = True,
     ) -> AsyncIterator[ClientConnection]:
-        """Open a WebSocket to ``path`` (below the base URL, already quoted).
+        """Open a WebSocket to ``path`` (below the base URL, already quoted). With
+        ``keepalive``, a server that answers no ping for 20 s is taken for gone (the connection
+        closes); without, the connection waits on a server busy answering an earlier message
+        (Tornado reads no frame, pings included, until its handler of a message returns).
 
         Raises:
             RemoteError: the server refused the upgrade or could not be reached.
@@ -341,7 +345,7 @@ class JupyterAPI:
                 max_size=_MAX_MESSAGE,
                 max_queue=None,
                 open_timeout=self.timeout,
-                ping_interval=20,
+                ping_interval=20 if keepalive else None,
                 ping_timeout=20,
                 close_timeout=5,
                 compression=None,

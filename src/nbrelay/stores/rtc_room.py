@@ -241,6 +241,19 @@ class SharedRoom(ABC):
         self.journal_behind = True
         self.save_wanted.set()
 
+    def save_begins(self) -> tuple[int, int]:
+        """What a save that begins now covers, for ``ended_late``: (nbrelay's edits so far, the
+        notebook's changes so far)."""
+        return self.edits, self.mirror.changes
+
+    def ended_late(self, begun: tuple[int, int]) -> None:
+        """A save nbrelay stopped waiting for (``begun``: ``save_begins`` when it began) ended,
+        having written the file: if the notebook did not change after it began (the file holds
+        the notebook as it was then), the edits it covered are saved (``written_late``)."""
+        upto, changes = begun
+        if self.alive and self.mirror.changes == changes:
+            self.written_late(upto)
+
     @property
     def pending(self) -> bool:
         """Whether nbrelay made edits the file may not hold yet."""

@@ -5,8 +5,9 @@ reads or writes it before that, and a connection that drops is never reused (the
 new session with a fresh document). Frames are y-protocols messages, each starting with a
 varuint type: SYNC (STEP1 state vector, STEP2 missing updates, UPDATE), AWARENESS (presence) and
 RAW (jupyter-collaboration's own JSON messages, such as ``save``). Local transactions are sent
-through one ordered queue; a save request goes over a short connection of its own (``Room.save``),
-after a barrier on this one, so it never overtakes the edit it is meant to save. The reader
+through one ordered queue; a save request goes over a connection of its own (``Room.save``),
+after a barrier on this one, so it never overtakes the edit it is meant to save, and that
+connection waits for the server's answer even after nbrelay stopped waiting for it. The reader
 never touches the document inside an observer callback, and a frame that fails to apply ends
 the connection rather than leaving a document that differs from the room.
 """
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from nbrelay.errors import NbrelayError, RemoteError
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once
@@ -40,6 +41,9 @@ SYNC, AWARENESS, RAW = 0, 1, 2
 STEP1, STEP2 = 0, 1
 
 GLOBAL_AWARENESS = "JupyterLab:globalAwareness"
+# Seconds nbrelay still listens, in the background, for the end of a save it stopped waiting for
+# (``Room.save``), at most (and never past the room's end).
+LATE_SAVE = 300.0
 
 __all__ = ["GLOBAL_AWARENESS", "Room", "RoomLost", "agent_user"]
 
@@ -74,6 +78,7 @@ class Room(SharedRoom):
         self._remote = False
         self._scope: anyio.CancelScope | None = None
         self._close_wanted = False  # ``close`` ran, perhaps before ``run`` had its scope
+        self._tg: TaskGroup | None = None  # the room's own tasks, while it runs
         self.ws: ClientConnection | None = None
 
     # -- lifetime -------------------------------------------------------------------------
@@ -98,6 +103,7 @@ class Room(SharedRoom):
                     watch = self.awareness.observe(self._on_awareness)
                     try:
                         async with anyio.create_task_group() as tg:
+                            self._tg = tg
                             tg.start_soon(self._writer, ws)
                             await tg.start(self.awareness.start)
                             self._send_sync_step1()
@@ -107,6 +113,7 @@ class Room(SharedRoom):
                             await self._reader(ws)
                             tg.cancel_scope.cancel()
                     finally:
+                        self._tg = None
                         self._unwatch()
                         self.awareness.unobserve(watch)
                         with contextlib.suppress(Exception):
@@ -310,36 +317,96 @@ class Room(SharedRoom):
         nothing else from that connection meanwhile (seconds for a big notebook), so on the
         room's own connection every edit and barrier would wait behind the save. The caller
         orders it after the edits it saves (a barrier first) and checks the result (``saves_apart``:
-        an edit arriving during the save can cancel it, and the server still says "success")."""
+        an edit arriving during the save can cancel it, and the server still says "success").
+
+        The save goes on in the server when nbrelay stops waiting for it ("timeout" after
+        ``within`` seconds, or the call cancelled), and the server still answers once the file is
+        written: the room listens for that answer in the background (``_listen``), and counts the
+        edits the save covered as saved if it succeeded and the notebook did not change after
+        it began (``SharedRoom.ended_late``)."""
         import pycrdt
 
         self.check()
+        if self._tg is None:
+            raise RoomLost(self.close_reason or "the room is not running")
         sid = next(self._save_ids)
         encoder = pycrdt.Encoder()
         encoder.write_var_uint(RAW)
         encoder.write_var_string("save")
         encoder.write_var_uint(sid)
-        status = "timeout"
-        params = {"sessionId": self.session_id} if self.session_id else None
         self.save_requests += 1
+        asked = _Save(encoder.to_bytes(), sid, self.save_begins(), self.hashes)
+        self._tg.start_soon(self._listen, asked, within + LATE_SAVE)
         try:
             with anyio.move_on_after(within):
-                async with self.api.websocket(
-                    f"api/collaboration/room/{self.room_id}", params=params
-                ) as ws:
-                    await ws.send(encoder.to_bytes())
-                    async for message in ws:
-                        ack_at_once(ws)
-                        reply = _save_reply(message, sid)
-                        if reply is not None:
-                            status = reply
-                            break
+                await asked.answered.wait()
+        finally:
+            asked.late = True  # from now on, nobody waits for the answer but the room
+        self.check()
+        return asked.status if asked.answered.is_set() else "timeout"
+
+    async def _listen(self, asked: _Save, within: float) -> None:
+        """Ask for a save (``_ask``) and hold the server's answer in ``asked``; an answer that
+        comes after nbrelay stopped waiting for it (``late``) is judged here (``_ended``)."""
+        status = "failed (the room ended)"  # unless asking ends otherwise
+        try:
+            status = await self._ask(asked, within)
         except NbrelayError as exc:
             status = f"failed ({exc})"
         except Exception as exc:
             status = f"failed ({type(exc).__name__})"
-        self.check()
-        return status
+        finally:
+            asked.status = status
+            asked.answered.set()
+        if asked.late and status == "success":
+            await self._ended(asked)
+
+    async def _ask(self, asked: _Save, within: float) -> str:
+        """Send a save request over a connection of its own and return the server's answer,
+        or "timeout" after ``within`` seconds. The connection pings nothing: the server reads
+        nothing from it until the save ended, pongs included."""
+        params = {"sessionId": self.session_id} if self.session_id else None
+        with anyio.move_on_after(within):
+            async with self.api.websocket(
+                f"api/collaboration/room/{self.room_id}", params=params, keepalive=False
+            ) as ws:
+                answered = False
+                try:
+                    await ws.send(asked.request)
+                    async for message in ws:
+                        ack_at_once(ws)
+                        reply = _save_reply(message, asked.sid)
+                        if reply is not None:
+                            answered = True
+                            return reply
+                finally:
+                    if not answered:  # the server answers no goodbye while it saves
+                        ws.transport.abort()
+        return "timeout"
+
+    async def _ended(self, asked: _Save) -> None:
+        """A save nbrelay stopped waiting for says it succeeded: once everything the server had
+        is here (a barrier), it counts if the server recorded a save (the hash it sets; none when
+        an edit interrupted the save) and the notebook did not change since it began."""
+        try:
+            await self.barrier()
+        except (RoomLost, NbrelayError):
+            return
+        if self.hashes != asked.hashes:
+            self.ended_late(asked.begun)
+
+
+class _Save:
+    """One save request of ``Room.save``, and the server's answer once it came."""
+
+    def __init__(self, request: bytes, sid: int, begun: tuple[int, int], hashes: int) -> None:
+        self.request = request
+        self.sid = sid
+        self.begun = begun  # ``SharedRoom.save_begins`` as the request was made
+        self.hashes = hashes  # the saves the room had recorded then
+        self.status = "timeout"
+        self.answered = anyio.Event()
+        self.late = False  # nbrelay stopped waiting for the answer
 
 
 def _save_reply(message: Any, sid: int) -> str | None:
