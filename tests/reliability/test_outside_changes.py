@@ -8,7 +8,8 @@ or by id, with or without ``expected_version``. After each write:
 * refused -> the file is exactly what the outside change left (or still absent);
 * applied -> only an id-addressed edit without a version may be applied on top of a change, and
   then every cell the outside change left is still there, unchanged (the edited cell too, when
-  the outside change touched it), and the result says the notebook changed outside; a ``touch``
+  the outside change touched it), and the result says the notebook (or the cell, merged) had
+  changed since the agent's read; a ``touch``
   must never be refused (no false conflicts).
 """
 
@@ -197,7 +198,7 @@ async def test_outside_changes_are_never_silently_overwritten(
         kept = {k: v for k, v in before_cells.items() if k != target}
         lost = {k for k in kept if final.get(k) != kept[k]}
         assert not lost, f"silent overwrite of {sorted(lost)}, {where}"
-        assert "changed outside" in text_of(result), where
+        assert "changed since you last read it" in text_of(result), where
         tally["applied on top"] += 1
     assert tally["refused"] + tally["applied on top"] + tally["touch applied"] == ROUNDS
     report(
