@@ -12,10 +12,10 @@ follow, read and cancel a run by its handle.
   messages (``seen``: its status messages and reply), each cell's start and end (``cell``:
   status, count and its final outputs) and the run's ``end``. A process that resumes the run
   after its runner died knows from those ids the last kernel message handled, and journals how
-  many may be missing after it (``gap``, see ``kernels.sequence``). Appends are single ``write`` calls on an ``O_APPEND``
-  descriptor, so a reader sees whole records (a last line cut by a crash is ignored). Nothing is
-  fsynced: a journal survives the death of the process (the page cache keeps it), not of the
-  machine.
+  many may be missing after it (``gap``, see ``kernels.sequence``). Appends are single
+  ``write`` calls on an ``O_APPEND`` descriptor, so a reader sees whole records (a last line
+  cut by a crash is ignored). Nothing is fsynced: a journal survives the death of the process
+  (the page cache keeps it), not of the machine.
 * **Bounded.** Messages are journaled up to ``MAX_MESSAGES_BYTES`` per run; past it, only each
   cell's end (its outputs folded and capped by ``--cell-output-limit``) is. Journals of finished
   runs are removed ``RETENTION`` seconds after they end, and past the newest ``KEEP_FINISHED``.
