@@ -192,6 +192,9 @@ async def test_readers_of_a_store_that_keeps_no_notebook_keep_only_the_sources()
     assert isinstance(seen, Sources)
     assert seen.holds_cells
     keeping.let_go("n.ipynb")
+    own = (await keeping.last("n.ipynb", reader))[2]
+    anyone = (await keeping.last("n.ipynb", ANYONE))[2]
+    assert own is anyone  # the two entries shared one view: they share one smaller copy
     for who in (reader, ANYONE):  # the reader's own entry and the process-wide one
         seen = (await keeping.last("n.ipynb", who))[2]
         assert isinstance(seen, Sources)

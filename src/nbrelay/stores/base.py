@@ -61,9 +61,12 @@ class LastSeen(Generic[V]):
     def shrink(self, path: str, smaller: Callable[[V], V]) -> None:
         """Keep what every reader saw of ``path`` as ``smaller`` makes it (safe to call from a
         worker thread while the event loop reads and sets)."""
+        made: dict[int, V] = {}  # one smaller value per value: entries often share one
         for key, value in list(self._seen.items()):
             if key[1] == path:
-                less = smaller(value)
+                less = made.get(id(value))  # the values stay alive in the list: ids hold
+                if less is None:
+                    less = made[id(value)] = smaller(value)
                 if less is not value and self._seen.get(key) is value:
                     self._seen[key] = less
 
