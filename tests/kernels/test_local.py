@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import stat
 import sys
 import tempfile
@@ -214,6 +215,58 @@ async def test_a_kernel_that_fails_to_start_names_the_spec_and_its_stderr(
     with pytest.raises(KernelError) as info:
         await kernels.session("a.ipynb", ME, kernel_name="no-such-spec", cwd=str(tmp_path))
     assert info.value.message == "no kernelspec named 'no-such-spec' is installed."
+    assert kernels.running() == []
+
+
+async def test_a_kernel_whose_port_another_process_took_starts_again_on_new_ports(
+    kernels: LocalKernels, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """jupyter_client picks free ports, then the kernel binds them; on a busy machine another
+    process can bind one in between (a CI run lost two starts to it). The race is forced: a
+    socket of this test holds a port, and the port picker hands out that port first."""
+    from jupyter_client.connect import LocalPortCache
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    picks = {"taken": 0}
+    find = LocalPortCache.find_available_port
+
+    def first_the_taken_port(self: LocalPortCache, ip: str) -> int:
+        if picks["taken"] < 2:  # the first two starts both meet it
+            picks["taken"] += 1
+            return int(taken.getsockname()[1])
+        return find(self, ip)
+
+    monkeypatch.setattr(LocalPortCache, "find_available_port", first_the_taken_port)
+    try:
+        with anyio.fail_after(3 * PATIENCE):
+            session = await kernels.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
+        outcome, outputs = await run(Runner(session), "6 * 7")
+    finally:
+        taken.close()
+    assert picks["taken"] == 2
+    assert (outcome.status, texts(outputs)) == ("ok", "42")
+    assert [k.key for k in kernels.running()] == ["a.ipynb"]
+
+
+async def test_a_kernel_that_keeps_meeting_taken_ports_says_so(
+    kernels: LocalKernels, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jupyter_client.connect import LocalPortCache
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    monkeypatch.setattr(
+        LocalPortCache, "find_available_port", lambda self, ip: int(taken.getsockname()[1])
+    )
+    try:
+        with anyio.fail_after(3 * PATIENCE), pytest.raises(KernelError) as info:
+            await kernels.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
+    finally:
+        taken.close()
+    assert "Address already in use" in info.value.message
     assert kernels.running() == []
 
 

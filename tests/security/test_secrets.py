@@ -191,6 +191,7 @@ print("PROBE" + json.dumps(found))
 
 def _probe_result(result: Any) -> dict[str, Any]:
     """The JSON line the probe printed, from an ``execute`` result."""
+    assert not result.is_error, result.content
     cells = result.structured_content["cells"]
     printed = "".join(str(o.get("text", "")) for o in cells[0].get("outputs") or [])
     line = next(x for x in printed.splitlines() if x.startswith("PROBE"))

@@ -238,6 +238,12 @@ async def wait_ready(kc: AsyncKernelClient, name: str, limit: float, stderr: Std
         ) from exc
 
 
+def port_taken(error: KernelError) -> bool:
+    """Whether a kernel died at start-up because a port it was given was in use (ZeroMQ's
+    EADDRINUSE, whatever the kernel's language)."""
+    return "Address already in use" in str(error)
+
+
 def close_all(fds: tuple[int, ...]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):

@@ -7,6 +7,8 @@
 * No kernel outlives nbrelay: ``aclose`` shuts them all down, ``JPY_PARENT_PID`` makes ipykernel
   exit when nbrelay dies, ``setpriv --pdeathsig KILL`` (where available) does the same for any
   kernel, and an ``atexit`` hook kills the process groups that are left.
+* A kernel that dies at start-up because another process bound one of its ports first is
+  started again on new ports (``PORT_TRIES`` starts in all).
 * A small pool of warm kernels of the default kernelspec makes the first run in a new notebook
   fast: a warm kernel moves to the notebook's folder when it is handed out.
 
@@ -39,6 +41,7 @@ from nbrelay.kernels.launch import (
     manager_class,
     owned_kernels_dir,
     owned_runtime_dir,
+    port_taken,
     register_owned_kernelspecs,
     wait_ready,
     with_pdeathsig,
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
     from nbrelay.config import Settings
 
 logger = logging.getLogger("nbrelay.kernels.local")
+PORT_TRIES = 3  # starts of one kernel whose port another process took first
 
 
 class LocalKernels:
@@ -227,6 +231,19 @@ class LocalKernels:
         if self._start_slots is None:
             self._start_slots = anyio.Semaphore(max(2, os.cpu_count() or 2))
         async with self._start_slots:
+            for _ in range(PORT_TRIES - 1):
+                try:
+                    return await self._launch(kernel_name, key, cwd)
+                except KernelError as exc:
+                    # jupyter_client picks free TCP ports, then the kernel binds them: on a busy
+                    # machine another process can take one in between. New ports, a new try.
+                    if not port_taken(exc):
+                        raise
+                    logger.info(
+                        "a port given to the %r kernel was taken before it bound it; "
+                        "starting it again on new ports",
+                        kernel_name,
+                    )
             return await self._launch(kernel_name, key, cwd)
 
     async def _launch(self, kernel_name: str, key: str, cwd: str) -> LocalSession:
