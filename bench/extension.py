@@ -408,6 +408,7 @@ async def main(args: argparse.Namespace) -> int:
         files = base / "files"
         files.mkdir()
         jupyter = make_server(base / "jupyter")
+        jupyter.extra_args.extend(args.jupyter_arg)
         jupyter.root.mkdir(parents=True, exist_ok=True)
         for n in sizes:
             raw = make_notebook(n)
@@ -526,6 +527,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="Seconds to wait after each of the other client's calls, so that what its call "
         "leaves the Jupyter Server doing is over before nbrelay's next call.",
+    )
+    parser.add_argument(
+        "--jupyter-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="An argument for the Jupyter Server (repeatable), e.g. "
+        "--jupyter-arg=--NbrelayExtension.linear_notebook_reads=False.",
     )
     parser.add_argument(
         "--keep-logs",

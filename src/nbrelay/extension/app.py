@@ -25,6 +25,7 @@ from nbrelay import config
 from nbrelay.caller import IDENTITY_SCOPE_KEY, JUPYTER_SCOPE_KEY
 from nbrelay.config import OPTION_BY_NAME, Option, Settings
 from nbrelay.errors import NbrelayError
+from nbrelay.extension import ynotebook
 from nbrelay.extension.access import JupyterUser, caller_middleware
 from nbrelay.extension.collaboration import Collaboration
 from nbrelay.extension.kernels import ServerKernels
@@ -288,6 +289,13 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
         "before it has the server save the notebook's file; save_notebook saves at once.",
     ).tag(config=True)
 
+    linear_notebook_reads = Bool(
+        True,
+        help="Have jupyter_ydoc convert a notebook's Y document with one read of its cells "
+        "(same result; O(cells) where its own conversion is O(cells²)), which "
+        "jupyter-collaboration does on every save of every room in this server.",
+    ).tag(config=True)
+
     def settings_from_traits(self) -> Settings:
         """nbrelay's settings from the traits set in Jupyter's config (then $NBRELAY_*)."""
         given = self.config.get(type(self).__name__, {})
@@ -308,6 +316,8 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
         collab = Collaboration.find(self.serverapp)  # jupyter-collaboration's rooms, if any
         if collab is not None:
             collab.check()
+            if self.linear_notebook_reads and ynotebook.install():
+                self.log.info("nbrelay: notebook rooms are converted in one read of their cells")
         self.relay = _Relay(
             self.settings_from_traits(),
             self.serverapp,
