@@ -491,6 +491,14 @@ async def main(args: argparse.Namespace) -> int:
                         checks += verdicts(n, quiet, saving_)
                         show(["", "Targets so far:", *checks])
         finally:
+            if jupyter.proc is not None and jupyter.proc.poll() is None:
+                import psutil
+
+                cpu = psutil.Process(jupyter.proc.pid).cpu_times()
+                print(  # the Jupyter Server's own work (kernels are other processes)
+                    f"\nJupyter Server process: {cpu.user + cpu.system:.1f} s of CPU in the run",
+                    flush=True,
+                )
             jupyter.stop()
             if args.keep_logs is not None:
                 keep_logs(base, args.keep_logs)

@@ -34,7 +34,7 @@ from typing import Any
 logger = logging.getLogger("nbrelay.extension")
 
 SMALL = 200  # cells below which jupyter_ydoc's own conversion is kept (it is quick there)
-_STEP = 500  # cells converted between two of ``aget``'s pauses for the event loop
+_STEP = 25  # cells converted between two of ``aget``'s pauses for the event loop
 _NULL_ALLOWED = frozenset({"execution_count"})  # keys whose ``null`` is a notebook's own
 _MARK = "_nbrelay_linear"
 
@@ -64,38 +64,61 @@ def _has_null(value: Any, key: str = "") -> bool:
 
 def _unsure(cells: list[Any], deduplicate: bool) -> bool:
     """Whether the JSON form could give another notebook than jupyter_ydoc's conversion."""
-    ids = set()
-    for cell in cells:
-        if not isinstance(cell, dict) or _has_null(cell):
+    ids: set[str] = set()
+    return any(_unsure_cell(cell, deduplicate, ids) for cell in cells)
+
+
+def _unsure_cell(cell: Any, deduplicate: bool, ids: set[str]) -> bool:
+    """``_unsure`` for one cell; ``ids`` are the ids of the cells before it."""
+    if not isinstance(cell, dict) or _has_null(cell):
+        return True
+    cell_id = cell.get("id")
+    if deduplicate and cell_id:
+        if cell_id in ids:
             return True
-        cell_id = cell.get("id")
-        if deduplicate and cell_id:
-            if cell_id in ids:
-                return True
-            ids.add(cell_id)
+        ids.add(cell_id)
     return False
+
+
+def _decoded(text: str) -> Iterator[Any]:
+    """The items of a JSON array, one at a time (so that converting them can pause between)."""
+    decode = json.JSONDecoder().raw_decode
+    at = text.index("[") + 1
+    length = len(text)
+    while True:
+        while at < length and text[at] in " \t\r\n,":
+            at += 1
+        if at >= length or text[at] == "]":
+            return
+        item, at = decode(text, at)
+        yield item
 
 
 def linear(
     original: Callable[..., Iterator[dict[str, Any] | None]], cast_all: Callable[..., Any]
 ) -> Callable[..., Any]:
     """``YNotebook._get`` reading the cell array once, falling back to ``original``
-    (``cast_all`` is jupyter_ydoc's: whole floats to ints, as it reads numbers from Yjs)."""
+    (``cast_all`` is jupyter_ydoc's: whole floats to ints, as it reads numbers from Yjs).
+
+    The array's JSON form is taken in one call (a snapshot: changes made while the conversion
+    pauses do not reach it), then decoded and converted a cell at a time, pausing every ``_STEP``
+    cells as jupyter_ydoc's ``aget`` expects, so the event loop is never held for long."""
 
     def _get(self: Any, deduplicate: bool = True) -> Iterator[dict[str, Any] | None]:
         if len(self._ycells) < SMALL:
             yield from original(self, deduplicate)
             return
-        cells = json.loads(str(self._ycells))  # pycrdt's JSON form: one walk of the array
-        if _unsure(cells, deduplicate):
-            yield from original(self, deduplicate)
-            return
+        text = str(self._ycells)  # pycrdt's JSON form: one walk of the array
         meta = self._ymeta.to_py()
         cast_all(meta, float, int)
         converted = []
-        for index, cell in enumerate(cells):
+        ids: set[str] = set()
+        for index, cell in enumerate(_decoded(text)):
             if index % _STEP == 0:
                 yield None
+            if _unsure_cell(cell, deduplicate, ids):
+                yield from original(self, deduplicate)
+                return
             converted.append(self._cell_to_py(_Converted(cell), meta))
         yield {
             "cells": converted,
