@@ -186,6 +186,40 @@ def test_duplicated_cell_ids_are_renamed_by_jupyter_ydoc_itself(original: Any) -
     assert document.ycells[9]["id"] == ids[9] != "c4"  # renamed in the document, as it does
 
 
+def test_a_json_form_it_cannot_read_takes_jupyter_ydocs_own_path(original: Any) -> None:
+    """pycrdt always gives JSON; a release that gave something else would not break saves
+    (faked: the document's cell array answers ``str`` with text that is not a JSON array)."""
+
+    class Unreadable:
+        def __init__(self, document: YNotebook, text: str) -> None:
+            self.cells, self.text = document.ycells, text
+
+        def __len__(self) -> int:
+            return len(self.cells)
+
+        def __str__(self) -> str:
+            return self.text
+
+    calls = {"own": 0}
+
+    def counted(self: Any, deduplicate: bool = True) -> Any:
+        calls["own"] += 1
+        real = self._ycells
+        self._ycells = real.cells
+        try:
+            yield from original(self, deduplicate)
+        finally:
+            self._ycells = real
+
+    for text in ("not json", '[{"cell_type": "code", "id": "a", "source": "x"}, {broken'):
+        calls["own"] = 0
+        document = _big_document()
+        expected = converted(original, document)
+        document._ycells = Unreadable(document, text)
+        assert converted(ynotebook.linear(counted, _cast_all()), document) == expected
+        assert calls["own"] == 1
+
+
 def test_a_release_that_converts_otherwise_is_left_alone(
     original: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
