@@ -24,7 +24,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import anyio
 
-from tests.helpers import PATIENCE
+from tests.helpers import PATIENCE, call, notebook, write_notebook
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -184,3 +184,15 @@ class Folders:
         path = root / name
         path.mkdir()
         return name, path
+
+
+async def rewrite_and_wait_reloaded(client: Any, file: Path, *sources: str) -> None:
+    """Rewrite a notebook's file from outside nbrelay (``sources``, one cell each) and wait until
+    reads through ``client`` show it: the server has reloaded the room from the file."""
+    write_notebook(file, notebook(*sources))
+
+    async def reloaded() -> bool:
+        read = await call(client, "read_notebook", path=file.name)
+        return [c["source"] for c in read["cells"]] == list(sources)
+
+    await wait_for(reloaded, seconds=30)

@@ -25,6 +25,7 @@ from tests.extension.conftest import USER_FIRST, ext_client, make_server, mcp_ur
 from tests.helpers import PATIENCE, call, call_error, notebook, text_of, write_notebook
 from tests.live.person import person
 from tests.live.server import JupyterServer, wait_for
+from tests.servers import rewrite_and_wait_reloaded
 
 pytestmark = pytest.mark.anyio
 
@@ -455,13 +456,7 @@ async def test_edits_a_save_held_past_nbrelays_wait_wrote_count_as_saved_once_it
         assert "saving n.ipynb did not succeed: timeout" in server.log.read_text()
         await wait_for(lambda: not journaled(server), seconds=20)
         # The file changes from outside; the server reloads the room from it; then it crashes.
-        write_notebook(file, notebook("a = 9", "b = 1"))
-
-        async def reloaded() -> bool:
-            read = await call(client, "read_notebook", path="n.ipynb")
-            return [c["source"] for c in read["cells"]] == ["a = 9", "b = 1"]
-
-        await wait_for(reloaded, seconds=30)
+        await rewrite_and_wait_reloaded(client, file, "a = 9", "b = 1")
         server.kill()
         stack.push_async_exit(_quietly)
     server.start()

@@ -262,7 +262,8 @@ async def test_collaboration_saves_a_big_room_with_it_in_a_real_server(
     for n, cell in enumerate(big.cells):
         cell["id"] = f"cell-{n}"
     edited = 2 * ynotebook.SMALL + 1
-    assert not ynotebook._unsure(json.loads(json.dumps(big.cells)), True)  # the linear path
+    ids: set[str] = set()  # the linear path, not a fallback
+    assert not any(ynotebook._unsure_cell(c, True, ids) for c in json.loads(json.dumps(big.cells)))
     saved: dict[bool, bytes] = {}
     for installed in (True, False):
         server: JupyterServer = start_ext_server(

@@ -26,6 +26,7 @@ from tests.live.person import fresh_sources
 from tests.live.rooms import room_agent, store_args
 from tests.live.server import JupyterServer, wait_for
 from tests.live.test_rtc import disk
+from tests.servers import rewrite_and_wait_reloaded
 
 pytestmark = pytest.mark.anyio
 
@@ -367,13 +368,7 @@ async def test_edits_a_save_held_past_nbrelays_wait_wrote_count_as_saved_once_it
         assert disk(file)[1] == ["a = 2", "b = 1"]
         await wait_for(lambda: not room.pending, seconds=20)
         # The file changes from outside; the server reloads the room from it; then it crashes.
-        write_notebook(file, notebook("a = 9", "b = 1"))
-
-        async def reloaded() -> bool:
-            read = await call(client, "read_notebook", path="n.ipynb")
-            return [c["source"] for c in read["cells"]] == ["a = 9", "b = 1"]
-
-        await wait_for(reloaded, seconds=30)
+        await rewrite_and_wait_reloaded(client, file, "a = 9", "b = 1")
         server.kill()
         server.start()
         view = await call(client, "read_notebook", path="n.ipynb")

@@ -63,14 +63,9 @@ def _has_null(value: Any, key: str = "") -> bool:
     return False
 
 
-def _unsure(cells: list[Any], deduplicate: bool) -> bool:
-    """Whether the JSON form could give another notebook than jupyter_ydoc's conversion."""
-    ids: set[str] = set()
-    return any(_unsure_cell(cell, deduplicate, ids) for cell in cells)
-
-
 def _unsure_cell(cell: Any, deduplicate: bool, ids: set[str]) -> bool:
-    """``_unsure`` for one cell; ``ids`` are the ids of the cells before it."""
+    """Whether the JSON form of a cell could give another cell than jupyter_ydoc's conversion;
+    ``ids`` are the ids of the cells before it."""
     if not isinstance(cell, dict) or _has_null(cell):
         return True
     cell_id = cell.get("id")
