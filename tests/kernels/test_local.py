@@ -270,6 +270,76 @@ async def test_a_kernel_that_keeps_meeting_taken_ports_says_so(
     assert kernels.running() == []
 
 
+def hold_the_ports_at_restart(
+    session: LocalSession, times: int, ports: list[int]
+) -> list[socket.socket]:
+    """Make a restart meet a taken port: right before the kernel process is launched again
+    (the old one has exited), a socket of this test binds the shell port it is about to use,
+    on the first ``times`` launches. The sockets are returned for the test to close; ``ports``
+    gets the ports they hold."""
+    provisioner = session.km.provisioner
+    assert provisioner is not None
+    pre_launch = provisioner.pre_launch
+    held: list[socket.socket] = []
+
+    async def taking_a_port_first(**kw: object) -> dict[str, object]:
+        out = await pre_launch(**kw)
+        if len(held) < times:
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
+            sock.bind(("127.0.0.1", int(session.km.shell_port)))
+            sock.listen()
+            held.append(sock)
+            ports.append(int(session.km.shell_port))
+        return out
+
+    provisioner.pre_launch = taking_a_port_first  # type: ignore[method-assign]
+    return held
+
+
+async def test_a_restart_whose_port_another_process_took_restarts_on_new_ports(
+    kernels: LocalKernels, tmp_path: Path
+) -> None:
+    """A restart binds the kernel's ports again: another process can take one in the moment
+    between the old process's exit and the new one's bind."""
+    session = await kernels.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
+    runner = Runner(session)
+    await run(runner, "x = 1")
+    old_port = session.km.shell_port
+    ports: list[int] = []
+    held = hold_the_ports_at_restart(session, times=1, ports=ports)
+    try:
+        with anyio.fail_after(3 * PATIENCE):
+            await session.restart(ME)
+        outcome, outputs = await run(runner, "'x' in dir(), 6 * 7")
+    finally:
+        for sock in held:
+            sock.close()
+    assert ports == [old_port]
+    assert session.km.shell_port != old_port
+    assert (outcome.status, texts(outputs)) == ("ok", "(False, 42)")
+    assert session.info.state == "idle"
+    assert session.restarts == 1
+
+
+async def test_a_restart_that_keeps_meeting_taken_ports_says_so(
+    kernels: LocalKernels, tmp_path: Path
+) -> None:
+    session = await kernels.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
+    ports: list[int] = []
+    held = hold_the_ports_at_restart(session, times=99, ports=ports)
+    try:
+        with anyio.fail_after(3 * PATIENCE), pytest.raises(KernelError) as info:
+            await session.restart(ME)
+    finally:
+        for sock in held:
+            sock.close()
+    assert len(ports) == 3  # PORT_TRIES launches, each on ports of its own
+    assert len(set(ports)) == 3
+    assert "Address already in use" in info.value.message
+    assert session.info.state == "dead"
+
+
 async def test_kernel_output_on_its_own_fds_never_reaches_ours(
     kernels: LocalKernels, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

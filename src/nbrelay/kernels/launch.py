@@ -238,6 +238,9 @@ async def wait_ready(kc: AsyncKernelClient, name: str, limit: float, stderr: Std
         ) from exc
 
 
+PORT_TRIES = 3  # starts (or restarts) of one kernel whose port another process took first
+
+
 def port_taken(error: KernelError) -> bool:
     """Whether a kernel died at start-up because a port it was given was in use (ZeroMQ's
     EADDRINUSE, whatever the kernel's language)."""

@@ -7,8 +7,8 @@
 * No kernel outlives nbrelay: ``aclose`` shuts them all down, ``JPY_PARENT_PID`` makes ipykernel
   exit when nbrelay dies, ``setpriv --pdeathsig KILL`` (where available) does the same for any
   kernel, and an ``atexit`` hook kills the process groups that are left.
-* A kernel that dies at start-up because another process bound one of its ports first is
-  started again on new ports (``PORT_TRIES`` starts in all).
+* A kernel that dies at start-up (or at a restart) because another process bound one of its
+  ports first is started again on new ports (``PORT_TRIES`` starts in all).
 * A small pool of warm kernels of the default kernelspec makes the first run in a new notebook
   fast: a warm kernel moves to the notebook's folder when it is handed out.
 
@@ -35,6 +35,7 @@ from nbrelay.kernels import deno
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, LaunchPolicy
 from nbrelay.kernels.launch import (
     DENO_KERNEL,
+    PORT_TRIES,
     StderrTail,
     abandon,
     close_all,
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from nbrelay.config import Settings
 
 logger = logging.getLogger("nbrelay.kernels.local")
-PORT_TRIES = 3  # starts of one kernel whose port another process took first
 
 
 class LocalKernels:

@@ -17,10 +17,12 @@ from nbrelay.errors import KernelError
 from nbrelay.kernels.base import KernelInfo, parent_id
 from nbrelay.kernels.launch import (
     LIVE_GROUPS,
+    PORT_TRIES,
     StderrTail,
     close_all,
     describe_exit,
     drain,
+    port_taken,
     wait_ready,
 )
 from nbrelay.kernels.sessions import ZmqChannels
@@ -118,28 +120,52 @@ class LocalSession(ZmqChannels):
     async def restart(self, caller: Caller) -> None:
         self._forget_group()
         self._state = "starting"
+        for attempt in range(1, PORT_TRIES + 1):
+            try:
+                await self._relaunch(new_ports=attempt > 1)
+                break
+            except KernelError as exc:
+                # The kernel binds the same ports again; another process can take one in the
+                # moment between the old process's exit and the new one's bind.
+                if attempt == PORT_TRIES or not port_taken(exc):
+                    self._state = "dead"
+                    raise
+                logger.info(
+                    "a port of the %r kernel was taken while it restarted; "
+                    "restarting it on new ports",
+                    self.name,
+                )
+        await drain(self.kc)
+        self._restarted()
+
+    async def _relaunch(self, *, new_ports: bool) -> None:
         fds: tuple[int, ...] = ()
+        km: Any = self.km
         try:
             if self._folder_fds is not None:  # the folder checked again, for this launch
                 fds = self._folder_fds()
-                km: Any = self.km
                 km.cwd_fds = fds
                 km._launch_args["pass_fds"] = fds
-            await self.km.restart_kernel(now=True)
+            if new_ports:
+                # jupyter_client's local provisioner picks ports once per kernel manager and
+                # keeps them across restarts; forgetting them makes it pick free ones again.
+                km.provisioner.ports_cached = False
+            await km.restart_kernel(now=True)
+            if new_ports:  # a client of the kernel's new ports
+                old, self.kc = self.kc, km.client()
+                old.stop_channels()
+                self.kc.start_channels(hb=False)
             self._stderr = StderrTail()
-            process = getattr(self.km.provisioner, "process", None)
+            process = getattr(km.provisioner, "process", None)
             self._stderr.follow(getattr(process, "stderr", None))
             self._remember_group()
             await wait_ready(self.kc, self.name, self._startup_timeout, self._stderr)
         except KernelError:
-            self._state = "dead"
             raise
         except (RuntimeError, OSError) as exc:
             raise self._restart_failed(f"{exc}.") from exc
         finally:
             close_all(fds)
-        await drain(self.kc)
-        self._restarted()
 
     async def shutdown(self) -> None:
         if self._closed:
