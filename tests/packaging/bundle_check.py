@@ -11,6 +11,7 @@ cell on a kernel of the bundle's environment. ``scripts/bundle`` runs it on the 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import tempfile
@@ -26,6 +27,21 @@ from tests.helpers import PATIENCE, call
 
 # The first start installs the bundle's environment (uv run: nbrelay and its dependencies).
 FIRST_START = 5 * PATIENCE
+# How this machine reaches the package index: a host passes the user's environment on, and the
+# MCP client's stdio transport keeps only a few variables (HOME, PATH …). Behind a proxy that
+# signs with its own certificate authority, uv needs SSL_CERT_FILE to download anything.
+NETWORK = (
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+)
 
 
 def substitute(value: str, variables: dict[str, str]) -> str:
@@ -47,7 +63,10 @@ def server_parameters(unpacked: Path, root: Path) -> StdioServerParameters:
     return StdioServerParameters(
         command=substitute(config["command"], variables),
         args=[substitute(a, variables) for a in config.get("args", [])],
-        env={k: substitute(v, variables) for k, v in config.get("env", {}).items()},
+        env={
+            **{k: v for k, v in os.environ.items() if k in NETWORK or k.startswith("UV_")},
+            **{k: substitute(v, variables) for k, v in config.get("env", {}).items()},
+        },
     )
 
 
