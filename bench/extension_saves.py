@@ -3,14 +3,16 @@
 A real Jupyter Server (JupyterLab with jupyter-collaboration) with nbrelay's extension serves a
 notebook of ``--cells`` cells (``bench/extension.py``'s, with outputs). Through the official MCP
 client an agent edits one cell ``--edits`` times, ``--gap`` seconds apart, while the file's
-modification time is watched; then how long the file takes to hold the last edit. Once with
-``c.NbrelayExtension.linear_notebook_reads`` on and once off (jupyter_ydoc's own conversion of the
-room, O(cells²)), alternated ``--rounds`` times, each on a fresh server.
+modification time is watched; then how long the file takes to hold the last edit. Once per
+``--setting`` (Jupyter Server arguments; by default ``c.NbrelayExtension.room_save_pace`` at its
+default of 2 and at 0, saves as soon as the edits pause), alternated ``--rounds`` times, each on a
+fresh server.
 
 Printed per run: how many times the file was written during the edits, how long after the last
 edit it held it, and the edits' p50 and p90 (what the agent waits).
 
-Run: ``python bench/extension_saves.py [--cells 10000] [--rounds 2]`` (about a minute a run).
+Run: ``python bench/extension_saves.py [--cells 10000] [--rounds 2]`` (about a minute a run);
+``--setting=--NbrelayExtension.linear_notebook_reads=False`` (repeatable) compares other settings.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from bench.extension import make_notebook
 from tests.extension.conftest import ext_client, make_server
 from tests.servers import running
 
+SETTINGS = ("--NbrelayExtension.room_save_pace=2", "--NbrelayExtension.room_save_pace=0")
 
-async def run(linear: bool, base: Path, args: argparse.Namespace) -> str:
-    server = make_server(base, args=[f"--NbrelayExtension.linear_notebook_reads={linear}"])
+
+async def run(setting: str, base: Path, args: argparse.Namespace) -> str:
+    server = make_server(base, args=setting.split())
     server.root.mkdir(parents=True, exist_ok=True)
     path = server.root / "n.ipynb"
     path.write_bytes(make_notebook(args.cells))
@@ -78,7 +82,7 @@ async def run(linear: bool, base: Path, args: argparse.Namespace) -> str:
     p90 = waits[int(0.9 * (len(waits) - 1))]
     on_disk = f"{behind:.1f} s" if behind <= args.limit else f"not within {args.limit:g} s"
     return (
-        f"| {'on' if linear else 'off'} | {writes} in {ended - began:.0f} s | {on_disk} | "
+        f"| {setting} | {writes} in {ended - began:.0f} s | {on_disk} | "
         f"{statistics.median(waits) * 1000:.0f} ms | {p90 * 1000:.0f} ms |"
     )
 
@@ -86,14 +90,14 @@ async def run(linear: bool, base: Path, args: argparse.Namespace) -> str:
 async def main(args: argparse.Namespace) -> int:
     print(
         f"{args.cells} cells, {args.edits} edits {args.gap:g} s apart through the extension\n\n"
-        "| linear_notebook_reads | file written | last edit on disk after | edit p50 | edit p90 |\n"
+        "| setting | file written | last edit on disk after | edit p50 | edit p90 |\n"
         "|---|---|---|---|---|",
         flush=True,
     )
     for _ in range(args.rounds):
-        for linear in (True, False):
+        for setting in args.setting or SETTINGS:
             with tempfile.TemporaryDirectory(prefix="nbrelay-bench-saves-") as tmp:
-                print(await run(linear, Path(tmp), args), flush=True)
+                print(await run(setting, Path(tmp), args), flush=True)
     return 0
 
 
@@ -103,6 +107,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--edits", type=int, default=40, help="Edits per run.")
     parser.add_argument("--gap", type=float, default=0.7, help="Seconds between two edits.")
     parser.add_argument("--rounds", type=int, default=2, help="Runs of each setting.")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        help="Jupyter Server arguments of one setting (repeat to compare; default: "
+        + " vs ".join(SETTINGS)
+        + ").",
+    )
     parser.add_argument(
         "--limit", type=float, default=60.0, help="Seconds to wait for the last edit on disk."
     )

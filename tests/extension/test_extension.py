@@ -544,6 +544,29 @@ async def test_a_cancelled_save_notebook_leaves_the_servers_save_to_end(
     assert OUT_OF_BAND not in server.log.read_text()
 
 
+async def test_the_next_save_waits_the_pace_after_the_last(start_ext_server: Any) -> None:
+    """``room_save_pace`` reaches the room store: after a save, the next waits pace times as
+    long as it took (capped at 30 s); save_notebook does not wait."""
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--NbrelayExtension.room_save_pace=100000",  # the cap: 30 s
+            "--YDocExtension.document_save_delay=3600",  # only nbrelay saves
+        ]
+    )
+    file = server.root / "n.ipynb"
+    write_notebook(file, notebook("a = 1"))
+    async with ext_client(server) as client:
+        await call(client, "read_notebook", path="n.ipynb")
+        await call(client, "edit_cell", path="n.ipynb", cell=0, source="a = 2")
+        await wait_for(lambda: sources_on_disk(file) == ["a = 2"], seconds=PATIENCE)
+        await call(client, "edit_cell", path="n.ipynb", cell=0, source="a = 3")
+        await anyio.sleep(4)  # the saver would have saved 0.5 s after the edit
+        assert sources_on_disk(file) == ["a = 2"]
+        saved = await call(client, "save_notebook", path="n.ipynb")
+        assert "note" not in saved
+        assert sources_on_disk(file) == ["a = 3"]
+
+
 def _running(pid: int) -> bool:
     """Whether a process runs (a zombie, waiting to be reaped, has stopped)."""
     try:

@@ -6,6 +6,7 @@ to order; ``tests/live/test_saving.py`` runs an interrupted save against a real 
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 from typing import Any
 
@@ -76,3 +77,32 @@ async def test_a_save_that_succeeds_ends_the_retries(monkeypatch: pytest.MonkeyP
         await _until_quiet(asked)
         assert len(asked) == 2  # interrupted, then saved: nothing more to ask
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("pace", [2.0, 0.5])
+async def test_a_save_waits_pace_times_the_last_ones_length_after_it(
+    monkeypatch: pytest.MonkeyPatch, pace: float
+) -> None:
+    """A big notebook's save keeps the server busy; edits every 50 ms would otherwise have it
+    save back to back. Each save starts no sooner than ``pace`` times the last one's length
+    after it ended (a lower bound: a busy machine only makes the gaps longer)."""
+    saves: list[tuple[float, float]] = []
+
+    async def slow(room: Any) -> None:
+        began = anyio.current_time()
+        await anyio.sleep(0.2)
+        saves.append((began, anyio.current_time()))
+
+    monkeypatch.setattr(rtc_saving, "save_room", slow)
+    room = _room()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: rtc_saving.saver(room, 0.01, 1.0, pace=pace))
+        with anyio.move_on_after(3):
+            while True:  # an agent editing on and on
+                room.save_wanted.set()
+                await anyio.sleep(0.05)
+        tg.cancel_scope.cancel()
+    assert len(saves) >= 2
+    for (began, ended), (next_began, _) in itertools.pairwise(saves):
+        assert next_began - ended >= pace * (ended - began)

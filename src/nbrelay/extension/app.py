@@ -87,6 +87,7 @@ class _Relay:
         *,
         room_idle_close: float,
         room_save_delay: float,
+        room_save_pace: float,
     ) -> None:
         from mcp.server.transport_security import TransportSecuritySettings
 
@@ -105,6 +106,7 @@ class _Relay:
             collab,
             idle_close=room_idle_close,
             save_delay=room_save_delay,
+            save_pace=room_save_pace,
             journal=journal,
         )
         kernels = ServerKernels(
@@ -289,6 +291,14 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
         "before it has the server save the notebook's file; save_notebook saves at once.",
     ).tag(config=True)
 
+    room_save_pace = Float(
+        2.0,
+        help="After a save of a room's notebook that took T seconds, nbrelay's next save of it "
+        "waits until this many times T have passed: a 10,000-cell notebook's save keeps the "
+        "server busy for a second or more, and edits made in between are answered without "
+        "waiting behind it. 0 saves as soon as room_save_delay allows.",
+    ).tag(config=True)
+
     linear_notebook_reads = Bool(
         True,
         help="Have jupyter_ydoc convert a notebook's Y document with one read of its cells "
@@ -324,6 +334,7 @@ class NbrelayExtension(_Options):  # type: ignore[misc]
             collab,
             room_idle_close=max(0.1, float(self.room_idle_close)),
             room_save_delay=max(0.0, float(self.room_save_delay)),
+            room_save_pace=max(0.0, float(self.room_save_pace)),
         )
         self.handlers.append((r"/mcp", McpHandler, {"relay": self.relay}))
 

@@ -208,6 +208,7 @@ def server_store(
     *,
     idle_close: float = 120.0,
     save_delay: float = 0.5,
+    save_pace: float = 2.0,
     journal: Path | None = None,
 ) -> RTCStore:
     """The room store of this Jupyter Server: its rooms in process (its contents manager when it
@@ -215,4 +216,11 @@ def server_store(
     yet saved are journaled in the folder ``journal``."""
     api = ServerContents(contents_manager)
     way = InProcessWay(collab, api, Journal(journal) if journal is not None else None)
-    return RTCStore(api, way=way, idle_close=idle_close, save_delay=save_delay, access=_access)
+    return RTCStore(
+        api,
+        way=way,
+        idle_close=idle_close,
+        save_delay=save_delay,
+        save_pace=save_pace,
+        access=_access,
+    )

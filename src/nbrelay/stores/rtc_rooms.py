@@ -119,6 +119,7 @@ class RoomHost(LockedEdits):
         folder: str = "",
         idle_close: float = 120.0,
         save_delay: float = 0.5,
+        save_pace: float = 2.0,
         save_each_edit: bool = False,
         access: Access | None = None,
         shared_state: bool = False,
@@ -130,6 +131,9 @@ class RoomHost(LockedEdits):
         self.idle_close = idle_close
         # The file is saved this many seconds after the last edit (coalesced).
         self.save_delay = save_delay
+        # After a save that took T seconds, the next waits until pace × T have passed (a big
+        # notebook's save keeps the server busy: see ``saver``).
+        self.save_pace = save_pace
         # Edits return once the server has them in the room, and the saver saves the file
         # after; with ``save_each_edit``, before each edit returns (``flush`` waits on demand).
         self.save_each_edit = save_each_edit
@@ -369,7 +373,7 @@ class RoomHost(LockedEdits):
         """Save the room's file after nbrelay's edits while the room lasts; if its connection
         dropped with edits the server may not have saved, join it again as soon as the server
         answers (within ``recover_within`` seconds), to recover them."""
-        await saver(room, self.save_delay)
+        await saver(room, self.save_delay, pace=self.save_pace)
         if not (room.lost and room.unsaved):
             return
         delay, deadline = 0.5, time.monotonic() + self.recover_within

@@ -49,6 +49,7 @@ INTERRUPTED = "the save was interrupted by a later change"
 # file the server cannot write, which it also answers "success" without saving): past them it
 # waits for nbrelay's next edit instead of asking forever.
 RETRIES = 3
+PACE_AT_MOST = 30.0  # seconds a paced save waits at most after the last one ended
 LOST = "the connection to the Jupyter Server dropped; nbrelay reconnects on the next call"
 _FIELDS = {"source": "source", "outputs": "outputs", "metadata": "metadata"}
 _SHOWN = 12  # lost changes named one by one; the rest are counted
@@ -110,11 +111,17 @@ async def flush(room: SharedRoom | None) -> str | None:
         return LOST
 
 
-async def saver(room: SharedRoom, delay: float, ceiling: float = 5.0) -> None:
+async def saver(room: SharedRoom, delay: float, ceiling: float = 5.0, pace: float = 2.0) -> None:
     """Save a room's file once ``delay`` seconds passed without an edit of nbrelay's, or
-    ``ceiling`` seconds after the first edit not yet saved in a longer burst (ends with the
-    room)."""
+    ``ceiling`` seconds after the first edit not yet saved in a longer burst, and no sooner than
+    ``pace`` times the last save's duration after it ended (ends with the room).
+
+    The pace matters for big notebooks only: the server converts and writes the whole notebook
+    on each save (about a second at 10,000 cells, holding the interpreter), and everything in
+    that server, edits included, waits behind it. Saves back to back would leave edits nothing
+    but that wait; paced, saves take at most 1 / (1 + pace) of the server's time."""
     retries = 0
+    took = ended = 0.0
     while True:
         await room.save_wanted.wait()
         first = time.monotonic()
@@ -125,6 +132,10 @@ async def saver(room: SharedRoom, delay: float, ceiling: float = 5.0) -> None:
                 await room.save_wanted.wait()
             if not room.save_wanted.is_set() or time.monotonic() - first >= ceiling:
                 break
+        rest = ended + min(pace * took, PACE_AT_MOST) - time.monotonic()
+        if rest > 0:
+            with anyio.move_on_after(rest):
+                await room.closed.wait()
         if room.closed.is_set():
             return
         if not room.pending:
@@ -134,10 +145,13 @@ async def saver(room: SharedRoom, delay: float, ceiling: float = 5.0) -> None:
                 except OSError as exc:
                     logger.warning("updating the journal of %s failed: %s", room.name, exc)
             continue
+        began = time.monotonic()
         try:
             saved = await save_room(room)
         except (RoomLost, NbrelayError) as exc:
             saved = str(exc)
+        ended = time.monotonic()
+        took = ended - began
         if saved == INTERRUPTED and retries < RETRIES:
             retries += 1
             room.save_wanted.set()  # someone's change cancelled it: save again once they pause
