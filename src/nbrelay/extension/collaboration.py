@@ -37,6 +37,10 @@ SERVER_NEEDS = ("rooms", "delete_room")
 ROOM_CLASS_NEEDS = ("_save_to_disc",)
 ROOM_NEEDS = ("ydoc", "clients", "_document", "_update_lock", "_file")
 LOADER_NEEDS = ("last_modified", "number_of_subscriptions")
+RELOADED = (
+    "the file had changed on disk since the server last saved it, so the server reloaded the "
+    "notebook from the file instead of saving"
+)
 
 
 def release() -> str:
@@ -77,6 +81,13 @@ class Collaboration:
         # Of those, the ones a call asked for and gave up on while the server loaded them:
         # (room, server path, when the load ended), until a call joins them or they are closed.
         self.abandoned: dict[str, tuple[Any, str, float]] = {}
+        # jupyter-collaboration's events (jupyter_events, a public API), counted; per room id
+        # the count at its last one, and at its last save error with the error's message. A
+        # save that raised ends its task normally: only its event tells it failed.
+        self.events = 0
+        self.last_event: dict[str, int] = {}
+        self.save_errors: dict[str, tuple[int, str]] = {}
+        self._news: anyio.Event | None = None  # set at the next event
 
     @classmethod
     def find(cls, serverapp: Any) -> Collaboration | None:
@@ -106,6 +117,54 @@ class Collaboration:
                     missing = _missing(rooms.DocumentRoom, ROOM_CLASS_NEEDS, "DocumentRoom")
         with contextlib.suppress(CollaborationChanged):
             self._fail(missing)
+        if not missing:
+            self._listen()
+
+    def _listen(self) -> None:
+        """Hear jupyter-collaboration's events (its saves' outcomes) through the server's event
+        logger; without them a save that raised is taken for one that wrote nothing."""
+        events = getattr(self.serverapp, "event_logger", None)
+        uri = getattr(
+            importlib.import_module("jupyter_server_ydoc.utils"),
+            "JUPYTER_COLLABORATION_EVENTS_URI",
+            None,
+        )
+        if events is None or uri is None:
+            logger.warning(
+                "%s sends no events nbrelay can hear: a failed save may go unseen", release()
+            )
+            return
+        events.add_listener(schema_id=uri, listener=self._heard)
+
+    async def _heard(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
+        room_id = data.get("room")
+        if not isinstance(room_id, str):
+            return
+        self.events += 1
+        self.last_event[room_id] = self.events
+        if data.get("level") == "ERROR":
+            message = " ".join(str(data.get("msg") or "an error").split())
+            self.save_errors[room_id] = (self.events, message)
+        elif data.get("action") == "overwrite":  # the file had changed: reloaded, not saved
+            self.save_errors[room_id] = (self.events, RELOADED)
+        if self._news is not None:
+            self._news.set()
+            self._news = None
+
+    async def _save_error(self, room: Any, since: int) -> str | None:
+        """The error jupyter-collaboration reported for ``room`` after event ``since`` (or that
+        it reloaded the room from its file instead of saving), if any: waits briefly for the
+        event of a save that ended (its listener runs as a task)."""
+        room_id = getattr(room, "_room_id", None)
+        if not isinstance(room_id, str):
+            return None
+        with anyio.move_on_after(1.0):
+            while self.last_event.get(room_id, 0) <= since:
+                if self._news is None:
+                    self._news = anyio.Event()
+                await self._news.wait()
+        count, message = self.save_errors.get(room_id, (0, ""))
+        return message if count > since else None
 
     def _broken_by(self, missing: list[str]) -> CollaborationChanged:
         """Remember (and log) that ``missing`` are gone; the error to raise."""
@@ -225,8 +284,10 @@ class Collaboration:
     ) -> str:
         """Save the room to its file as JupyterLab's save button does; "success" once the file
         was written, "skipped" when the server could not start a save now (it is reloading the
-        file, or a newer save replaced this one before writing), "failed" when it raised,
-        "timeout" when it was still saving after ``within`` seconds (it goes on).
+        file, or a newer save replaced this one before writing), "failed" when it raised
+        ("failed: <the server's message>" when jupyter-collaboration caught the error and
+        reported it as an event), "timeout" when it was still saving after ``within`` seconds
+        (it goes on).
 
         nbrelay waits for the server's save but never cancels it, not even when its own wait
         ends (a timeout, a cancelled tool call): a save task cancelled twice lets go of its
@@ -238,6 +299,7 @@ class Collaboration:
         ``late`` is called with the save's status once it ends."""
         self._ok()
         before = room._file.last_modified
+        since = self.events
         task = room._save_to_disc()
         if task is None:
             return "skipped"
@@ -249,7 +311,15 @@ class Collaboration:
         finally:
             if not task.done() and late is not None:
                 task.add_done_callback(lambda ended: late(_status(ended, room, before)))
-        return _status(task, room, before) if task.done() else "timeout"
+        if not task.done():
+            return "timeout"
+        if not task.cancelled():
+            error = await self._save_error(room, since)
+            if error == RELOADED:
+                return error
+            if error is not None:  # it raised (logged by the server) and ended normally
+                return f"failed: {error} (the Jupyter Server's log has the details)"
+        return _status(task, room, before)
 
     async def close_if_unused(self, room: Any, path: str) -> None:
         """Close a room nbrelay opened, unless someone joined it meanwhile (then it is theirs,
