@@ -154,11 +154,13 @@ class Collaboration:
     async def _save_error(self, room: Any, since: int) -> str | None:
         """The error jupyter-collaboration reported for ``room`` after event ``since`` (or that
         it reloaded the room from its file instead of saving), if any: waits briefly for the
-        event of a save that ended (its listener runs as a task)."""
+        event of a save that ended (jupyter_events schedules its listener when the event is
+        emitted, so it has run by the time the save's end reaches nbrelay; the wait is for a
+        save that ended without one, e.g. one a newer save cancelled)."""
         room_id = getattr(room, "_room_id", None)
         if not isinstance(room_id, str):
             return None
-        with anyio.move_on_after(1.0):
+        with anyio.move_on_after(0.25):
             while self.last_event.get(room_id, 0) <= since:
                 if self._news is None:
                     self._news = anyio.Event()
