@@ -567,27 +567,6 @@ async def test_the_next_save_waits_the_pace_after_the_last(start_ext_server: Any
         assert sources_on_disk(file) == ["a = 3"]
 
 
-async def test_a_save_the_server_fails_is_reported_with_its_reason(
-    start_ext_server: Any,
-) -> None:
-    """jupytext pairs the notebook with a script in a folder that cannot be made (a file holds
-    its name): the server's save writes the .ipynb, then fails on the pair, and
-    jupyter-collaboration logs the error and ends the save as if nothing happened.
-    save_notebook says it failed, with the server's message, and does not say "saved"."""
-    server: JupyterServer = start_ext_server(
-        args=["--YDocExtension.document_save_delay=3600"]  # only nbrelay saves
-    )
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("a = 1")])
-    nb.metadata["jupytext"] = {"formats": "ipynb,scripts//py:percent"}
-    (server.root / "n.ipynb").write_text(nbformat.writes(nb), encoding="utf-8")
-    (server.root / "scripts").write_text("a file where the pair's folder would be\n")
-    async with ext_client(server) as client:
-        await call(client, "read_notebook", path="n.ipynb")
-        await call(client, "edit_cell", path="n.ipynb", cell=0, source="a = 2")
-        failed = await call_error(client, "save_notebook", path="n.ipynb")
-    assert "did not confirm saving 'n.ipynb' (failed: Error saving file: n.ipynb" in failed, failed
-
-
 def _running(pid: int) -> bool:
     """Whether a process runs (a zombie, waiting to be reaped, has stopped)."""
     try:

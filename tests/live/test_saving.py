@@ -20,7 +20,7 @@ import pytest
 
 from nbrelay.caller import ANYONE
 from nbrelay.notebook.model import version_of
-from tests.helpers import call, notebook, write_notebook
+from tests.helpers import call, call_error, notebook, write_notebook
 from tests.live.conftest import agent
 from tests.live.person import fresh_sources
 from tests.live.rooms import room_agent, store_args
@@ -374,3 +374,31 @@ async def test_edits_a_save_held_past_nbrelays_wait_wrote_count_as_saved_once_it
         view = await call(client, "read_notebook", path="n.ipynb")
     assert "stopped before saving" not in view.get("note", ""), view["note"]
     assert [c["source"] for c in view["cells"]] == ["a = 9", "b = 1"]
+
+
+async def test_a_save_the_server_fails_is_reported_with_the_servers_reason(
+    lazy_server: JupyterServer, way: str
+) -> None:
+    """jupytext pairs the notebook with a script in a folder that cannot be made (a file holds
+    its name): the server's save writes the .ipynb, then fails on the pair, and
+    jupyter-collaboration logs the error and answers the save "success". save_notebook says it
+    failed with the server's message (from its events), not "saved", nor that a later change
+    interrupted it."""
+    nb = notebook("a = 1")
+    nb.data["metadata"]["jupytext"] = {"formats": "ipynb,scripts//py:percent"}
+    write_notebook(lazy_server.root / "p.ipynb", nb)
+    (lazy_server.root / "scripts").write_text("a file where the pair's folder would be\n")
+    async with room_agent(way, lazy_server, save_delay=3600) as client:
+        await call(client, "read_notebook", path="p.ipynb")
+        await call(client, "edit_cell", path="p.ipynb", cell=0, source="a = 2")
+        failed = await call_error(client, "save_notebook", path="p.ipynb")
+        assert "did not confirm saving 'p.ipynb' (failed: Error saving file: p.ipynb" in failed, (
+            failed
+        )
+        assert "interrupted" not in failed
+        assert "then call save_notebook again" in failed  # not "retry in a moment"
+        # A notebook the server can save is still saved (the events change no verdict of a
+        # save that wrote).
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+        await call(client, "save_notebook", path="n.ipynb")
+    assert disk(lazy_server.root / "n.ipynb") == (["c0", "c1"], ["a1", "b"])

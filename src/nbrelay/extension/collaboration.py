@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 
 from nbrelay.errors import RemoteError
+from nbrelay.stores.rtc_events import EVENTS_URI, SaveEvents
 
 logger = logging.getLogger("nbrelay.extension")
 
@@ -37,10 +38,6 @@ SERVER_NEEDS = ("rooms", "delete_room")
 ROOM_CLASS_NEEDS = ("_save_to_disc",)
 ROOM_NEEDS = ("ydoc", "clients", "_document", "_update_lock", "_file")
 LOADER_NEEDS = ("last_modified", "number_of_subscriptions")
-RELOADED = (
-    "the file had changed on disk since the server last saved it, so the server reloaded the "
-    "notebook from the file instead of saving"
-)
 
 
 def release() -> str:
@@ -81,13 +78,9 @@ class Collaboration:
         # Of those, the ones a call asked for and gave up on while the server loaded them:
         # (room, server path, when the load ended), until a call joins them or they are closed.
         self.abandoned: dict[str, tuple[Any, str, float]] = {}
-        # jupyter-collaboration's events (jupyter_events, a public API), counted; per room id
-        # the count at its last one, and at its last save error with the error's message. A
-        # save that raised ends its task normally: only its event tells it failed.
-        self.events = 0
-        self.last_event: dict[str, int] = {}
-        self.save_errors: dict[str, tuple[int, str]] = {}
-        self._news: anyio.Event | None = None  # set at the next event
+        # jupyter-collaboration's events (its saves' outcomes: a save that raised ends its task
+        # normally, and only its event tells it failed).
+        self.events = SaveEvents()
 
     @classmethod
     def find(cls, serverapp: Any) -> Collaboration | None:
@@ -129,44 +122,16 @@ class Collaboration:
             "JUPYTER_COLLABORATION_EVENTS_URI",
             None,
         )
-        if events is None or uri is None:
+        if events is None or uri != EVENTS_URI:
             logger.warning(
                 "%s sends no events nbrelay can hear: a failed save may go unseen", release()
             )
             return
         events.add_listener(schema_id=uri, listener=self._heard)
+        self.events.listening = True
 
     async def _heard(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
-        room_id = data.get("room")
-        if not isinstance(room_id, str):
-            return
-        self.events += 1
-        self.last_event[room_id] = self.events
-        if data.get("level") == "ERROR":
-            message = " ".join(str(data.get("msg") or "an error").split())
-            self.save_errors[room_id] = (self.events, message)
-        elif data.get("action") == "overwrite":  # the file had changed: reloaded, not saved
-            self.save_errors[room_id] = (self.events, RELOADED)
-        if self._news is not None:
-            self._news.set()
-            self._news = None
-
-    async def _save_error(self, room: Any, since: int) -> str | None:
-        """The error jupyter-collaboration reported for ``room`` after event ``since`` (or that
-        it reloaded the room from its file instead of saving), if any: waits briefly for the
-        event of a save that ended (jupyter_events schedules its listener when the event is
-        emitted, so it has run by the time the save's end reaches nbrelay; the wait is for a
-        save that ended without one, e.g. one a newer save cancelled)."""
-        room_id = getattr(room, "_room_id", None)
-        if not isinstance(room_id, str):
-            return None
-        with anyio.move_on_after(0.25):
-            while self.last_event.get(room_id, 0) <= since:
-                if self._news is None:
-                    self._news = anyio.Event()
-                await self._news.wait()
-        count, message = self.save_errors.get(room_id, (0, ""))
-        return message if count > since else None
+        self.events.heard(data)
 
     def _broken_by(self, missing: list[str]) -> CollaborationChanged:
         """Remember (and log) that ``missing`` are gone; the error to raise."""
@@ -301,7 +266,7 @@ class Collaboration:
         ``late`` is called with the save's status once it ends."""
         self._ok()
         before = room._file.last_modified
-        since = self.events
+        since = self.events.count
         task = room._save_to_disc()
         if task is None:
             return "skipped"
@@ -315,12 +280,14 @@ class Collaboration:
                 task.add_done_callback(lambda ended: late(_status(ended, room, before)))
         if not task.done():
             return "timeout"
-        if not task.cancelled():
-            error = await self._save_error(room, since)
-            if error == RELOADED:
-                return error
+        room_id = getattr(room, "_room_id", None)
+        if not task.cancelled() and isinstance(room_id, str):
+            # jupyter_events schedules its listeners when the event is emitted, so a save's
+            # event has been heard by the time its end reaches nbrelay; the wait is for a save
+            # that ended without one (e.g. one a newer save cancelled).
+            error = await self.events.said(room_id, since, within=0.25)
             if error is not None:  # it raised (logged by the server) and ended normally
-                return f"failed: {error} (the Jupyter Server's log has the details)"
+                return error
         return _status(task, room, before)
 
     async def close_if_unused(self, room: Any, path: str) -> None:

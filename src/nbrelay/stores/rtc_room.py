@@ -146,6 +146,17 @@ class SharedRoom(ABC):
     async def close(self) -> None:
         """Stop using the room (the store saved it first, if it had to)."""
 
+    def events_heard(self) -> int:
+        """How many of jupyter-collaboration's events this way into the room has heard so far
+        (``stores.rtc_events``; 0 for a way that hears none)."""
+        return 0
+
+    async def save_said(self, since: int) -> str | None:
+        """Why the server did not save the room in a save begun when ``events_heard`` was
+        ``since``, if one of its events said so (it failed, or it reloaded the file instead);
+        None when none did, or the way hears no events."""
+        return None
+
     # -- the store's operations ------------------------------------------------------------------
 
     def check(self) -> None:

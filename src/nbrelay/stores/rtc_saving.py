@@ -59,6 +59,7 @@ async def save(room: SharedRoom) -> str | None:
     """Barrier, save, barrier; None when saved, else why not."""
     await room.barrier()
     before = room.hashes
+    since = room.events_heard()
     status = ""
     for delay in (0.05, 0.2, 0.5):
         status = await room.save()
@@ -67,9 +68,11 @@ async def save(room: SharedRoom) -> str | None:
         await anyio.sleep(delay)
     await room.barrier()
     if status == "success" and room.saves_apart and room.hashes == before:
-        # The server records a save's hash once the file holds the room; an edit that arrived
-        # during the save cancelled it (the server said "success" all the same).
-        return INTERRUPTED
+        # The server records a save's hash once the file holds the room, and says "success"
+        # all the same when it did not: it failed (caught and logged by the server, which says
+        # so only in an event), it reloaded the file instead, or an edit that arrived during the
+        # save cancelled it.
+        return await room.save_said(since) or INTERRUPTED
     return None if status == "success" else status
 
 

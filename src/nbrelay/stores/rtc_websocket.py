@@ -5,22 +5,31 @@ has jupyter-collaboration at all), then opens the room's WebSocket on a fresh do
 until the server has filled it (``stores.yprotocol``). Each room runs in the store's task group,
 shielded until it is closed, so that the store can save it even while that group is being
 cancelled. While any room is open, the agent is listed among JupyterLab's online collaborators
-under its own name (the global awareness room).
+under its own name (the global awareness room), and nbrelay listens to the server's events
+WebSocket (``api/events/subscribe``) for what jupyter-collaboration says of its saves
+(``stores.rtc_events``: a save it failed is reported with its reason). A server that refuses that
+WebSocket (no ``events`` permission, a Jupyter Server before 2.0) is asked again a minute later;
+meanwhile a failed save is still reported, without the server's reason.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI
+from nbrelay.stores.rtc_events import EVENTS_URI, SaveEvents
 from nbrelay.stores.rtc_rooms import RoomWay
 from nbrelay.stores.yprotocol import GLOBAL_AWARENESS, Room, agent_user
 
 logger = logging.getLogger("nbrelay.rtc")
+
+EVENTS_RETRY = 60.0  # seconds before asking again for an events WebSocket the server refused
 
 
 class WebSocketWay(RoomWay):
@@ -43,6 +52,9 @@ class WebSocketWay(RoomWay):
         # server's task group open forever. ``stop`` closes these too.
         self._started: set[Room] = set()
         self._stopping = False
+        self.events = SaveEvents()
+        self._events_scope: anyio.CancelScope | None = None  # while the events socket is open
+        self._events_retry = 0.0  # monotonic time before which a refused socket is not asked
 
     def attach(self, tg: TaskGroup) -> None:
         self._tg = tg
@@ -81,6 +93,7 @@ class WebSocketWay(RoomWay):
             session_id=str(session.get("sessionId") or ""),
             name=rel,
             user=self.user,
+            events=self.events,
         )
         await self._start(room)
         try:
@@ -88,7 +101,53 @@ class WebSocketWay(RoomWay):
         except BaseException:
             await room.close()
             raise
+        await self._hear_events()
         return room
+
+    async def _hear_events(self) -> None:
+        """Open the server's events WebSocket unless it is open (it closes with the server:
+        the next join opens it again) or was refused less than ``EVENTS_RETRY`` seconds ago."""
+        if (
+            self._events_scope is not None
+            or self._stopping
+            or self._tg is None
+            or time.monotonic() < self._events_retry
+        ):
+            return
+        try:
+            await self._tg.start(self._events)
+        except Exception as exc:  # refused (a RemoteError naming the status), or unreachable
+            self._events_retry = time.monotonic() + EVENTS_RETRY
+            logger.warning(
+                "the Jupyter Server's events WebSocket is not available (%s): a save the server "
+                "fails is reported without its reason",
+                exc,
+            )
+
+    async def _events(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hear the server's events until the socket closes (``stores.rtc_events``)."""
+        from websockets.exceptions import ConnectionClosed
+
+        with anyio.CancelScope() as scope:
+            async with self.api.websocket("api/events/subscribe") as ws:
+                self._events_scope = scope
+                self.events.listening = True
+                task_status.started()
+                try:
+                    async for message in ws:
+                        try:
+                            data = json.loads(message)
+                        except ValueError:
+                            continue
+                        if isinstance(data, dict) and data.get("schema_id") == EVENTS_URI:
+                            self.events.heard(data)
+                except ConnectionClosed as exc:
+                    logger.info("the events WebSocket closed: %s", exc)
+                except Exception as exc:  # never let it end the store's task group
+                    logger.warning("the events WebSocket failed: %r", exc)
+                finally:
+                    self.events.listening = False
+                    self._events_scope = None
 
     async def announce(self, full: str) -> None:
         """Be listed among JupyterLab's online collaborators, working on ``full``."""
@@ -120,6 +179,8 @@ class WebSocketWay(RoomWay):
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._events_scope is not None:
+            self._events_scope.cancel()
         await self.alone()
         for room in list(self._started):  # rooms being joined, which no list holds yet
             await room.close()

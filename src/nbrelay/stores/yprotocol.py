@@ -30,6 +30,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from nbrelay.errors import NbrelayError, RemoteError
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once
 from nbrelay.stores import paths
+from nbrelay.stores.rtc_events import SaveEvents
 from nbrelay.stores.rtc_room import EMPTY_UPDATE, RoomLost, SharedRoom
 
 if TYPE_CHECKING:
@@ -62,11 +63,13 @@ class Room(SharedRoom):
         name: str,
         user: Mapping[str, Any],
         state: Mapping[str, Any] | None = None,
+        events: SaveEvents | None = None,
     ) -> None:
         import pycrdt
 
         super().__init__(pycrdt.Doc(), name=name, room_id=room_id)
         self.api = api
+        self.events = events  # what the server's events WebSocket says of saves
         self.session_id = session_id
         self.awareness = pycrdt.Awareness(self.doc)
         self.awareness.set_local_state({"user": dict(user), **dict(state or {})})
@@ -161,6 +164,16 @@ class Room(SharedRoom):
     @property
     def alive(self) -> bool:
         return not self.closed.is_set()
+
+    def events_heard(self) -> int:
+        return self.events.count if self.events is not None else 0
+
+    async def save_said(self, since: int) -> str | None:
+        if self.events is None or not self.events.listening:
+            return None
+        # The server sends a save's event before its answer, but on another connection: the
+        # wait covers the two crossing.
+        return await self.events.said(self.room_id, since, within=0.5)
 
     async def wait_synced(self, within: float) -> None:
         with anyio.move_on_after(within):

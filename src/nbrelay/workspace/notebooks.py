@@ -45,6 +45,7 @@ from nbrelay.stores.base import (
     Snapshot,
 )
 from nbrelay.stores.paths import Glob, is_glob
+from nbrelay.stores.rtc_events import RELOADED
 from nbrelay.stores.rtc_rooms import RoomHost
 from nbrelay.workspace.caller_state import CallerState, SharedCallerState
 
@@ -327,10 +328,20 @@ class Notebooks:
         why = await self.store.flush(rel, caller) if isinstance(self.store, Flushing) else None
         if why is None:
             return await self.store.load(rel, caller)
-        raise RemoteError(
-            f"the Jupyter Server did not confirm saving {rel!r} ({why}).",
-            hint="The edits are live in JupyterLab; retry save_notebook in a moment.",
-        )
+        if why.startswith("failed:"):
+            hint = (
+                "The edits are live in JupyterLab but the server cannot write the file: fix what "
+                "its message names (the server's log has the details), then call save_notebook "
+                "again."
+            )
+        elif why == RELOADED:
+            hint = (
+                "read_notebook shows the notebook as the file had it; make again any of your "
+                "edits it lacks."
+            )
+        else:
+            hint = "The edits are live in JupyterLab; retry save_notebook in a moment."
+        raise RemoteError(f"the Jupyter Server did not confirm saving {rel!r} ({why}).", hint=hint)
 
     async def forget(self, rel: str) -> None:
         """A notebook went away (deleted or moved): drop its undo histories and viewed versions."""
