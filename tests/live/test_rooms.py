@@ -21,6 +21,7 @@ from nbrelay.caller import ANYONE
 from nbrelay.notebook.edits import CellSpec, Plan, plan_insert, plan_set_source
 from nbrelay.notebook.model import Notebook
 from nbrelay.stores.rtc import RTCStore
+from nbrelay.stores.rtc_events import SaveEvents
 from tests.helpers import counter_ids, notebook, write_notebook
 from tests.live.conftest import live_store
 from tests.live.server import JupyterServer
@@ -45,6 +46,7 @@ class StandInRooms:
         self.room = SimpleNamespace(ydoc=doc, clients=set())
         self.saves = 0
         self.abandoned: dict[str, Any] = {}  # no call gives up on a load here
+        self.events = SaveEvents()  # no server sends any here
 
     def room_id(self, path: str) -> tuple[str, str]:
         return "file", "json:notebook:file"

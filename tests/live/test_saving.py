@@ -402,3 +402,46 @@ async def test_a_save_the_server_fails_is_reported_with_the_servers_reason(
         await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
         await call(client, "save_notebook", path="n.ipynb")
     assert disk(lazy_server.root / "n.ipynb") == (["c0", "c1"], ["a1", "b"])
+
+
+async def test_edits_a_reload_after_a_failed_save_discarded_are_applied_again(
+    start_jupyter: Any, way: str
+) -> None:
+    """A save the server fails after writing the .ipynb (a jupytext pair it cannot write)
+    leaves the file newer than the server recorded; its next save takes that for a change from
+    outside and reloads the room from the file, discarding the edits made since the failed
+    write. nbrelay acknowledged them: it applies them again in the room as reloaded (nothing
+    else changed those cells), saves them, and tells the agent. (The server's file watcher is
+    slowed so that the reload comes from the save, every run.)"""
+    server: JupyterServer = start_jupyter(
+        args=[
+            *NO_AUTOSAVE,
+            "--YDocExtension.file_poll_interval=3600",
+            *store_args(save_delay=3600),
+        ]
+    )
+    nb = notebook("a = 1", "b = 1")
+    nb.data["metadata"]["jupytext"] = {"formats": "ipynb,scripts//py:percent"}
+    path = server.root / "p.ipynb"
+    write_notebook(path, nb)
+    (server.root / "scripts").write_text("a file where the pair's folder would be\n")
+    async with room_agent(way, server, save_delay=3600) as client:
+        await call(client, "read_notebook", path="p.ipynb")
+        await call(client, "edit_cell", path="p.ipynb", cell="c0", source="a = 2")
+        first = await call_error(client, "save_notebook", path="p.ipynb")
+        assert "failed: Error saving file" in first, first
+        assert disk(path) == (["c0", "c1"], ["a = 2", "b = 1"])  # written before the pair failed
+        await call(client, "edit_cell", path="p.ipynb", cell="c1", source="b = 2")
+        second = await call_error(client, "save_notebook", path="p.ipynb")
+        assert "reloaded the notebook from the file instead of saving" in second, second
+
+        # The person in the notebook, and the file, get the discarded edit back.
+        async def restored() -> bool:
+            return await fresh_sources(server, "p.ipynb") == (["c0", "c1"], ["a = 2", "b = 2"])
+
+        await wait_for(restored, seconds=20, interval=0.5)
+        await wait_for(lambda: disk(path) == (["c0", "c1"], ["a = 2", "b = 2"]), seconds=20)
+        read = await call(client, "read_cell", path="p.ipynb", cell="c1")
+    notes = read["note"]
+    assert "reloaded 'p.ipynb' from its file before saving some of your edits" in notes, read
+    assert "the source of cell 'c1'" in notes, read

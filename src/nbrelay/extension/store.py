@@ -60,6 +60,7 @@ class InProcessRoom(SharedRoom):
         self._room = room
         self._made = made  # nbrelay opened it: it closes it too, when nobody is in it
         self._watch()
+        collab.events.on_reload[room_id] = self.server_reloaded
 
     @property
     def alive(self) -> bool:
@@ -92,6 +93,8 @@ class InProcessRoom(SharedRoom):
             return
         self.close_reason = "left"
         self.closed.set()
+        if self._collab.events.on_reload.get(self.room_id) == self.server_reloaded:
+            del self._collab.events.on_reload[self.room_id]
         self.save_wanted.set()  # wakes the saver, which then ends
         self._unwatch()
         self.mirror.close()

@@ -338,7 +338,8 @@ class RTCStore(RoomHost):
                 "applied, and the Jupyter Server reloaded the notebook from that file, which may "
                 "have discarded your edit.",
                 current=room.snapshot()[1],
-                hint=f"{act('read_again')} Redo the edit if it is missing.",
+                hint=f"{act('read_again')} nbrelay applies your edit again unless the file "
+                "changed the same cells (the next result says which).",
             )
         if self.save_each_edit and not streaming:
             saved = await save_room(room)

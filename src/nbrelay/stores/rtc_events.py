@@ -7,13 +7,15 @@ nbrelay would otherwise take for a save a later change interrupted. It also answ
 when it reloaded the room from a file that changed on disk instead of saving. Only its events
 (jupyter_events, schema ``EVENTS_URI``: a level, an action, a message, per room) tell these
 apart. ``SaveEvents`` counts them and answers, for a save begun at a given count, what the server
-said of it. The server extension hears the events in process (the server's event logger); live
+said of it; and it tells a joined room when the server reloads it (``on_reload``): the only sign
+of a reload when the server never saved the room (the document's saved hash, whose deletion
+otherwise marks one, is set by a save). The server extension hears the events in process (the server's event logger); live
 mode over the Jupyter Server's events WebSocket (``stores.rtc_websocket``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -35,6 +37,8 @@ class SaveEvents:
         self.last_event: dict[str, int] = {}
         self.save_errors: dict[str, tuple[int, str]] = {}
         self._news: anyio.Event | None = None  # set at the next event
+        # Called when the server reloads a room from its file (by room id: the room joined).
+        self.on_reload: dict[str, Callable[[], None]] = {}
 
     def heard(self, data: Mapping[str, Any]) -> None:
         """Take one event of jupyter-collaboration's session schema."""
@@ -51,6 +55,9 @@ class SaveEvents:
             )
         elif data.get("action") == "overwrite":  # the file had changed: reloaded, not saved
             self.save_errors[room_id] = (self.count, RELOADED)
+            reloaded = self.on_reload.get(room_id)
+            if reloaded is not None:
+                reloaded()
         if self._news is not None:
             self._news.set()
             self._news = None

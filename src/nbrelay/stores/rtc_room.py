@@ -84,6 +84,7 @@ class SharedRoom(ABC):
         self.save_requests = 0  # saves nbrelay asked the server for
         self.journal_behind = False  # the journal still lists edits a late save holds
         self.save_wanted = anyio.Event()  # set by an edit; the store's saver coalesces them
+        self.reloaded = anyio.Event()  # set when the server reloads the notebook from its file
         self.closed = anyio.Event()
         self.close_reason = ""
         self.lost = False  # ended by the other side (not by nbrelay)
@@ -122,6 +123,7 @@ class SharedRoom(ABC):
         change = event.keys.get("hash")
         if change is not None and change.get("action") == "delete" and not self._own:
             self.reloads += 1
+            self.reloaded.set()
         elif change is not None and not self._own:
             self.hashes += 1  # the server saved the file (it sets the hash of what it wrote)
 
@@ -145,6 +147,10 @@ class SharedRoom(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Stop using the room (the store saved it first, if it had to)."""
+
+    def server_reloaded(self) -> None:
+        """The server said it reloads the notebook from its file (one of its events)."""
+        self.reloaded.set()
 
     def events_heard(self) -> int:
         """How many of jupyter-collaboration's events this way into the room has heard so far
@@ -222,12 +228,15 @@ class SharedRoom(ABC):
         return True
 
     def replace_all(self, nb: Notebook) -> None:
-        """Make the document hold ``nb`` (see ``notebook.ydoc.replace_all``)."""
+        """Make the document hold ``nb`` (see ``notebook.ydoc.replace_all``). nbrelay's
+        unsaved edits before it are no longer the notebook's: none is ever applied again."""
         self._own = True
         try:
             replace_all(self.doc, self.ymeta, self.ycells, nb)
         finally:
             self._own = False
+        self.unsaved.clear()
+        self.forgotten = 0
 
     def acknowledged(self, outcome: EditOutcome | None = None) -> None:
         """Count an edit the server has (and remember it until the file has it too)."""

@@ -12,6 +12,10 @@ reaches a room is its **way in** (``RoomWay``): over a WebSocket, as a browser t
   crashed) are recovered into the fresh room: what nothing else changed since is applied again,
   the rest is named to the agent (``rtc_saving.recover``). A room whose connection dropped with
   such edits is joined again as soon as the server answers, without waiting for a call.
+* When the server reloads a room from its file (the file changed on disk; or a save the server
+  failed wrote the file and left it newer than the server recorded, which its next save takes
+  for a change from outside), nbrelay's acknowledged edits the file did not hold are recovered
+  the same way, in the room as reloaded (``_follow_reloads``).
 * One saver per room saves the file shortly after nbrelay's edits (``rtc_saving.saver``).
 * Rooms nobody used for ``idle_close`` seconds are saved and left, as are all rooms when nbrelay
   stops; ``save_all`` saves every room with unsaved edits without leaving it, for a server that
@@ -260,8 +264,8 @@ class RoomHost(LockedEdits):
                 continue  # its edits wait for the server to come back (``_keep``)
             if idle and not room.held and not room.lock.locked():
                 self._rooms.pop(rel, None)
+                self._seen.let_go(rel)  # with the room: no call sees one without the other
                 await self._leave(room)
-                self._seen.let_go(rel)
         if not self._rooms:
             await self.way.alone()
 
@@ -316,6 +320,7 @@ class RoomHost(LockedEdits):
             await self._recover(rel, unsaved, fresh)
         self._rooms[rel] = fresh
         self._tg.start_soon(self._keep, rel, fresh)
+        self._tg.start_soon(self._follow_reloads, rel, fresh)
         await self.way.announce(self.paths.server(rel))
         return fresh
 
@@ -332,13 +337,26 @@ class RoomHost(LockedEdits):
             return None
         return None if on_disk.notebook.cells else found
 
-    async def _recover(self, rel: str, unsaved: Unsaved, fresh: SharedRoom) -> None:
+    async def _recover(self, rel: str, unsaved: Unsaved | None, fresh: SharedRoom) -> None:
         """Apply again to ``fresh`` what the server lost of nbrelay's ``unsaved`` edits (it
-        stopped before saving them), where that is safe; tell the agent on its next call."""
+        stopped before saving them), where that is safe; tell the agent on its next call.
+        Without ``unsaved``, the server reloaded ``fresh`` from its file, and the edits are
+        the room's own unsaved ones (taken over by what is recovered now)."""
+        reloaded = unsaved is None
         async with fresh.lock:
             await fresh.barrier()
+            if unsaved is None:
+                unsaved = Unsaved.of([outcome for _, outcome in fresh.unsaved])
+                unsaved.forgotten = fresh.forgotten
             nb, version, problems = fresh.snapshot()
             found = recover(unsaved, nb)
+            if reloaded:
+                if not (found.restored or found.lost or found.forgotten):
+                    return  # the notebook as reloaded has them (or the reload is still to come)
+                fresh.unsaved.clear()  # taken over by what is restored now
+                fresh.forgotten = 0
+                if fresh.journal is not None:
+                    await fresh.journal.replace(fresh.key, [])
             if found.edits:
                 before = Snapshot(path=rel, notebook=nb, version=version, problems=problems)
                 try:
@@ -354,9 +372,31 @@ class RoomHost(LockedEdits):
                     await keep(fresh, EditOutcome(before, snap, plan))
             with contextlib.suppress(NbrelayError, RoomLost):
                 await save_room(fresh)  # also clears the journal
-        note = recovery_note(rel, found)
+        note = recovery_note(rel, found, reloaded=reloaded)
         if note:
             self._lost[rel] = note
+
+    async def _follow_reloads(self, rel: str, room: SharedRoom) -> None:
+        """While the room lasts: each time the server reloads it from its file with edits of
+        nbrelay's the file may not hold, recover them (``_recover``)."""
+        while room.alive:
+            async with anyio.create_task_group() as tg:
+
+                async def either(event: anyio.Event) -> None:
+                    await event.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(either, room.reloaded)
+                tg.start_soon(either, room.closed)
+            if room.closed.is_set():
+                return
+            room.reloaded = anyio.Event()
+            if not room.unsaved and not room.forgotten:
+                continue
+            try:
+                await self._recover(rel, None, room)
+            except (NbrelayError, RoomLost) as exc:  # the room ended: its rejoin recovers
+                logger.warning("restoring edits to %s after a reload failed: %s", rel, exc)
 
     async def _recover_journaled(self) -> None:
         """Give the server back the edits its previous run acknowledged and never saved (in its

@@ -391,15 +391,26 @@ def recover(unsaved: Unsaved, now: Notebook) -> Recovery:
     return Recovery(tuple(edits), tuple(restored), tuple(lost), unsaved.forgotten)
 
 
-def recovery_note(path: str, recovery: Recovery) -> str:
-    """What the agent is told about its unsaved edits after the room reopened (empty when
-    nothing was missing)."""
+RELOADED_BEFORE_SAVING = (
+    "The Jupyter Server reloaded {path!r} from its file before saving some of your edits (the "
+    "file changed on disk, or a save the server failed left it newer than the server recorded)."
+)
+
+
+def recovery_note(path: str, recovery: Recovery, *, reloaded: bool = False) -> str:
+    """What the agent is told about its unsaved edits after the room reopened, or after the
+    server reloaded it from its file (``reloaded``); empty when nothing was missing."""
     if not recovery.restored and not recovery.lost and not recovery.forgotten:
         return ""
-    parts = [f"The Jupyter Server stopped before saving some of your edits to {path!r}."]
+    if reloaded:
+        parts = [RELOADED_BEFORE_SAVING.format(path=path)]
+    else:
+        parts = [f"The Jupyter Server stopped before saving some of your edits to {path!r}."]
     if recovery.restored:
         parts.append(
-            "nbrelay applied these again to the notebook as the server reopened it: "
+            "nbrelay applied these again to the notebook as the server "
+            + ("reloaded" if reloaded else "reopened")
+            + " it: "
             + _listed(recovery.restored)
             + "."
         )

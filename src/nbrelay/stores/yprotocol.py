@@ -70,6 +70,8 @@ class Room(SharedRoom):
         super().__init__(pycrdt.Doc(), name=name, room_id=room_id)
         self.api = api
         self.events = events  # what the server's events WebSocket says of saves
+        if events is not None:
+            events.on_reload[room_id] = self.server_reloaded
         self.session_id = session_id
         self.awareness = pycrdt.Awareness(self.doc)
         self.awareness.set_local_state({"user": dict(user), **dict(state or {})})
@@ -145,6 +147,10 @@ class Room(SharedRoom):
         self.close_reason = reason
         self.lost = lost
         self.closed.set()
+        if self.events is not None and self.events.on_reload.get(self.room_id) == (
+            self.server_reloaded
+        ):
+            del self.events.on_reload[self.room_id]
         self._out_send.close()
         self._out_recv.close()
         for ev in self._barriers:

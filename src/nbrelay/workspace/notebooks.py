@@ -336,8 +336,9 @@ class Notebooks:
             )
         elif why == RELOADED:
             hint = (
-                "read_notebook shows the notebook as the file had it; make again any of your "
-                "edits it lacks."
+                "nbrelay applies again those of your edits the file lacked, unless the file "
+                "changed the same cells (your next result names each); then call save_notebook "
+                "again."
             )
         else:
             hint = "The edits are live in JupyterLab; retry save_notebook in a moment."
