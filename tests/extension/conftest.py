@@ -43,6 +43,11 @@ class RunNotWrite(Authorizer):  # may run code, may not change notebooks
 class NoContents(Authorizer):  # may use the server, may not read or change notebooks
     def is_authorized(self, handler, user, action, resource):
         return resource != "contents"
+
+
+class NoEvents(Authorizer):  # may do everything but hear the server's events
+    def is_authorized(self, handler, user, action, resource):
+        return resource != "events"
 """
 
 # Contents managers whose next notebook save (``SlowSave``: after the file is written, as a big

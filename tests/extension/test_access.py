@@ -5,6 +5,7 @@ saves its outputs as the user who started it."""
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,8 +30,10 @@ from nbrelay.stores.base import DocumentStore, RunState
 from nbrelay.stores.paths import Glob
 from nbrelay.stores.rtc import RTCStore
 from tests.extension.conftest import ext_client, mcp_url
-from tests.helpers import PATIENCE, call, notebook, write_notebook
+from tests.helpers import PATIENCE, call, call_error, notebook, write_notebook
+from tests.live.conftest import agent
 from tests.live.server import JupyterServer
+from tests.live.test_rtc import disk
 
 pytestmark = pytest.mark.anyio
 
@@ -284,3 +287,35 @@ async def test_a_user_who_may_read_listens_as_before(start_ext_server: Any) -> N
             async for event in sub:
                 if getattr(event, "uri", None) == uri:
                     break
+
+
+async def test_live_mode_on_a_server_that_refuses_its_events_saves_and_says_what_it_cannot_tell(
+    start_ext_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user whom the server does not let hear its events (``events``): live mode works as
+    before, saves are saved, and a save the server failed is reported as what nbrelay can tell
+    of it (no write, and why it cannot say which), not as a later change's doing."""
+    server: JupyterServer = start_ext_server(
+        args=[
+            "--ServerApp.authorizer_class=nbrelay_test_authz.NoEvents",
+            "--YDocExtension.document_save_delay=3600",  # only nbrelay saves
+        ]
+    )
+    write_notebook(server.root / "n.ipynb", notebook("a", "b"))
+    paired = notebook("a = 1")
+    paired.data["metadata"]["jupytext"] = {"formats": "ipynb,scripts//py:percent"}
+    write_notebook(server.root / "p.ipynb", paired)
+    (server.root / "scripts").write_text("a file where the pair's folder would be\n")
+    caplog.set_level(logging.INFO, logger="nbrelay.rtc")
+    async with agent(server, save_delay=3600) as client:
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+        await call(client, "save_notebook", path="n.ipynb")
+        await call(client, "edit_cell", path="p.ipynb", cell=0, source="a = 2")
+        failed = await call_error(client, "save_notebook", path="p.ipynb")
+    assert disk(server.root / "n.ipynb") == (["c0", "c1"], ["a1", "b"])
+    assert "a later change interrupted it, or the server failed to save" in failed, failed
+    assert "nbrelay cannot hear its events" in failed
+    refused = [r.getMessage() for r in caplog.records if "events WebSocket" in r.getMessage()]
+    assert refused, caplog.text
+    assert "not available" in refused[0], refused
+    assert "403" in refused[0], refused

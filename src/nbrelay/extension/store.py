@@ -66,6 +66,10 @@ class InProcessRoom(SharedRoom):
     def alive(self) -> bool:
         return not self.closed.is_set() and self._collab.current(self.room_id) is self._room
 
+    @property
+    def hears_events(self) -> bool:
+        return self._collab.events.listening
+
     async def barrier(self, within: float = 15.0) -> None:
         self.check()
         await self._collab.settled(self._room, within)

@@ -152,6 +152,11 @@ class SharedRoom(ABC):
         """The server said it reloads the notebook from its file (one of its events)."""
         self.reloaded.set()
 
+    @property
+    def hears_events(self) -> bool:
+        """Whether the server's events reach this way into the room now."""
+        return False
+
     def events_heard(self) -> int:
         """How many of jupyter-collaboration's events this way into the room has heard so far
         (``stores.rtc_events``; 0 for a way that hears none)."""

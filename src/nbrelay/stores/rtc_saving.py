@@ -45,6 +45,12 @@ SAVE_NOTE = (
     "it saves again on the next change."
 )
 INTERRUPTED = "the save was interrupted by a later change"
+# The same answer where nbrelay hears none of the server's events (``stores.rtc_events``), which
+# would tell a save the server failed apart.
+INTERRUPTED_OR_FAILED = (
+    "the server answered the save without writing the file: a later change interrupted it, or "
+    "the server failed to save (its log says which; nbrelay cannot hear its events)"
+)
 # Saves the saver asks for again in a row when each was interrupted (a person typing on; or a
 # file the server cannot write, which it also answers "success" without saving): past them it
 # waits for nbrelay's next edit instead of asking forever.
@@ -72,7 +78,8 @@ async def save(room: SharedRoom) -> str | None:
         # all the same when it did not: it failed (caught and logged by the server, which says
         # so only in an event), it reloaded the file instead, or an edit that arrived during the
         # save cancelled it.
-        return await room.save_said(since) or INTERRUPTED
+        said = await room.save_said(since)
+        return said or (INTERRUPTED if room.hears_events else INTERRUPTED_OR_FAILED)
     return None if status == "success" else status
 
 
@@ -155,7 +162,7 @@ async def saver(room: SharedRoom, delay: float, ceiling: float = 5.0, pace: floa
             saved = str(exc)
         ended = time.monotonic()
         took = ended - began
-        if saved == INTERRUPTED and retries < RETRIES:
+        if saved in (INTERRUPTED, INTERRUPTED_OR_FAILED) and retries < RETRIES:
             retries += 1
             room.save_wanted.set()  # someone's change cancelled it: save again once they pause
             continue

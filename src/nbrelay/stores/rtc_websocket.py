@@ -9,7 +9,7 @@ under its own name (the global awareness room), and nbrelay listens to the serve
 WebSocket (``api/events/subscribe``) for what jupyter-collaboration says of its saves
 (``stores.rtc_events``: a save it failed is reported with its reason). A server that refuses that
 WebSocket (no ``events`` permission, a Jupyter Server before 2.0) is asked again a minute later;
-meanwhile a failed save is still reported, without the server's reason.
+meanwhile a failed save is still reported, saying that nbrelay cannot tell why.
 """
 
 from __future__ import annotations

@@ -171,6 +171,10 @@ class Room(SharedRoom):
     def alive(self) -> bool:
         return not self.closed.is_set()
 
+    @property
+    def hears_events(self) -> bool:
+        return self.events is not None and self.events.listening
+
     def events_heard(self) -> int:
         return self.events.count if self.events is not None else 0
 
