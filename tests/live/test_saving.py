@@ -445,3 +445,29 @@ async def test_edits_a_reload_after_a_failed_save_discarded_are_applied_again(
     notes = read["note"]
     assert "reloaded 'p.ipynb' from its file before saving some of your edits" in notes, read
     assert "the source of cell 'c1'" in notes, read
+
+
+async def test_edits_a_reload_discarded_in_a_room_never_saved_are_applied_again(
+    lazy_server: JupyterServer, way: str
+) -> None:
+    """The server never saved this room (nbrelay's saver waits an hour, the server's own
+    autosave is off), so its document has no saved hash whose deletion would mark a reload:
+    only the server's event says it reloads, and its file watcher sends that event before it
+    reads the file. The file rewritten outside JupyterLab (the other cell changed) discards the
+    agent's unsaved edit; nbrelay applies it again once the reloaded notebook is there."""
+    path = lazy_server.root / "n.ipynb"
+    async with room_agent(way, lazy_server, save_delay=3600) as client:
+        await call(client, "read_notebook", path="n.ipynb")
+        await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+        write_notebook(path, notebook("a", "b from outside"))
+
+        async def merged() -> bool:
+            sources = await fresh_sources(lazy_server, "n.ipynb")
+            return sources == (["c0", "c1"], ["a1", "b from outside"])
+
+        await wait_for(merged, seconds=20, interval=0.5)
+        read = await call(client, "read_cell", path="n.ipynb", cell="c0")
+        await call(client, "save_notebook", path="n.ipynb")
+    assert "nbrelay applied these again" in read["note"], read
+    assert "the source of cell 'c0'" in read["note"], read
+    assert disk(path) == (["c0", "c1"], ["a1", "b from outside"])

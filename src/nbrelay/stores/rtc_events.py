@@ -9,8 +9,9 @@ when it reloaded the room from a file that changed on disk instead of saving. On
 apart. ``SaveEvents`` counts them and answers, for a save begun at a given count, what the server
 said of it; and it tells a joined room when the server reloads it (``on_reload``): the only sign
 of a reload when the server never saved the room (the document's saved hash, whose deletion
-otherwise marks one, is set by a save). The server extension hears the events in process (the server's event logger); live
-mode over the Jupyter Server's events WebSocket (``stores.rtc_websocket``).
+otherwise marks one, is set by a save). The server extension hears the events in process (the
+server's event logger); live mode over the Jupyter Server's events WebSocket
+(``stores.rtc_websocket``).
 """
 
 from __future__ import annotations

@@ -61,6 +61,10 @@ from nbrelay.stores.shelf import Shelf
 
 logger = logging.getLogger("nbrelay.rtc")
 
+# Seconds after the server said it reloads a room at which nbrelay looks for its own edits the
+# reload discarded (each delay after the last look).
+RELOAD_LOOKS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+
 # Asked before each operation of the store, with the caller it is done for and "read" or "write".
 Access = Callable[[Caller, str], Awaitable[None]]
 # What the store reads on its own, below the operations that ask (a room's file, as it joins).
@@ -337,11 +341,12 @@ class RoomHost(LockedEdits):
             return None
         return None if on_disk.notebook.cells else found
 
-    async def _recover(self, rel: str, unsaved: Unsaved | None, fresh: SharedRoom) -> None:
+    async def _recover(self, rel: str, unsaved: Unsaved | None, fresh: SharedRoom) -> bool:
         """Apply again to ``fresh`` what the server lost of nbrelay's ``unsaved`` edits (it
         stopped before saving them), where that is safe; tell the agent on its next call.
         Without ``unsaved``, the server reloaded ``fresh`` from its file, and the edits are
-        the room's own unsaved ones (taken over by what is recovered now)."""
+        the room's own unsaved ones (taken over by what is recovered now). Whether any was
+        missing."""
         reloaded = unsaved is None
         async with fresh.lock:
             await fresh.barrier()
@@ -352,7 +357,7 @@ class RoomHost(LockedEdits):
             found = recover(unsaved, nb)
             if reloaded:
                 if not (found.restored or found.lost or found.forgotten):
-                    return  # the notebook as reloaded has them (or the reload is still to come)
+                    return False  # the notebook as reloaded has them, or is still to come
                 fresh.unsaved.clear()  # taken over by what is restored now
                 fresh.forgotten = 0
                 if fresh.journal is not None:
@@ -375,6 +380,7 @@ class RoomHost(LockedEdits):
         note = recovery_note(rel, found, reloaded=reloaded)
         if note:
             self._lost[rel] = note
+        return bool(note)
 
     async def _follow_reloads(self, rel: str, room: SharedRoom) -> None:
         """While the room lasts: each time the server reloads it from its file with edits of
@@ -388,15 +394,20 @@ class RoomHost(LockedEdits):
 
                 tg.start_soon(either, room.reloaded)
                 tg.start_soon(either, room.closed)
-            if room.closed.is_set():
-                return
             room.reloaded = anyio.Event()
-            if not room.unsaved and not room.forgotten:
-                continue
-            try:
-                await self._recover(rel, None, room)
-            except (NbrelayError, RoomLost) as exc:  # the room ended: its rejoin recovers
-                logger.warning("restoring edits to %s after a reload failed: %s", rel, exc)
+            # The server's event can come before the notebook it reloads (its file watcher
+            # says so, then reads the file): look again a few times until it is here.
+            for delay in RELOAD_LOOKS:
+                with anyio.move_on_after(delay):
+                    await room.closed.wait()
+                if room.closed.is_set() or not (room.unsaved or room.forgotten):
+                    break
+                try:
+                    if await self._recover(rel, None, room):
+                        break
+                except (NbrelayError, RoomLost) as exc:  # the room ended: its rejoin recovers
+                    logger.warning("restoring edits to %s after a reload failed: %s", rel, exc)
+                    break
 
     async def _recover_journaled(self) -> None:
         """Give the server back the edits its previous run acknowledged and never saved (in its
