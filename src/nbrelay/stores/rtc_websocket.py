@@ -30,6 +30,7 @@ from nbrelay.stores.yprotocol import GLOBAL_AWARENESS, Room, agent_user
 logger = logging.getLogger("nbrelay.rtc")
 
 EVENTS_RETRY = 60.0  # seconds before asking again for an events WebSocket the server refused
+EVENTS_OPEN = 5.0  # seconds the events WebSocket may take to open
 
 
 class WebSocketWay(RoomWay):
@@ -115,13 +116,14 @@ class WebSocketWay(RoomWay):
         ):
             return
         try:
-            await self._tg.start(self._events)
+            with anyio.fail_after(EVENTS_OPEN):  # never holds up the call that joined a room
+                await self._tg.start(self._events)
         except Exception as exc:  # refused (a RemoteError naming the status), or unreachable
             self._events_retry = time.monotonic() + EVENTS_RETRY
             logger.warning(
                 "the Jupyter Server's events WebSocket is not available (%s): a save the server "
                 "fails is reported without its reason",
-                exc,
+                str(exc) or f"{type(exc).__name__} after {EVENTS_OPEN:g} s",
             )
 
     async def _events(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
