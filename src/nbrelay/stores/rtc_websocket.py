@@ -56,6 +56,7 @@ class WebSocketWay(RoomWay):
         self.events = SaveEvents()
         self._events_scope: anyio.CancelScope | None = None  # while the events socket is open
         self._events_retry = 0.0  # monotonic time before which a refused socket is not asked
+        self._events_opening = anyio.Lock()  # one socket, however many rooms join at once
 
     def attach(self, tg: TaskGroup) -> None:
         self._tg = tg
@@ -108,23 +109,24 @@ class WebSocketWay(RoomWay):
     async def _hear_events(self) -> None:
         """Open the server's events WebSocket unless it is open (it closes with the server:
         the next join opens it again) or was refused less than ``EVENTS_RETRY`` seconds ago."""
-        if (
-            self._events_scope is not None
-            or self._stopping
-            or self._tg is None
-            or time.monotonic() < self._events_retry
-        ):
-            return
-        try:
-            with anyio.fail_after(EVENTS_OPEN):  # never holds up the call that joined a room
-                await self._tg.start(self._events)
-        except Exception as exc:  # refused (a RemoteError naming the status), or unreachable
-            self._events_retry = time.monotonic() + EVENTS_RETRY
-            logger.warning(
-                "the Jupyter Server's events WebSocket is not available (%s): a save the server "
-                "fails is reported without its reason",
-                str(exc) or f"{type(exc).__name__} after {EVENTS_OPEN:g} s",
-            )
+        async with self._events_opening:
+            if (
+                self._events_scope is not None
+                or self._stopping
+                or self._tg is None
+                or time.monotonic() < self._events_retry
+            ):
+                return
+            try:
+                with anyio.fail_after(EVENTS_OPEN):  # never holds up the call that joined
+                    await self._tg.start(self._events)
+            except Exception as exc:  # refused (a RemoteError naming the status), unreachable
+                self._events_retry = time.monotonic() + EVENTS_RETRY
+                logger.warning(
+                    "the Jupyter Server's events WebSocket is not available (%s): a save the "
+                    "server fails is reported without its reason",
+                    str(exc) or f"{type(exc).__name__} after {EVENTS_OPEN:g} s",
+                )
 
     async def _events(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hear the server's events until the socket closes (``stores.rtc_events``)."""
