@@ -167,6 +167,56 @@ def test_what_json_cannot_carry_takes_jupyter_ydocs_own_path(
     assert calls["own"] == 0
 
 
+@pytest.mark.parametrize(
+    "key", ['a"execution_count', 'x,"execution_count', "{", "execution_count2", "null"]
+)
+def test_a_key_that_looks_like_an_execution_count_is_not_taken_for_one(
+    original: Any, key: str
+) -> None:
+    """The ``null`` check is made on the JSON text; keys whose text holds an execution count's,
+    with NaN (written as ``null``) for a value, still take jupyter_ydoc's own path."""
+    calls = {"own": 0}
+
+    def counted(self: Any, deduplicate: bool = True) -> Any:
+        calls["own"] += 1
+        return original(self, deduplicate)
+
+    with pytest.raises(ValueError):
+        converted(ynotebook.linear(counted, _cast_all()), _big_document(**{key: float("nan")}))
+    assert calls["own"] == 1
+
+
+def test_nulls_are_counted_on_the_text_not_looked_for_in_every_value(
+    original: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counting the work, not the time: a notebook whose only ``null`` are execution counts is
+    not walked value by value; one with "null" in a cell's text is, and keeps the linear path."""
+    walked = {"n": 0}
+    own_check = ynotebook._has_null
+
+    def counted_check(value: Any, key: str = "") -> bool:
+        walked["n"] += 1
+        return own_check(value, key)
+
+    monkeypatch.setattr(ynotebook, "_has_null", counted_check)
+    calls = {"own": 0}
+
+    def counted(self: Any, deduplicate: bool = True) -> Any:
+        calls["own"] += 1
+        return original(self, deduplicate)
+
+    linear = ynotebook.linear(counted, _cast_all())
+    document = _big_document(nested={"execution_count": None})
+    assert converted(linear, document) == converted(original, document)
+    assert walked["n"] == 0
+    assert calls["own"] == 0
+    document = _big_document(note="a null pointer")
+    document.ycells[7]["source"] = Text("x = 'null'")
+    assert converted(linear, document) == converted(original, document)
+    assert walked["n"] >= ynotebook.SMALL  # each cell looked at, none found
+    assert calls["own"] == 0
+
+
 def test_duplicated_cell_ids_are_renamed_by_jupyter_ydoc_itself(original: Any) -> None:
     calls = {"own": 0}
 
