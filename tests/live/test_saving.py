@@ -19,12 +19,17 @@ import anyio
 import pytest
 
 from nbrelay.caller import ANYONE
+from nbrelay.config import Secret
+from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.notebook.model import version_of
+from nbrelay.stores.rtc import RTCStore
+from nbrelay.stores.rtc_websocket import EVENTS_OPEN
 from tests.helpers import call, call_error, notebook, write_notebook
 from tests.live.conftest import agent
 from tests.live.person import fresh_sources
 from tests.live.rooms import room_agent, store_args
 from tests.live.server import JupyterServer, wait_for
+from tests.live.stall import stalling_proxy
 from tests.live.test_rtc import disk
 from tests.servers import rewrite_and_wait_reloaded
 
@@ -402,6 +407,41 @@ async def test_a_save_the_server_fails_is_reported_with_the_servers_reason(
         await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
         await call(client, "save_notebook", path="n.ipynb")
     assert disk(lazy_server.root / "n.ipynb") == (["c0", "c1"], ["a1", "b"])
+
+
+async def test_an_events_websocket_that_never_opens_holds_up_nothing_and_is_asked_for_once(
+    quiet_server: JupyterServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server (behind a proxy here) that accepts the events WebSocket and never answers it:
+    two notebooks joined at the same moment open, and ask for one events socket between them;
+    the attempt is given up after EVENTS_OPEN seconds and logged; edits are made and saved; a
+    notebook joined after that does not ask again within the minute."""
+    write_notebook(quiet_server.root / "m.ipynb", notebook("x"))
+    write_notebook(quiet_server.root / "o.ipynb", notebook("y"))
+    caplog.set_level(logging.INFO, logger="nbrelay.rtc")
+    async with stalling_proxy(quiet_server.port, "/api/events/subscribe") as proxy:
+        api = JupyterAPI(proxy.url, Secret(quiet_server.token))
+        store = RTCStore(api, agent_name="stalled agent", save_delay=3600)
+        with anyio.fail_after(10 * EVENTS_OPEN):  # not held up for ever by the socket
+            async with agent(quiet_server, store=store) as client:
+                views: dict[str, Any] = {}
+
+                async def read(name: str) -> None:
+                    views[name] = await call(client, "read_notebook", path=name)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read, "n.ipynb")
+                    tg.start_soon(read, "m.ipynb")
+                assert sorted(views) == ["m.ipynb", "n.ipynb"]
+                await call(client, "edit_cell", path="n.ipynb", cell="c0", source="a1")
+                await call(client, "save_notebook", path="n.ipynb")
+                await call(client, "read_notebook", path="o.ipynb")
+        held = proxy.held
+    assert held == 1, held  # one socket asked for, by the two joins together, none after
+    assert disk(quiet_server.root / "n.ipynb") == (["c0", "c1"], ["a1", "b"])
+    given_up = [r.getMessage() for r in caplog.records if "events WebSocket" in r.getMessage()]
+    assert len(given_up) == 1, given_up
+    assert f"TimeoutError after {EVENTS_OPEN:g} s" in given_up[0], given_up
 
 
 async def test_edits_a_reload_after_a_failed_save_discarded_are_applied_again(
