@@ -98,6 +98,8 @@ async def test_a_room_without_what_nbrelay_uses_is_refused_naming_it(
     room = SimpleNamespace(
         ydoc=None,
         clients=set(),
+        ready=True,
+        ready_event=None,
         _document=object(),
         _update_lock=None,
         _file=SimpleNamespace(last_modified=None, number_of_subscriptions=0),

@@ -36,7 +36,9 @@ logger = logging.getLogger("nbrelay.extension")
 APP_NEEDS = ("get_document", "ywebsocket_server", "file_loaders", "_room_locks", "stop_extension")
 SERVER_NEEDS = ("rooms", "delete_room")
 ROOM_CLASS_NEEDS = ("_save_to_disc",)
-ROOM_NEEDS = ("ydoc", "clients", "_document", "_update_lock", "_file")
+ROOM_NEEDS = ("ydoc", "clients", "ready", "ready_event", "_document", "_update_lock", "_file")
+# Seconds to wait for a room that a browser's connection made, and is loading, to be loaded.
+READY_WAIT = 30.0
 LOADER_NEEDS = ("last_modified", "number_of_subscriptions")
 
 
@@ -202,17 +204,42 @@ class Collaboration:
             if made:
                 loading.add_done_callback(lambda done: self._abandon(done, room_id, path))
             raise
+        if loading.exception() is not None:
+            await self._drop_unloaded(room_id)
         document = loading.result()
         room = self.current(room_id)
         if document is None or room is None:
             raise self._broken_by(["room for the document get_document returned"])
         self._check_room(room)
+        if not room.ready:  # a browser's connection made it and is loading it: wait
+            with anyio.move_on_after(READY_WAIT):
+                await room.ready_event.wait()
+            if not room.ready:
+                await self._drop_unloaded(room_id)
+                raise RemoteError(
+                    f"the Jupyter Server has not loaded {path!r} into its room after "
+                    f"{READY_WAIT:g} s.",
+                    hint="Retry; if it keeps failing, open the notebook in JupyterLab to see why.",
+                )
         if room._document is not document:
             self._fail(["DocumentRoom._document (it is not the room's document)"])
         if made:
             self.made[room_id] = room
         self.abandoned.pop(room_id, None)
         return room, self.made.get(room_id) is room
+
+    async def _drop_unloaded(self, room_id: str) -> None:
+        """Take out of the server a room it failed to load that nobody is in.
+
+        jupyter-collaboration's ``get_document`` stops such a room but leaves it listed, empty:
+        the next ``get_document`` would hand out its empty document without loading the file
+        again, and a save of it would write an empty notebook over the file. A browser's
+        connection to the notebook would find it too, and try loading it again."""
+        room = self.current(room_id)
+        if room is None or room.ready or room.clients:
+            return
+        with contextlib.suppress(Exception):  # stopped already, by the server: still unlisted
+            await self.app.ywebsocket_server.delete_room(room=room)
 
     def _abandon(self, loading: asyncio.Future[Any], room_id: str, path: str) -> None:
         """The load a cancelled ``open`` began ended: list the room it made as abandoned."""

@@ -100,6 +100,17 @@ class WebSocketWay(RoomWay):
         await self._start(room)
         try:
             await room.wait_synced(self.sync_timeout)
+        except RemoteError:
+            await room.close()
+            if room.unloadable:  # as in process: the contents API serves this notebook
+                logger.info(
+                    "the Jupyter Server cannot load %s into a room (%s): its file is read and "
+                    "written through the contents API",
+                    rel,
+                    room.close_reason,
+                )
+                return None
+            raise
         except BaseException:
             await room.close()
             raise

@@ -45,6 +45,9 @@ GLOBAL_AWARENESS = "JupyterLab:globalAwareness"
 # Seconds nbrelay still listens, in the background, for the end of a save it stopped waiting for
 # (``Room.save``), at most (and never past the room's end).
 LATE_SAVE = 300.0
+# jupyter-collaboration's close codes for a room whose file the contents manager could not load
+# (a bad request, a server error).
+UNLOADABLE_CODES = frozenset({4400, 4500})
 
 __all__ = ["GLOBAL_AWARENESS", "Room", "RoomLost", "agent_user"]
 
@@ -77,6 +80,7 @@ class Room(SharedRoom):
         self.awareness.set_local_state({"user": dict(user), **dict(state or {})})
         self.synced = anyio.Event()
         self.close_code: int | None = None
+        self.close_message = ""  # the reason the server gave when it closed the room
         self._out_send, self._out_recv = anyio.create_memory_object_stream[bytes](math.inf)
         self._barriers: deque[anyio.Event] = deque()
         self._save_ids = itertools.count(1)
@@ -136,7 +140,9 @@ class Room(SharedRoom):
                     f"the connection to the room of {self.name!r} failed ({type(exc).__name__}).",
                     hint="Check that the Jupyter Server is running, then retry.",
                 ) from exc
-            logger.warning("room %s ended: %r", self.name, exc)
+            # After the server closed the room, a task still sending meets the closed socket.
+            log = logger.info if self.closed.is_set() else logger.warning
+            log("room %s ended: %r", self.name, exc)
             self._end(f"{type(exc).__name__}", lost=True)
         finally:
             self._end(self.close_reason or "closed", lost=self.lost)
@@ -210,6 +216,26 @@ class Room(SharedRoom):
                 hint="The server may be overloaded or the notebook very large; retry.",
             )
 
+    @property
+    def unloadable(self) -> bool:
+        """Whether the server closed the room because it cannot load the notebook into one:
+        jupyter-collaboration's "initialization_error" that no reload mends (jupyter_ydoc cannot
+        hold the notebook: a cell with no source, as a notebook of a later nbformat may have),
+        or its codes for an error of the contents manager while loading (4400, 4500)."""
+        if self.close_code in UNLOADABLE_CODES:
+            return True
+        if self.close_code != 1003:
+            return False
+        try:
+            said = json.loads(self.close_message)
+        except ValueError:
+            return False
+        return (
+            isinstance(said, dict)
+            and said.get("reason") == "initialization_error"
+            and not said.get("reloadable", True)
+        )
+
     # -- frames ---------------------------------------------------------------------------
 
     def _send(self, message: bytes) -> None:
@@ -262,9 +288,11 @@ class Room(SharedRoom):
                 if isinstance(message, bytes) and message:
                     self._dispatch(message)
             self.close_code = ws.close_code
+            self.close_message = ws.close_reason or ""
             self._end(f"closed by the server ({ws.close_code} {ws.close_reason})", lost=True)
         except ConnectionClosed as exc:
             self.close_code = exc.rcvd.code if exc.rcvd is not None else None
+            self.close_message = exc.rcvd.reason if exc.rcvd is not None else ""
             self._end(f"connection closed ({exc})", lost=True)
 
     def _dispatch(self, message: bytes) -> None:
