@@ -8,7 +8,8 @@ WebSocket with an "initialization_error" that no reload mends (``get_document`` 
 process). Before: live mode refused every call on it ("the Jupyter Server closed the room");
 in process, the failed load left the room listed, empty, so the second call was handed that
 empty notebook, and an agent's insert went into it and was saved over the file (that save
-failed only because the empty room has no nbformat version).
+failed only because the empty room has no nbformat version). The room is not asked for again
+for a minute (``UNLOADABLE_RETRY``): each attempt has the server log the failure.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ async def test_a_notebook_collaboration_cannot_load_is_served_through_the_conten
         await call(client, "save_notebook", path=name)
         view = await call(client, "read_notebook", path=name)
     assert view["cell_count"] == len(original["cells"]) + 1
+    # The room was asked for once: each attempt has the server log the failure (a traceback).
+    assert jupyter.log.read_text().count(f"loaded from file {name}") == 1
     saved = json.loads(path.read_text(encoding="utf-8"))
     assert (saved["nbformat"], saved["nbformat_minor"]) == (4, 99)
     assert len(saved["cells"]) == len(original["cells"]) + 1

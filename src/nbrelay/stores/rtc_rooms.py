@@ -64,6 +64,8 @@ logger = logging.getLogger("nbrelay.rtc")
 # Seconds after the server said it reloads a room at which nbrelay looks for its own edits the
 # reload discarded (each delay after the last look).
 RELOAD_LOOKS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+# Seconds before nbrelay asks again for the room of a notebook the server could not load into one.
+UNLOADABLE_RETRY = 60.0
 
 # Asked before each operation of the store, with the caller it is done for and "read" or "write".
 Access = Callable[[Caller, str], Awaitable[None]]
@@ -160,6 +162,10 @@ class RoomHost(LockedEdits):
         self._seen = Readers(Shelf(self.state_key) if shared_state else None)
         self._seen_reloads: dict[str, tuple[SharedRoom, int]] = {}
         self._rooms: dict[str, SharedRoom] = {}
+        # Notebooks the server could not load into a room (the contents API serves them), and
+        # the monotonic time until which their room is not asked for again: each attempt has the
+        # server log the failure.
+        self._unloadable: dict[str, float] = {}
         self._reconnected: set[str] = set()  # rooms joined again since the agent was told
         self._lost: dict[str, str] = {}  # notes of acknowledged edits the notebook lost
         # "contents" once the server turns out to have no real-time collaboration.
@@ -294,12 +300,17 @@ class RoomHost(LockedEdits):
             )
         # If the room ended, it stays listed until a fresh one is joined: its acknowledged
         # edits the server may not have saved are recovered into the fresh one.
+        if self._unloadable.get(rel, 0.0) > time.monotonic():
+            return None
         fresh = await self.way.join(rel, self.paths.server(rel))
         if fresh is None:
             if self.way.rtc is False:
                 self.mode = "contents"
+            else:  # the server has rooms, and could not load this notebook into one
+                self._unloadable[rel] = time.monotonic() + UNLOADABLE_RETRY
             self._rooms.pop(rel, None)
             return None
+        self._unloadable.pop(rel, None)
         if not self.placeholder_is_a_cell:
             fresh.placeholder_id = await self._placeholder_of(rel, fresh)
         unsaved = None
