@@ -3,7 +3,10 @@ sdists, nbformat 4.0 to 4.99) edited through jupyter-collaboration's rooms, both
 (``tests.live.rooms``), as ``tests/corpus/test_world.py`` does in file mode: read (overview and
 whole), an edit of the first cell, an insert at the end, a delete undone, a save. The file is then
 valid for nbformat and holds the edits, and every other cell keeps its source, outputs,
-metadata and attachments as the file had them.
+metadata and attachments as the file had them. And every runnable one (its imports installed
+here) is run whole in its room, on the server's kernel, and its saved outputs compared cell by
+cell with nbclient's run of it, as file mode's are (``test_world.outputs_of``: what is random
+masked).
 
 The notebooks whose jupytext pairing needs pandoc (not installed here) cannot be saved by the
 server; ``tests/live/test_saving.py`` covers that case.
@@ -11,17 +14,33 @@ server; ``tests/live/test_saving.py`` covers that case.
 
 from __future__ import annotations
 
+import functools
+import json
 import shutil
+import sys
 import warnings
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import nbformat
 import pytest
 from mcp import Client
 
 from tests.corpus import world
+from tests.corpus.test_world import (
+    _NBCLIENT,
+    KNOWN_MISMATCHES,
+    NOT_RUN,
+    RANDOM,
+    nbclient_result,
+    official,
+    outputs_of,
+    runnable,
+)
 from tests.extension.conftest import ext_client
-from tests.helpers import call
+from tests.helpers import PATIENCE, call
 from tests.live.conftest import agent
 from tests.live.server import JupyterServer
 
@@ -108,3 +127,92 @@ async def test_every_world_notebook_is_edited_in_its_room(jupyter: JupyterServer
                 await _edit(client, f"{folder.name}/{name}")
     wrong = [w for name, source in names.items() for w in _compare(folder / name, source)]
     assert not wrong, "\n".join(wrong)
+
+
+@functools.cache
+def _runnable() -> list[Path]:
+    return [
+        path
+        for path in world.notebooks()
+        if world.name_of(path) not in NOT_RUN
+        and (notebook := official(path)) is not None
+        and runnable(notebook)
+    ]
+
+
+def _with_its_files(source: Path, folder: Path) -> Path:
+    """A copy of ``source`` in ``folder`` with the files beside it (the data it reads)."""
+    folder.mkdir(parents=True)
+    for found in source.parent.iterdir():
+        if found.is_file() and found.stat().st_size < 5_000_000:
+            shutil.copy(found, folder / found.name)
+    return folder / source.name
+
+
+@pytest.fixture(scope="module")
+async def nbclient_runs(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[list[Path]]:
+    """nbclient's runs of the runnable notebooks, in ``_runnable`` order, written by a process
+    of its own as each finishes (beside the tests)."""
+    base = tmp_path_factory.mktemp("nbclient-rooms")
+    targets = [base / f"{n:03d}" / "ran.ipynb" for n in range(len(_runnable()))]
+    pairs = []
+    for n, source in enumerate(_runnable()):
+        copied = _with_its_files(source, base / f"{n:03d}")
+        pairs.append((str(copied), str(targets[n])))
+    command = [sys.executable, "-c", _NBCLIENT, json.dumps(pairs)]
+    async with await anyio.open_process(command) as process:
+        yield targets
+        with anyio.fail_after(PATIENCE * 10):
+            await process.wait()
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _run(client: Client, path: str, kernel: Any) -> None:
+    if not isinstance(kernel, dict) or kernel.get("name", "python3") != "python3":
+        # A kernel this machine does not have: switch, as a user would (and as nbclient runs it).
+        await call(client, "notebook_metadata", path=path, kernel="python3")
+    ran = await call(
+        client, "execute", path=path, cells="all", stop_on_error=False, wait=PATIENCE, timeout=60
+    )
+    assert ran["status"] == "done", (path, ran)
+    await call(client, "save_notebook", path=path)
+    await call(client, "restart_kernel", path=path, shutdown=True)
+
+
+async def test_every_runnable_world_notebook_runs_in_its_room_as_nbclient_runs_it(
+    jupyter: JupyterServer, way: str, nbclient_runs: list[Path]
+) -> None:
+    notebooks = _runnable()
+    assert len(notebooks) >= 50, len(notebooks)
+    folder = jupyter.root / f"world-runs-{way}"
+    copies = [_with_its_files(p, folder / f"{n:03d}") for n, p in enumerate(notebooks)]
+    paths = [c.relative_to(jupyter.root if way == "in-process" else folder) for c in copies]
+    client_of = agent(jupyter, folder.name) if way == "websocket" else ext_client(jupyter)
+    async with client_of as client:
+        for source, path in zip(notebooks, paths, strict=True):
+            kernel = official(source).metadata.get("kernelspec")  # type: ignore[union-attr]
+            await _run(client, path.as_posix(), kernel)
+    wrong = {}
+    for source, copy, theirs_at in zip(notebooks, copies, nbclient_runs, strict=True):
+        name = world.name_of(source)
+        ours, theirs = _read(copy), await nbclient_result(theirs_at)
+        differ = {
+            i
+            for i, (a, b) in enumerate(zip(ours.cells, theirs.cells, strict=True))
+            if a.cell_type == "code"
+            and outputs_of(a, random=(name, i) in RANDOM)
+            != outputs_of(b, random=(name, i) in RANDOM)
+        }
+        unexpected = differ - set(KNOWN_MISMATCHES.get(name, {}))  # file mode's, listed there
+        if unexpected:
+            i = min(unexpected)
+            wrong[name] = (
+                sorted(unexpected),
+                outputs_of(ours.cells[i]),
+                outputs_of(theirs.cells[i]),
+            )
+    assert not wrong, wrong
