@@ -93,6 +93,42 @@ class SlowLoad(AsyncLargeFileManager):  # the next notebook read, once a flag fi
 """
 
 
+# Another server extension that loads notebooks into rooms as some do (datalayer's
+# jupyter-mcp-server run as an extension, for one): jupyter-collaboration's ``get_document``,
+# asked for over ``GET {base_url}other/load?path=...``.
+OTHER_EXTENSION = """
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+
+class Load(APIHandler):
+    @web.authenticated
+    async def get(self):
+        path = self.get_argument("path")
+        for apps in self.serverapp.extension_manager.extension_apps.values():
+            for app in apps:
+                if hasattr(app, "get_document") and hasattr(app, "ywebsocket_server"):
+                    try:
+                        await app.get_document(
+                            path=path, content_type="notebook", file_format="json",
+                            copy=False, create=True,
+                        )
+                    except Exception as exc:
+                        self.finish({"loaded": False, "error": repr(exc)})
+                        return
+                    self.finish({"loaded": True})
+                    return
+        self.finish({"loaded": None})
+
+
+def _jupyter_server_extension_points():
+    return [{"module": "nbrelay_test_other"}]
+
+
+def _load_jupyter_server_extension(serverapp):
+    serverapp.web_app.add_handlers(".*$", [(serverapp.base_url + "other/load", Load)])
+"""
+
 # Jupyter reads the user's config folder before the environment's: the test server's own
 # folder then decides whether nbrelay is on, whatever the test environment's config.d says.
 USER_FIRST = {"JUPYTER_PREFER_ENV_PATH": "0"}
@@ -112,9 +148,11 @@ def make_server(
     collaboration: bool = True,
     args: Sequence[str] = (),
     root: Path | None = None,
+    other: bool = False,
 ) -> JupyterServer:
     """A server (not started) whose config folder enables nbrelay (or leaves it as is), serving
-    ``root`` (by default ``base/root``) with its own files in ``base/work``."""
+    ``root`` (by default ``base/root``) with its own files in ``base/work``; with ``other``, the
+    other extension above too."""
     work = base / "work"
     server = ExtServer(
         root=root or base / "root",
@@ -131,6 +169,10 @@ def make_server(
     # ``python -m jupyter_server`` runs in the work folder, which is on its sys.path.
     (work / "nbrelay_test_authz.py").write_text(READ_ONLY_AUTHORIZER)
     (work / "nbrelay_test_slow.py").write_text(SLOW_SAVE)
+    if other:
+        (work / "nbrelay_test_other.py").write_text(OTHER_EXTENSION)
+        others = {"ServerApp": {"jpserver_extensions": {"nbrelay_test_other": True}}}
+        (confd / "nbrelay_test_other.json").write_text(json.dumps(others))
     return server
 
 
@@ -151,10 +193,15 @@ def start_ext_server(tmp_path: Path) -> Iterator[Callable[..., JupyterServer]]:
     """Start servers of a test's own (stopped by PID at the end)."""
 
     def make(
-        n: int, *, enable: bool = True, collaboration: bool = True, args: Sequence[str] = ()
+        n: int,
+        *,
+        enable: bool = True,
+        collaboration: bool = True,
+        args: Sequence[str] = (),
+        other: bool = False,
     ) -> JupyterServer:
         return make_server(
-            tmp_path / f"s{n}", enable=enable, collaboration=collaboration, args=args
+            tmp_path / f"s{n}", enable=enable, collaboration=collaboration, args=args, other=other
         )
 
     with servers_of_a_test(make) as start:

@@ -21,10 +21,12 @@ import psutil
 import pytest
 from websockets.asyncio.client import connect
 
+from nbrelay.extension.collaboration import READY_WAIT
 from tests.extension.conftest import USER_FIRST, ext_client, make_server, mcp_url
 from tests.helpers import PATIENCE, call, call_error, notebook, text_of, write_notebook
 from tests.live.person import person
 from tests.live.server import JupyterServer, wait_for
+from tests.live.test_unloadable import later_minor
 from tests.servers import rewrite_and_wait_reloaded
 
 pytestmark = pytest.mark.anyio
@@ -777,3 +779,31 @@ async def test_a_room_loaded_for_a_call_that_gave_up_is_closed_once_idle(
         assert done.exists()  # the call waited for that load
         await wait_for(lambda: server.log.read_text().count(closed) >= 2, seconds=30)
     assert sources_on_disk(file) == ["a = 1", "b = 2"]  # saved as it closed
+
+
+async def test_a_room_another_extension_failed_to_load_is_not_handed_to_the_agent(
+    start_ext_server: Any,
+) -> None:
+    """Another extension of the server asks jupyter-collaboration for the room of a notebook it
+    cannot load (nbformat's 4.99 test notebook): the load fails and leaves the room listed,
+    stopped and empty. nbrelay's calls are not handed that empty notebook (they were: 0 cells,
+    and an insert went into it and was saved over the file), nor held up waiting for it to load
+    (it never will): the room is taken out of the server, and the notebook read and written
+    through the contents manager."""
+    server: JupyterServer = start_ext_server(other=True)
+    text = later_minor()
+    cells = len(json.loads(text)["cells"])
+    (server.root / "later.ipynb").write_text(text, encoding="utf-8")
+    headers = {"Authorization": f"token {server.token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=PATIENCE) as http:
+        loaded = await http.get(f"{server.url}other/load", params={"path": "later.ipynb"})
+    assert loaded.json()["loaded"] is False, loaded.text  # the other extension's load failed
+    async with ext_client(server) as client:
+        with anyio.fail_after(0.8 * READY_WAIT):  # a stopped room is not waited for
+            view = await call(client, "read_notebook", path="later.ipynb")
+        assert view["cell_count"] == cells, view
+        await call(client, "insert_cells", path="later.ipynb", cells=["added = 1"])
+        await call(client, "save_notebook", path="later.ipynb")
+    saved = json.loads((server.root / "later.ipynb").read_text(encoding="utf-8"))
+    assert len(saved["cells"]) == cells + 1
+    assert saved["cells"][-1]["source"] in ("added = 1", ["added = 1"])

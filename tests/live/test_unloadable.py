@@ -26,7 +26,8 @@ from tests.live.server import JupyterServer
 pytestmark = pytest.mark.anyio
 
 
-def _later_minor() -> str:
+def later_minor() -> str:
+    """nbformat's own test notebook of nbformat 4.99 (a cell of an unknown type, no source)."""
     found = [p for p in world.notebooks() if world.name_of(p).endswith("tests/test4plus.ipynb")]
     assert found, "nbformat's test4plus.ipynb is not in the corpus"
     return found[0].read_text(encoding="utf-8")
@@ -35,7 +36,7 @@ def _later_minor() -> str:
 async def test_a_notebook_collaboration_cannot_load_is_served_through_the_contents_api(
     jupyter: JupyterServer, way: str
 ) -> None:
-    text = _later_minor()
+    text = later_minor()
     original = json.loads(text)
     assert not all("source" in c for c in original["cells"])  # what jupyter_ydoc cannot hold
     name = f"later-{way}.ipynb"

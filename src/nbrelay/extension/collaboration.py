@@ -212,8 +212,13 @@ class Collaboration:
             raise self._broken_by(["room for the document get_document returned"])
         self._check_room(room)
         if not room.ready:  # a browser's connection made it and is loading it: wait
+            # pycrdt's YRoom sets ``_stopped`` when it stops (the leftover of a failed load
+            # stops; without the attribute nbrelay only waits longer for such a room).
+            stopped = getattr(room, "_stopped", None)
             with anyio.move_on_after(READY_WAIT):
-                await room.ready_event.wait()
+                while not room.ready and not (stopped is not None and stopped.is_set()):
+                    with anyio.move_on_after(0.1):
+                        await room.ready_event.wait()
             if not room.ready:
                 await self._drop_unloaded(room_id)
                 raise RemoteError(
