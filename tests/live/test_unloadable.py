@@ -19,7 +19,7 @@ import json
 import pytest
 
 from tests.corpus import world
-from tests.helpers import call
+from tests.helpers import call, call_error
 from tests.live.rooms import room_agent
 from tests.live.server import JupyterServer
 
@@ -60,3 +60,26 @@ async def test_a_notebook_collaboration_cannot_load_is_served_through_the_conten
     assert saved["cells"][-1]["source"] in ("added = 1", ["added = 1"])
     unknown = [c for c in saved["cells"] if "source" not in c]
     assert unknown == [c for c in original["cells"] if "source" not in c]  # kept as it was
+
+
+async def test_a_file_that_is_no_notebook_is_refused_naming_the_problem_and_left_alone(
+    jupyter: JupyterServer, way: str
+) -> None:
+    """A .ipynb whose JSON is cut short (a copy interrupted): the server closes the room with its
+    "bad request" code (4400) or fails to load it; every call is refused with the server's
+    reason and what to do, in both ways, and the file is left as it was."""
+    name = f"cut-{way}.ipynb"
+    path = jupyter.root / name
+    path.write_text('{"cells": [{"cell_type": "code", "sour', encoding="utf-8")
+    before = path.read_bytes()
+    async with room_agent(way, jupyter) as client:
+        for tool, args in (
+            ("read_notebook", {}),
+            ("insert_cells", {"cells": ["x = 1"]}),
+            ("edit_cell", {"cell": 0, "source": "y"}),
+        ):
+            refused = await call_error(client, tool, path=name, **args)
+            assert f"cannot read {name!r} as a notebook" in refused, refused
+            assert "Notebook does not appear to be JSON" in refused
+            assert "Jupyter Server at this Jupyter Server" not in refused
+    assert path.read_bytes() == before

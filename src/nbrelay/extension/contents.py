@@ -120,6 +120,7 @@ class ServerContents(JupyterAPI):
         super().__init__(base_url, None)
         self.cm = contents_manager
         self.origin = "this Jupyter Server"
+        self.label = "this Jupyter Server"
         self.confinement = Confinement(contents_manager)
         # Every in-process server has the same base URL: what nbrelay keeps per server on disk
         # (readers' last reads, undo, run journals) is keyed by its contents root instead.

@@ -33,7 +33,7 @@ from nbrelay.stores import paths
 from nbrelay.stores.rtc import RTCStore
 from nbrelay.stores.rtc_journal import Journal
 from nbrelay.stores.rtc_room import SharedRoom
-from nbrelay.stores.rtc_rooms import RoomWay
+from nbrelay.stores.rtc_rooms import RoomWay, Unloadable
 
 logger = logging.getLogger("nbrelay.extension")
 
@@ -148,7 +148,9 @@ class InProcessWay(RoomWay):
             raise
         except Exception as exc:  # the contents manager says what is wrong with the file
             logger.info("no room for %s: %s", full, exc)
-            return None
+            if getattr(exc, "status_code", 400) >= 500:  # the server's fault: this call only
+                return None
+            raise Unloadable(f"{type(exc).__name__}: {exc}") from exc
         _, room_id = self.collab.room_id(full)
         joined = InProcessRoom(
             self.collab,

@@ -93,6 +93,7 @@ class JupyterAPI:
         self.identity = self.base
         parts = urlsplit(self.base)
         self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.label = f"Jupyter Server at {self.origin}"  # how messages name the server
         ws_scheme = "wss" if parts.scheme == "https" else "ws"
         self.ws_base = urlunsplit((ws_scheme, parts.netloc, parts.path, "", ""))
         self._token = token
@@ -130,11 +131,11 @@ class JupyterAPI:
 
         if isinstance(exc, httpx2.TimeoutException):
             return RemoteError(
-                f"Jupyter Server at {self.origin} did not answer within {self.timeout:g} s.",
+                f"{self.label} did not answer within {self.timeout:g} s.",
                 hint="Check that it is running and not overloaded, then retry.",
             )
         return RemoteError(
-            f"cannot reach Jupyter Server at {self.origin} ({type(exc).__name__}).",
+            f"cannot reach {self.label} ({type(exc).__name__}).",
             hint="Check that it is running and that --jupyter-url is right "
             "(`jupyter server list` shows the address).",
         )
@@ -211,7 +212,7 @@ class JupyterAPI:
         detail = _short(message or text or "")
         if status in (401, 403):
             return RemoteError(
-                f"Jupyter Server at {self.origin} refused the request ({status}"
+                f"{self.label} refused the request ({status}"
                 f"{': ' + detail if detail else ''}).",
                 hint="Give nbrelay the server's token in $JUPYTER_TOKEN or --jupyter-token-file "
                 "(`jupyter server list` shows it).",
@@ -226,7 +227,7 @@ class JupyterAPI:
                 f"{what} already exists on the Jupyter Server.", hint="Pick another path."
             )
         return RemoteError(
-            f"Jupyter Server at {self.origin} answered {status} for {what}"
+            f"{self.label} answered {status} for {what}"
             f"{': ' + detail if detail else ''}.",
             hint="Check the server's log; retry once the problem is fixed.",
         )
@@ -360,7 +361,7 @@ class JupyterAPI:
             ) from exc
         except (OSError, TimeoutError, InvalidHandshake) as exc:
             raise RemoteError(
-                f"cannot open a WebSocket to Jupyter Server at {self.origin} "
+                f"cannot open a WebSocket to {self.label} "
                 f"({type(exc).__name__}).",
                 hint="Check that the server is running and reachable, then retry.",
             ) from exc

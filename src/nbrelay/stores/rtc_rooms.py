@@ -73,6 +73,12 @@ Access = Callable[[Caller, str], Awaitable[None]]
 _OWN_READS = Caller.server("the room store reading the file of a room it joins")
 
 
+class Unloadable(Exception):
+    """Raised by ``RoomWay.join``: the server cannot load this notebook into a room (what is in
+    the file, not a passing fault); the contents API serves it, and its room is not asked for
+    again for ``UNLOADABLE_RETRY`` seconds."""
+
+
 class RoomWay(ABC):
     """How the room store reaches jupyter-collaboration's rooms."""
 
@@ -92,6 +98,7 @@ class RoomWay(ABC):
 
         Raises:
             NotebookNotFound: there is no such notebook.
+            Unloadable: the server cannot load the notebook into a room.
         """
 
     def confine(self, full: str) -> None:  # noqa: B027 - the server confines its own paths
@@ -302,12 +309,20 @@ class RoomHost(LockedEdits):
         # edits the server may not have saved are recovered into the fresh one.
         if self._unloadable.get(rel, 0.0) > time.monotonic():
             return None
-        fresh = await self.way.join(rel, self.paths.server(rel))
+        try:
+            fresh = await self.way.join(rel, self.paths.server(rel))
+        except Unloadable as exc:
+            logger.info(
+                "the Jupyter Server cannot load %s into a room (%s): its file is read and "
+                "written through the contents API",
+                rel,
+                exc,
+            )
+            self._unloadable[rel] = time.monotonic() + UNLOADABLE_RETRY
+            fresh = None
         if fresh is None:
             if self.way.rtc is False:
                 self.mode = "contents"
-            else:  # the server has rooms, and could not load this notebook into one
-                self._unloadable[rel] = time.monotonic() + UNLOADABLE_RETRY
             self._rooms.pop(rel, None)
             return None
         self._unloadable.pop(rel, None)

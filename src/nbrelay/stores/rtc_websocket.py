@@ -24,7 +24,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError, act
 from nbrelay.jupyter_api import JupyterAPI
 from nbrelay.stores.rtc_events import EVENTS_URI, SaveEvents
-from nbrelay.stores.rtc_rooms import RoomWay
+from nbrelay.stores.rtc_rooms import RoomWay, Unloadable
 from nbrelay.stores.yprotocol import GLOBAL_AWARENESS, Room, agent_user
 
 logger = logging.getLogger("nbrelay.rtc")
@@ -100,16 +100,10 @@ class WebSocketWay(RoomWay):
         await self._start(room)
         try:
             await room.wait_synced(self.sync_timeout)
-        except RemoteError:
+        except RemoteError as exc:
             await room.close()
             if room.unloadable:  # as in process: the contents API serves this notebook
-                logger.info(
-                    "the Jupyter Server cannot load %s into a room (%s): its file is read and "
-                    "written through the contents API",
-                    rel,
-                    room.close_reason,
-                )
-                return None
+                raise Unloadable(room.close_reason) from exc
             raise
         except BaseException:
             await room.close()

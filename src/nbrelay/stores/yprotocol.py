@@ -45,9 +45,9 @@ GLOBAL_AWARENESS = "JupyterLab:globalAwareness"
 # Seconds nbrelay still listens, in the background, for the end of a save it stopped waiting for
 # (``Room.save``), at most (and never past the room's end).
 LATE_SAVE = 300.0
-# jupyter-collaboration's close codes for a room whose file the contents manager could not load
-# (a bad request, a server error).
-UNLOADABLE_CODES = frozenset({4400, 4500})
+# jupyter-collaboration's close code for a room whose file the contents manager could not read as
+# a notebook (a bad request; not 4500, its own error, which may pass).
+UNLOADABLE_CODES = frozenset({4400})
 
 __all__ = ["GLOBAL_AWARENESS", "Room", "RoomLost", "agent_user"]
 
@@ -221,7 +221,7 @@ class Room(SharedRoom):
         """Whether the server closed the room because it cannot load the notebook into one:
         jupyter-collaboration's "initialization_error" that no reload mends (jupyter_ydoc cannot
         hold the notebook: a cell with no source, as a notebook of a later nbformat may have),
-        or its codes for an error of the contents manager while loading (4400, 4500)."""
+        or its code for a file the contents manager could not read as a notebook (4400)."""
         if self.close_code in UNLOADABLE_CODES:
             return True
         if self.close_code != 1003:
