@@ -204,8 +204,8 @@ class Collaboration:
             if made:
                 loading.add_done_callback(lambda done: self._abandon(done, room_id, path))
             raise
-        if loading.exception() is not None:
-            await self._drop_unloaded(room_id)
+        if not loading.cancelled() and loading.exception() is not None:
+            await self._drop_unloaded(room_id)  # get_document stopped it
         document = loading.result()
         room = self.current(room_id)
         if document is None or room is None:
@@ -220,7 +220,8 @@ class Collaboration:
                     with anyio.move_on_after(0.1):
                         await room.ready_event.wait()
             if not room.ready:
-                await self._drop_unloaded(room_id)
+                if stopped is not None and stopped.is_set():
+                    await self._drop_unloaded(room_id)  # never one a browser still loads
                 raise RemoteError(
                     f"the Jupyter Server has not loaded {path!r} into its room after "
                     f"{READY_WAIT:g} s.",
@@ -234,7 +235,7 @@ class Collaboration:
         return room, self.made.get(room_id) is room
 
     async def _drop_unloaded(self, room_id: str) -> None:
-        """Take out of the server a room it failed to load that nobody is in.
+        """Take out of the server a room it failed to load (stopped) that nobody is in.
 
         jupyter-collaboration's ``get_document`` stops such a room but leaves it listed, empty:
         the next ``get_document`` would hand out its empty document without loading the file
