@@ -212,8 +212,7 @@ class JupyterAPI:
         detail = _short(message or text or "")
         if status in (401, 403):
             return RemoteError(
-                f"{self.label} refused the request ({status}"
-                f"{': ' + detail if detail else ''}).",
+                f"{self.label} refused the request ({status}{': ' + detail if detail else ''}).",
                 hint="Give nbrelay the server's token in $JUPYTER_TOKEN or --jupyter-token-file "
                 "(`jupyter server list` shows it).",
             )
@@ -227,8 +226,7 @@ class JupyterAPI:
                 f"{what} already exists on the Jupyter Server.", hint="Pick another path."
             )
         return RemoteError(
-            f"{self.label} answered {status} for {what}"
-            f"{': ' + detail if detail else ''}.",
+            f"{self.label} answered {status} for {what}{': ' + detail if detail else ''}.",
             hint="Check the server's log; retry once the problem is fixed.",
         )
 
@@ -361,8 +359,7 @@ class JupyterAPI:
             ) from exc
         except (OSError, TimeoutError, InvalidHandshake) as exc:
             raise RemoteError(
-                f"cannot open a WebSocket to {self.label} "
-                f"({type(exc).__name__}).",
+                f"cannot open a WebSocket to {self.label} ({type(exc).__name__}).",
                 hint="Check that the server is running and reachable, then retry.",
             ) from exc
         try:
