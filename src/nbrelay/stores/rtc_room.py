@@ -72,6 +72,9 @@ class SharedRoom(ABC):
         self.ystate: pycrdt.Map[Any] = doc.get("state", type=pycrdt.Map)
         self.mirror = Mirror(self.ymeta, self.ycells, name=name)
         self.lock = anyio.Lock()
+        # One save of the room at a time (``rtc_saving.save_room``): the server cancels a save in
+        # progress when another is asked for, and answers the cancelled one "success" unwritten.
+        self.save_lock = anyio.Lock()
         self.last_used = time.monotonic()
         self.held = False  # an open session keeps the room joined, however idle
         self.reloads = 0

@@ -85,12 +85,22 @@ async def save(room: SharedRoom) -> str | None:
 
 async def save_room(room: SharedRoom) -> str | None:
     """Save the room's edits so far (see ``save``); the count of saved edits (and the room's
-    journal) follows."""
+    journal) follows.
+
+    One save of a room at a time: jupyter-collaboration cancels a save in progress when another
+    is asked for (the background saver's, ``save_notebook``'s) and answers the cancelled one
+    "success" without writing, which would read as a save a later change interrupted. A save
+    asked for while another runs waits for it, and is not made when that one held its edits."""
     upto = room.edits
-    saved = await save(room)
-    if saved is None:
-        room.written(upto)
-        await _journal_saved(room)
+    waited = room.save_lock.locked()
+    async with room.save_lock:
+        if waited and room.saved >= upto:  # the save it waited for holds them (and the journal)
+            return None
+        upto = room.edits
+        saved = await save(room)
+        if saved is None:
+            room.written(upto)
+            await _journal_saved(room)
     return saved
 
 
