@@ -328,6 +328,20 @@ async def test_an_edit_does_not_wait_behind_a_save_the_server_is_writing(
         assert room.save_requests == 2
 
 
+def _slow_save_server(start_jupyter: Any, tmp_path: Path, seconds: float) -> tuple[Any, Path]:
+    """A quiet server whose next notebook save, once the returned flag file exists, takes
+    ``seconds`` longer after writing the file (``SlowSave``: a slow disk)."""
+    from tests.extension.conftest import SLOW_SAVE
+
+    flag = tmp_path / "slow-save"
+    config = tmp_path / "slow_config.py"
+    config.write_text(
+        f"{SLOW_SAVE}\nc.ServerApp.contents_manager_class = SlowSave\n"
+        f"c.SlowSave.flag = {str(flag)!r}\nc.SlowSave.seconds = {seconds}\n"
+    )
+    return start_jupyter(args=[*NO_AUTOSAVE, f"--config={config}"]), flag
+
+
 # Longer than nbrelay waits for one save (30 s), and than a connection that pings lives on a
 # server that answers none (40 s: Jupyter Server reads nothing from a connection while it saves).
 HELD_SAVE = 45.0
@@ -341,16 +355,9 @@ async def test_edits_a_save_held_past_nbrelays_wait_wrote_count_as_saved_once_it
     # change after it began). Still counted unsaved, they were taken for lost in a crash: the
     # server restarted, nbrelay told the agent that an edit the file held was lost, because the
     # file had been changed from outside since. (In process: tests/extension/test_extension.py.)
-    from tests.extension.conftest import SLOW_SAVE
     from tests.live.conftest import live_store
 
-    flag = tmp_path / "slow-save"
-    config = tmp_path / "slow_config.py"
-    config.write_text(
-        f"{SLOW_SAVE}\nc.ServerApp.contents_manager_class = SlowSave\n"
-        f"c.SlowSave.flag = {str(flag)!r}\nc.SlowSave.seconds = {HELD_SAVE}\n"
-    )
-    server: JupyterServer = start_jupyter(args=[*NO_AUTOSAVE, f"--config={config}"])
+    server, flag = _slow_save_server(start_jupyter, tmp_path, HELD_SAVE)
     file = server.root / "n.ipynb"
     write_notebook(file, notebook("a = 1", "b = 1"))
     store = live_store(server, idle_close=3600)  # leaving the room would save it
@@ -389,15 +396,7 @@ async def test_save_notebook_is_not_cancelled_by_the_background_save(
     save was interrupted by a later change" though nobody changed anything (seen once in 64
     notebooks run in their rooms). A slow disk (``SlowSave``, 3 s) holds save_notebook's save
     while the saver's delay (0.5 s) runs out: the saver now waits for it."""
-    from tests.extension.conftest import SLOW_SAVE
-
-    flag = tmp_path / "slow-save"
-    config = tmp_path / "slow_config.py"
-    config.write_text(
-        f"{SLOW_SAVE}\nc.ServerApp.contents_manager_class = SlowSave\n"
-        f"c.SlowSave.flag = {str(flag)!r}\nc.SlowSave.seconds = 3.0\n"
-    )
-    server: JupyterServer = start_jupyter(args=[*NO_AUTOSAVE, f"--config={config}"])
+    server, flag = _slow_save_server(start_jupyter, tmp_path, 3.0)
     file = server.root / "n.ipynb"
     write_notebook(file, notebook("a = 1", "b = 1"))
     async with room_agent(way, server) as client:
