@@ -318,6 +318,11 @@ class ScriptedSession(SessionCore):
     async def iopub(self) -> Msg:
         return await self._iopub.get()
 
+    def queued_iopub(self) -> list[Msg]:
+        taken = list(self._iopub.items)
+        self._iopub.items.clear()
+        return taken
+
     async def shell(self) -> Msg:
         return await self._shell.get()
 

@@ -43,3 +43,20 @@ def _write(data_dir: Path, name: str, spec: Mapping[str, object]) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "kernel.json").write_text(json.dumps(spec, indent=1), "utf-8")
     return name
+
+
+def install_others(data_dir: Path) -> list[str]:
+    """Kernelspecs of real kernels not built on ipykernel, run by this interpreter:
+    ``other-xpython`` (xeus-python: C++, exits on SIGINT) and ``other-bash`` (bash_kernel)."""
+    specs = {
+        "other-xpython": ("xpython_launcher", "XPython", "python"),
+        "other-bash": ("bash_kernel", "Bash", "bash"),
+    }
+    for name, (module, display, language) in specs.items():
+        spec = {
+            "argv": [sys.executable, "-m", module, "-f", "{connection_file}"],
+            "display_name": display,
+            "language": language,
+        }
+        _write(data_dir, name, spec)
+    return list(specs)

@@ -14,19 +14,21 @@ from nbrelay.config import Settings
 from nbrelay.server import build_server
 from nbrelay.stores.files import FileStore
 from nbrelay.workspace import Workspace
-from tests.fault_kernels.install import install
+from tests.fault_kernels.install import install, install_others
 from tests.helpers import counter_ids
 from tests.servers import wait_for
 
 
 @pytest.fixture(autouse=True)
 def jupyter_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Kernelspecs of the fault kernels in a private data folder; a private runtime folder
+    """Kernelspecs of the fault kernels and of other real kernels (xeus-python, bash_kernel)
+    in a private data folder; a private runtime folder
     ($XDG_RUNTIME_DIR: nbrelay keeps kernel connection files in its "nbrelay" folder there)."""
     data = tmp_path / "jupyter-data"
     runtime = tmp_path / "run-user"
     runtime.mkdir(mode=0o700)
     install(data)
+    install_others(data)
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     return runtime / "nbrelay"

@@ -261,6 +261,11 @@ class KernelSession(Protocol):
         """
         ...
 
+    def queued_iopub(self) -> list[Msg]:
+        """The IOPub messages already received and not yet read, taken without waiting (what
+        arrived between runs: a kernel restarted by someone else says so there)."""
+        ...
+
     async def shell(self) -> Msg:
         """Wait for and return the next shell-channel reply. Same contract as ``iopub``."""
         ...

@@ -26,7 +26,7 @@ import anyio
 from nbrelay.caller import Caller
 from nbrelay.errors import KernelError, act
 from nbrelay.kernels import sequence
-from nbrelay.kernels.base import KernelSession, Msg, msg_type, parent_id
+from nbrelay.kernels.base import KernelSession, Msg, answers_kernel_info, msg_type, parent_id
 from nbrelay.notebook.outputs import CellOutputs, Output
 
 # ok: ran to its end; error: the code raised; interrupted: stopped by an interrupt (Ctrl-C from
@@ -34,6 +34,22 @@ from nbrelay.notebook.outputs import CellOutputs, Output
 # its time limit; died: the kernel died or had to be restarted; aborted: the kernel refused it
 # (after an earlier error); cancelled: never started (its run was cancelled while it waited).
 Status = Literal["ok", "error", "interrupted", "aborted", "timeout", "cancelled", "died"]
+
+# How long ``Runner.interrupt`` watches for a kernel the interrupt ended (seconds).
+INTERRUPT_SETTLE = 0.25
+
+# How long a run waits for a kernel someone else restarted to answer (seconds).
+READY_WAIT = 60.0
+
+_ELSEWHERE = (
+    "the kernel was restarted outside nbrelay (in JupyterLab, by another client, or by the "
+    "Jupyter Server after it died)"
+)
+RESTARTED_ELSEWHERE = f"{_ELSEWHERE}: the variables defined before were lost"
+CUT_SHORT_ELSEWHERE = (
+    f"{_ELSEWHERE} while running this code; the outputs it produced before are kept; the "
+    "variables were lost"
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +93,10 @@ class Runner:
         self.policy = policy
         self._lock = anyio.Lock()
         self._restarts_in_a_row = 0
+        # The execution count of this runner's last run, None after a restart of nbrelay's: a
+        # count below it means the kernel was restarted by someone else.
+        self._last_count: int | None = None
+        self._unsettled = False  # the kernel process was replaced; is its output reaching us?
         self._stop: anyio.Event | None = None
         self._skip_interrupt = False
         self.last_used = time.monotonic()
@@ -168,10 +188,34 @@ class Runner:
         )
         return outcome, cell.outputs()
 
-    async def interrupt(self, caller: Caller) -> None:
-        """Interrupt whatever runs now (a no-op for an idle kernel)."""
+    async def interrupt(self, caller: Caller) -> str | None:
+        """Interrupt whatever runs now (a no-op for an idle kernel that handles interrupts).
+
+        A kernel that cannot take an interrupt exits on it (xeus-python's PyPI build, on
+        SIGINT, within milliseconds, as under JupyterLab). Returns what became of such a kernel:
+        restarted here when it was idle; a run in progress reports the death and restarts it.
+        None when the kernel lived through the interrupt.
+        """
         self.last_used = time.monotonic()
+        if await self.session.exit_status() is not None:
+            return None  # already dead: the next run restarts it and says how it ended
         await self.session.interrupt(caller)
+        ended = None
+        for _ in range(10):  # polled: a process's exit has no event to wait on here
+            await anyio.sleep(INTERRUPT_SETTLE / 10)
+            if (ended := await self.session.exit_status()) is not None:
+                break
+        if ended is None:
+            return None
+        died = f"the kernel {ended} when interrupted: it does not survive an interrupt (Ctrl-C)"
+        if self._stop is not None:
+            return f"{died}; the run in progress reports it and restarts the kernel"
+        async with self._lock:
+            if await self.session.exit_status() is not None:  # not restarted by a run meanwhile
+                await self.session.restart(caller)
+                self._last_count = None
+                self.last_used = time.monotonic()
+        return f"{died}; kernel restarted: all variables were lost"
 
     def stop_current(self, *, interrupt: bool = True) -> bool:
         """End the running execution (if any), with an interrupt unless ``interrupt`` is false.
@@ -188,6 +232,7 @@ class Runner:
         async with self._lock:
             await self.session.restart(caller)
             self._restarts_in_a_row = 0
+            self._last_count = None
             self.last_used = time.monotonic()
 
     # -- one execution --------------------------------------------------------------------
@@ -214,6 +259,8 @@ class Runner:
                 outcome.status = "died"
                 return outcome
             await self._recover(outcome, caller)
+        elif resume is None:
+            await self._replaced_meanwhile(outcome)
         if resume is not None:
             msg_id = resume
         else:
@@ -230,7 +277,14 @@ class Runner:
             )
             if on_sent is not None:
                 on_sent(msg_id)
-        run = _Run(self.session, msg_id, on_message, self.policy, taps or _Taps())
+        run = _Run(
+            self.session,
+            msg_id,
+            on_message,
+            self.policy,
+            taps or _Taps(),
+            known=self._last_count is not None and not outcome.state_lost,
+        )
         stop = self._stop or anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(run.read_iopub)
@@ -243,12 +297,19 @@ class Runner:
             with anyio.move_on_after(time_limit if time_limit is not None else float("inf")):
                 await run.wake.wait()
             unanswered = False
-            if not run.finished.is_set() and run.died is None:
+            if not run.finished.is_set() and run.died is None and run.replaced != "during":
                 unanswered = await self._interrupt_and_wait(
                     run, outcome, caller, stop.is_set(), time_limit
                 )
             tg.cancel_scope.cancel()
         run.check_gap()  # nothing of the request arrived (it ended unseen, or died)
+        if run.replaced is not None:
+            self._last_count = None
+            outcome.state_lost = True
+            if run.replaced == "before" or run.finished.is_set():
+                outcome.steps.append(RESTARTED_ELSEWHERE)
+        elif run.execution_count is not None:  # before a restart below starts counting anew
+            self._restarted_elsewhere(outcome, run.execution_count)
         # Restarts happen only once the readers have stopped: they would take the new
         # process's replies.
         if unanswered and run.died is None:
@@ -262,6 +323,10 @@ class Runner:
             )
             outcome.state_lost = True
             await self._recover(outcome, caller)
+        elif run.replaced == "during" and not run.finished.is_set():
+            self._unsettled = True  # the next run waits for the new process (see above)
+            outcome.status = "died"
+            outcome.steps.append(CUT_SHORT_ELSEWHERE)
         elif run.unkept:
             outcome.status = "ok"
             outcome.steps.append(
@@ -308,13 +373,41 @@ class Runner:
         run.wake = anyio.Event()
         with anyio.move_on_after(grace):
             await run.wake.wait()
-        if run.died is not None:
+        if run.died is not None or run.replaced == "during":
             return False
         if run.finished.is_set():
             outcome.steps.append("variables kept")
             return False
         outcome.steps.append(f"it did not stop within {_secs(grace)} of the interrupt")
         return True
+
+    async def _replaced_meanwhile(self, outcome: Outcome) -> None:
+        """Before a run: whether the kernel said, since the last one, that its process was
+        replaced. If so, the state is lost, and the run waits until the new process's output
+        reaches nbrelay (a server's IOPub subscription lags behind a restart: output sent before
+        it is in place is lost)."""
+        queued = self.session.queued_iopub()
+        if self._last_count is not None and any(_replacing(msg) for msg in queued):
+            self._last_count = None
+            outcome.state_lost = True
+            outcome.steps.append(RESTARTED_ELSEWHERE)
+            self._unsettled = True
+        if self._unsettled:
+            self._unsettled = False
+            await answers_kernel_info(self.session, READY_WAIT)
+
+    def _restarted_elsewhere(self, outcome: Outcome, count: int) -> None:
+        """The count a run's ``execute_input`` carries never goes down in one kernel process
+        (ipykernel repeats it for runs kept out of the history; xeus-python and bash_kernel
+        add one for every run) and starts at 1 in a new one. Below the last run's, the process
+        was replaced by someone other than nbrelay (a person's "Restart Kernel" in JupyterLab,
+        or the Jupyter Server after the process died), which nothing else tells. (A restart
+        after a single run, whose count was 1, cannot be told this way.)"""
+        last, self._last_count = self._last_count, count
+        if last is None or count >= last:
+            return
+        outcome.state_lost = True
+        outcome.steps.insert(0, RESTARTED_ELSEWHERE)
 
     async def _recover(self, outcome: Outcome, caller: Caller) -> None:
         """Restart after a death or an unanswered interrupt, within the restart budget."""
@@ -328,6 +421,7 @@ class Runner:
             )
         self._restarts_in_a_row += 1
         await self.session.restart(caller)
+        self._last_count = None
         outcome.steps.append(
             "kernel restarted; all variables were lost: re-run the cells that define them"
         )
@@ -347,8 +441,21 @@ class _Taps:
     on_gap: Callable[[int], object] | None = None
 
 
+def _replacing(msg: Msg) -> bool:
+    """Whether a kernel message says its process is being replaced: ipykernel's
+    ``shutdown_reply`` with ``restart`` (published on IOPub too), or the ``starting`` status a
+    new process publishes (xeus-python's reaches every subscriber; ipykernel's is usually
+    published before the server listens)."""
+    content = msg.get("content") or {}
+    kind = msg_type(msg)
+    if kind == "shutdown_reply":
+        return bool(content.get("restart"))
+    return kind == "status" and content.get("execution_state") == "starting"
+
+
 class _Run:
-    """The shared state of the tasks watching one request."""
+    """The shared state of the tasks watching one request. ``known``: the kernel process ran
+    an earlier request of the runner's (so a new process means state was lost)."""
 
     def __init__(
         self,
@@ -357,8 +464,10 @@ class _Run:
         on_message: Callable[[Msg], object],
         policy: Policy,
         taps: _Taps,
+        known: bool = False,
     ) -> None:
         self.session = session
+        self.known = known
         self.msg_id = msg_id
         self.on_message = on_message
         self.policy = policy
@@ -367,6 +476,7 @@ class _Run:
         self.reply: Msg | None = None
         self.execution_count: int | None = None
         self.died: str | None = None
+        self.replaced: Literal["before", "during"] | None = None  # see ``_replaced``
         self.unkept = False  # resumed, and the kernel went idle with nothing for this request
         self.heard = False
         self.replied = anyio.Event()
@@ -391,6 +501,17 @@ class _Run:
         if gap:
             self.taps.on_gap(gap)
 
+    def _replaced(self) -> None:
+        """The kernel process was replaced by someone else (a person in JupyterLab, another
+        client; nbrelay's own restarts drop what the old process said). Before this request's
+        first message: it runs in the new process. After: the process running it is gone, and
+        nothing more of it will come."""
+        if self.heard and not self.finished.is_set():
+            self.replaced = "during"
+            self.wake.set()
+        elif not self.heard:
+            self.replaced = "before"
+
     def _seen(self, msg: Msg) -> None:
         if self.taps.on_seen is not None:
             self.taps.on_seen(msg)
@@ -398,6 +519,8 @@ class _Run:
     async def read_iopub(self) -> None:
         while True:
             msg = await self.session.iopub()
+            if self.known and _replacing(msg):
+                self._replaced()
             if parent_id(msg) != self.msg_id:
                 continue
             self.heard = True

@@ -188,6 +188,14 @@ class RemoteSession(JupyterSession):
     async def iopub(self) -> Msg:
         return await self._receive(self._iopub_recv)
 
+    def queued_iopub(self) -> list[Msg]:
+        taken: list[Msg] = []
+        while True:
+            try:
+                taken.append(self._iopub_recv.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                return taken
+
     async def shell(self) -> Msg:
         return await self._receive(self._shell_recv)
 

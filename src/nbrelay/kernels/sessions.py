@@ -106,11 +106,36 @@ class ZmqChannels(SessionCore):
 
     async def iopub(self) -> Msg:
         msg = await self._receive("iopub_channel")
+        self._saw(msg)
+        return msg
+
+    def _saw(self, msg: Msg) -> None:
         if msg_type(msg) == "status":
             state = (msg.get("content") or {}).get("execution_state")
             if state in ("idle", "busy"):
                 self._state = state
-        return msg
+
+    def queued_iopub(self) -> list[Msg]:
+        import zmq
+
+        kc, taken = self.kc, []
+        socket = getattr(getattr(kc, "iopub_channel", None), "socket", None)
+        while socket is not None:
+            try:
+                got = socket.recv_multipart(zmq.NOBLOCK)
+                if not isinstance(got, list):  # an asyncio socket's future, done at once
+                    if not got.done():
+                        got.cancel()
+                        break
+                    got = got.result()
+            except zmq.Again:
+                break
+            parts: list[Any] = got
+            _, smsg = kc.session.feed_identities(parts)
+            msg: Msg = kc.session.deserialize(smsg)
+            self._saw(msg)
+            taken.append(msg)
+        return taken
 
     async def shell(self) -> Msg:
         return await self._receive("shell_channel")

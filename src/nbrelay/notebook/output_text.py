@@ -23,6 +23,9 @@ from typing import Any
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 _TEXT_PREFERENCE = ("text/markdown", "text/latex", "application/json")
+# What an object displays as text when its text/plain is only its repr (IPython's Markdown,
+# Latex and Math objects): what a person reads in JupyterLab.
+_WRITTEN = ("text/markdown", "text/latex")
 
 
 def strip_ansi(text: str) -> str:
@@ -191,11 +194,22 @@ def html_table_rows(html: str) -> tuple[list[list[str]], list[list[str]]]:
     return [r for r in parser.head if r], [r for r in parser.body if r]
 
 
+_CLASS_REPR = re.compile(r"<class '([\w.]+)'>")
+
+
+def error_name(output: dict[str, Any]) -> str:
+    """An error output's exception name as a traceback shows it: some kernels send the class's
+    repr (xeus-python: ``<class 'ZeroDivisionError'>``), some none at all (bash_kernel)."""
+    name = str(output.get("ename") or "").strip()
+    plain = _CLASS_REPR.fullmatch(name)
+    return plain.group(1) if plain else name or "Error"
+
+
 def clean_traceback(output: dict[str, Any]) -> str:
     """An error output as plain text: the traceback without ANSI colour codes."""
     tb = output.get("traceback")
     text = "\n".join(strip_ansi(str(line)) for line in tb) if isinstance(tb, list) and tb else ""
-    head = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"
+    head = f"{error_name(output)}: {output.get('evalue', '')}"
     if not text:
         return head
     return text if head in text else text + "\n" + head
@@ -350,6 +364,9 @@ def _output_text(output: dict[str, Any], window: int | None) -> OutputText:
         plain = as_text(data["text/plain"])
         if "text/html" in data and _looks_like_repr(plain):
             return html_text(as_text(data["text/html"]), window, kind, mimes)
+        written = next((m for m in _WRITTEN if m in data), None)
+        if written and _looks_like_repr(plain):  # display(Markdown(…)), Latex, Math
+            return _windowed(kind, as_text(data[written]), lambda t: t, window, mimes, image)
         if image and _looks_like_repr(plain):
             return OutputText(kind, describe_image(image, as_text(data[image])), mimes, image)
         return _windowed(kind, plain, strip_ansi, window, mimes, image)

@@ -35,6 +35,25 @@ from nbrelay.workspace.state_files import StateFiles
 logger = logging.getLogger("nbrelay")
 
 
+# What to do instead, in a notebook whose kernel is not Python's.
+_INSTEAD = {
+    "visualize_cell": "Draw it with the kernel's own plotting code: execute(path={path!r}, code=…).",
+    "list_variables": "Run code in the notebook to look at its state: execute(path={path!r}, code=…).",
+    "inspect_variable": "Run code in the notebook to look at its state: execute(path={path!r}, code=…).",
+    "install_packages": (
+        "Install with the kernel's own package manager in a cell: execute(path={path!r}, code=…)."
+    ),
+    "save_kernel_state": (
+        "Only a Python kernel's variables can be kept across a restart; after one, re-run the "
+        "cells that define them."
+    ),
+    "restore_kernel_state": (
+        "Only a Python kernel's variables can be kept across a restart; re-run the cells that "
+        "define them."
+    ),
+}
+
+
 class Inspect:
     """Variables, visualisation, package installs and kernel state, asked of the notebook's
     kernel (``kernels``) with nbrelay's introspection snippets."""
@@ -56,7 +75,7 @@ class Inspect:
             raise Unsupported(
                 f"{what} needs a Python kernel; {snap.path!r} runs "
                 f"{runner.session.info.name!r} ({runner.session.info.language}).",
-                hint="Run code in the notebook to look at its state.",
+                hint=_INSTEAD[what].format(path=snap.path),
             )
         return runner
 

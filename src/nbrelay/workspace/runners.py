@@ -225,10 +225,11 @@ class Kernels:
 
     # -- lifecycle requests ---------------------------------------------------------------
 
-    async def interrupt_kernel(self, path: str, caller: Caller) -> KernelInfo:
+    async def interrupt_kernel(self, path: str, caller: Caller) -> tuple[KernelInfo, str | None]:
+        """The kernel after the interrupt, and what became of it if the interrupt ended it."""
         runner = self.existing(path)
-        await runner.interrupt(caller)
-        return runner.session.info
+        ended = await runner.interrupt(caller)
+        return runner.session.info, ended
 
     async def restart_kernel(self, path: str, caller: Caller) -> KernelInfo:
         """Restart a notebook's kernel (stopping its runs); all variables are lost."""

@@ -70,8 +70,8 @@ def kernel_view(info: KernelInfo, *, listed: bool = False) -> KernelView:
 
 async def interrupt_kernel(ws: Workspace, caller: Caller, path: NbPath) -> KernelResult:
     """Interrupt the running cell (Ctrl-C); variables are kept. Example: interrupt_kernel(path="a.ipynb")."""
-    info = await ws.kernels.interrupt_kernel(path, caller)
-    return KernelResult(path=info.key, kernel=kernel_view(info), note="interrupted")
+    info, ended = await ws.kernels.interrupt_kernel(path, caller)
+    return KernelResult(path=info.key, kernel=kernel_view(info), note=ended or "interrupted")
 
 
 async def restart_kernel(
