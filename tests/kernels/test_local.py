@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import signal
 import socket
@@ -181,6 +182,26 @@ async def test_a_kernel_that_dies_mid_run_is_detected_and_restarted(
     assert session.pid != old_pid
     outcome, outputs = await run(runner, "'x' in dir()")
     assert (outcome.status, texts(outputs)) == ("ok", "False")
+
+
+async def test_a_kernel_without_importlib_metadata_lists_its_packages_all_the_same(
+    kernels: LocalKernels, tmp_path: Path
+) -> None:
+    """A Python 3.7 kernel (an older project's environment) has no ``importlib.metadata``:
+    install_packages failed there before installing anything. Its listing now falls back to
+    setuptools' ``pkg_resources``; the kernel here is made to lack the module the same way
+    (the machines this runs on have no Python 3.7)."""
+    from nbrelay.kernels import introspect
+
+    session = await kernels.session("a.ipynb", ME, kernel_name="python3", cwd=str(tmp_path))
+    runner = Runner(session, Policy())
+    outcome, _ = await run(runner, "import sys\nsys.modules['importlib.metadata'] = None")
+    assert outcome.status == "ok"
+    outcome, outputs = await runner.evaluate(introspect.distributions(), ME)
+    listed = dict(introspect.parse(outputs, "listing the kernel's packages")["dists"])
+    assert listed["ipykernel"] == importlib.metadata.version("ipykernel")
+    _, outputs = await run(runner, "import importlib.metadata")
+    assert "ModuleNotFoundError" in texts(outputs)  # the fallback was the one that answered
 
 
 async def test_a_kernel_that_ignores_interrupts_is_restarted_after_the_grace_period(

@@ -5,6 +5,7 @@ exit status)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -45,6 +46,20 @@ async def test_an_interrupt_that_ends_the_kernel_is_said_and_the_kernel_restarte
     assert text_of(after) == "ok\n2", text_of(after)  # no death to report: it was restarted
     lost = await client.call_tool("execute", {"path": "x.ipynb", "code": "x"})
     assert "NameError" in text_of(lost)  # the restart's promise: variables were lost
+
+
+async def test_the_deno_kernel_an_interrupt_ends_is_said_too(client: Client, root: Path) -> None:
+    """Deno's kernel (TypeScript cells) is killed by SIGINT as well."""
+    await call(client, "create_notebook", path="d.ipynb", kernel="deno")
+    ran = await client.call_tool("execute", {"path": "d.ipynb", "code": "const x = 41; x + 1"})
+    assert text_of(ran) == "ok\n42", text_of(ran)
+    stopped = await call(client, "interrupt_kernel", path="d.ipynb")
+    assert stopped["note"] == (
+        "the kernel was killed by signal 2 (SIGINT) when interrupted: it does not survive an "
+        "interrupt (Ctrl-C); kernel restarted: all variables were lost"
+    )
+    after = await client.call_tool("execute", {"path": "d.ipynb", "code": "typeof x"})
+    assert text_of(after) == 'ok\n"undefined"', text_of(after)
 
 
 async def test_an_interrupt_a_kernel_lives_through_says_only_that(
@@ -107,3 +122,21 @@ async def test_python_only_tools_in_another_language_say_what_to_do_instead(
     said = await call_error(client, "save_kernel_state", path="b.ipynb")
     assert "re-run the cells that define them" in said
     assert (root / "b.ipynb").exists()
+
+
+async def test_a_notebook_for_a_kernel_that_is_not_installed_is_refused(
+    client: Client, root: Path
+) -> None:
+    """create_notebook took any kernel name: the notebook was written, and every run of it then
+    failed. Now the name is checked first (nothing is written), and the kernelspec's own
+    display name and language go into the notebook, as JupyterLab writes them."""
+    said = await call_error(client, "create_notebook", path="r.ipynb", kernel="ir")
+    assert "no kernelspec named 'ir' is installed (installed: " in said
+    assert "other-bash" in said
+    assert "list_kernels lists them" in said
+    assert not (root / "r.ipynb").exists()
+
+    await call(client, "create_notebook", path="b.ipynb", kernel="other-bash")
+    meta = json.loads((root / "b.ipynb").read_text())["metadata"]
+    assert meta["kernelspec"] == {"display_name": "Bash", "language": "bash", "name": "other-bash"}
+    assert meta["language_info"] == {"name": "bash"}

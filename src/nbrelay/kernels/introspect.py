@@ -141,11 +141,18 @@ def distributions() -> str:
     """Every distribution the kernel can import from, as ``{"dists": [[name, version], ...]}``
     (import caches refreshed first, so what was just installed is seen)."""
     body = """
-import importlib as _nbrelay_il, importlib.metadata as _nbrelay_md
+import importlib as _nbrelay_il
 _nbrelay_il.invalidate_caches()
-_nbrelay_emit({'dists': [[_nbrelay_d.metadata['Name'], _nbrelay_d.version]
-                         for _nbrelay_d in _nbrelay_md.distributions()
-                         if _nbrelay_d.metadata['Name']]})
+try:
+    import importlib.metadata as _nbrelay_md
+    _nbrelay_found = [[_nbrelay_d.metadata['Name'], _nbrelay_d.version]
+                      for _nbrelay_d in _nbrelay_md.distributions()
+                      if _nbrelay_d.metadata['Name']]
+except ImportError:  # Python 3.7 (an old project's kernel): setuptools' view of the same
+    import pkg_resources as _nbrelay_pr
+    _nbrelay_found = [[_nbrelay_d.project_name, _nbrelay_d.version]
+                      for _nbrelay_d in _nbrelay_pr.WorkingSet()]
+_nbrelay_emit({'dists': _nbrelay_found})
 """
     return _wrap(body)
 

@@ -305,9 +305,14 @@ class Notebooks:
         *,
         kernel_name: str = "python3",
         language: str | None = None,
+        display_name: str | None = None,
         overwrite: bool = False,
     ) -> Snapshot:
-        nb = new_notebook(kernel_name=kernel_name, language=language or _language_of(kernel_name))
+        nb = new_notebook(
+            kernel_name=kernel_name,
+            display_name=display_name,
+            language=language or _language_of(kernel_name),
+        )
         if cells:
             plan = edits.plan_insert(nb, 0, cells, self.id_factory)
             nb = nb.with_cells(edits.apply([], plan.edits))

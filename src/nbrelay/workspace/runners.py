@@ -266,14 +266,7 @@ class Kernels:
         """Set the notebook's kernelspec (and ``language_info``) to the installed kernelspec
         ``kernel``, merging ``metadata`` in the same edit (one undo step); a kernel the notebook
         has running is stopped and the new one started. Returns the edit and what happened."""
-        _, specs = await self.list_kernels(caller)
-        spec = next((s for s in specs if s.name == kernel), None)
-        if spec is None:
-            names = ", ".join(sorted(s.name for s in specs)) or "none"
-            raise InvalidArgument(
-                f"no kernelspec named {kernel!r} is installed (installed: {names}).",
-                hint="Give one of the installed kernelspec names (list_kernels lists them).",
-            )
+        spec = await self.installed_spec(kernel, caller)
         wanted = {
             **(metadata or {}),
             "kernelspec": {
@@ -304,6 +297,19 @@ class Kernels:
             f"the notebook's {running.name!r} kernel was stopped and a {spec.name!r} kernel "
             "started: its variables were lost (run the cells again to rebuild them)"
         )
+
+    async def installed_spec(self, kernel: str, caller: Caller) -> KernelSpecInfo:
+        """The installed kernelspec named ``kernel``; a clear error naming those installed if
+        there is none."""
+        _, specs = await self.list_kernels(caller)
+        spec = next((s for s in specs if s.name == kernel), None)
+        if spec is None:
+            names = ", ".join(sorted(s.name for s in specs)) or "none"
+            raise InvalidArgument(
+                f"no kernelspec named {kernel!r} is installed (installed: {names}).",
+                hint="Give one of the installed kernelspec names (list_kernels lists them).",
+            )
+        return spec
 
     async def list_kernels(self, caller: Caller) -> tuple[list[KernelInfo], list[KernelSpecInfo]]:
         provider = self.provider()

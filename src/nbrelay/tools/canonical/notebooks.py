@@ -51,8 +51,17 @@ async def create_notebook(
 
     Example: create_notebook(path="eda.ipynb", cells=["import pandas as pd", {"cell_type": "markdown", "source": "# EDA"}]).
     """
+    # Another kernel than the default must be installed: its notebook could not run otherwise
+    # (its display name and language are the kernelspec's, as JupyterLab writes them).
+    spec = None if kernel == "python3" else await ws.kernels.installed_spec(kernel, caller)
     snap = await ws.notebooks.create_notebook(
-        path, caller, specs(cells or []), kernel_name=kernel, overwrite=overwrite
+        path,
+        caller,
+        specs(cells or []),
+        kernel_name=kernel,
+        language=spec.language if spec else None,
+        display_name=spec.display_name if spec else None,
+        overwrite=overwrite,
     )
     return results.created_result(snap)
 
