@@ -31,6 +31,13 @@ logger = logging.getLogger("nbrelay.rtc")
 
 EVENTS_RETRY = 60.0  # seconds before asking again for an events WebSocket the server refused
 EVENTS_OPEN = 5.0  # seconds the events WebSocket may take to open
+# A room holding less than this share of its file's bytes (as a Y update) may still be loading
+# (see ``WebSocketWay._loaded``); it is watched for ``LOAD_QUIET`` seconds at a time, at most
+# ``LOAD_WAIT`` seconds in all.
+PARTIAL_SHARE = 0.5
+LOAD_QUIET = 1.0
+LOAD_WAIT = 30.0
+LOADING_KEPT = 600.0  # seconds a notebook found still loading is watched at every join
 
 
 class WebSocketWay(RoomWay):
@@ -56,6 +63,7 @@ class WebSocketWay(RoomWay):
         self.events = SaveEvents()
         self._events_scope: anyio.CancelScope | None = None  # while the events socket is open
         self._events_retry = 0.0  # monotonic time before which a refused socket is not asked
+        self._loading: dict[str, float] = {}  # notebooks found still loading, until when
         self._events_opening = anyio.Lock()  # one socket, however many rooms join at once
 
     def attach(self, tg: TaskGroup) -> None:
@@ -82,8 +90,12 @@ class WebSocketWay(RoomWay):
             self._started.discard(room)
 
     async def join(self, rel: str, full: str) -> Room | None:
-        if not await self.api.exists(full):
-            raise NotebookNotFound(f"notebook {rel!r} does not exist.", hint=act("missing"))
+        try:
+            model = await self.api.get_contents(full, content=False)
+        except NotebookNotFound:
+            raise NotebookNotFound(
+                f"notebook {rel!r} does not exist.", hint=act("missing")
+            ) from None
         session = await self.api.collaboration_session(full)
         if session is None:
             self.rtc = False
@@ -108,8 +120,51 @@ class WebSocketWay(RoomWay):
         except BaseException:
             await room.close()
             raise
+        try:
+            await self._loaded(room, rel, model.get("size"))
+        except BaseException:
+            await room.close()
+            raise
+        self._loading.pop(rel, None)
         await self._hear_events()
         return room
+
+    async def _loaded(self, room: Room, rel: str, size: object) -> None:
+        """Wait for the rest of a notebook the server is still loading a few cells at a time.
+
+        With jupyter-collaboration's ``document_load_progressively`` the server syncs a room
+        once the notebook's metadata is in, and its cells follow over seconds or minutes: a
+        20,000-cell notebook read as 0 cells, then 6,035. A WebSocket client is not told when
+        the load ends (in process nbrelay waits for the room's own future). So a room that
+        holds much less than its file (``PARTIAL_SHARE`` of its bytes) is watched: while cells
+        keep arriving it is waited for, up to ``LOAD_WAIT``; once none arrive for
+        ``LOAD_QUIET`` it is taken as it is (a person may have deleted cells, unsaved). A
+        notebook found still loading is watched at every join for ``LOADING_KEPT`` seconds
+        (the room it was found in goes on loading past the share)."""
+        watch = self._loading.get(rel, 0.0) > time.monotonic()
+        if not watch and (not isinstance(size, int) or size <= 0):
+            return
+        if not watch and isinstance(size, int):
+            # A cell costs a Y update at least its keys (~60 bytes): enough cells settle it
+            # without encoding the document.
+            if len(room.ycells) * 60 >= PARTIAL_SHARE * size:
+                return
+            if len(room.doc.get_update()) >= PARTIAL_SHARE * size:
+                return
+        count = len(room.ycells)
+        with anyio.move_on_after(LOAD_WAIT):
+            while True:
+                await anyio.sleep(LOAD_QUIET)
+                if len(room.ycells) == count:
+                    return
+                count = len(room.ycells)
+        self._loading[rel] = time.monotonic() + LOADING_KEPT
+        raise RemoteError(
+            f"the Jupyter Server is still loading {rel!r} into its room a few cells at a time "
+            f"(its YDocExtension.document_load_progressively setting): {count:,} cells after "
+            f"{LOAD_WAIT:g} s, and more arriving; what it holds so far is not the whole notebook.",
+            hint="Retry in a minute: a notebook of thousands of cells can take minutes.",
+        )
 
     async def _hear_events(self) -> None:
         """Open the server's events WebSocket unless it is open (it closes with the server:
