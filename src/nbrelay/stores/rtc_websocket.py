@@ -33,9 +33,11 @@ EVENTS_RETRY = 60.0  # seconds before asking again for an events WebSocket the s
 EVENTS_OPEN = 5.0  # seconds the events WebSocket may take to open
 # A room holding less than this share of its file's bytes (as a Y update) may still be loading
 # (see ``WebSocketWay._loaded``); it is watched for ``LOAD_QUIET`` seconds at a time, at most
-# ``LOAD_WAIT`` seconds in all.
-PARTIAL_SHARE = 0.5
-LOAD_QUIET = 1.0
+# ``LOAD_WAIT`` seconds in all. A loaded room holds about its file's bytes (more for small
+# cells; JSON outputs pretty-printed in the file, plotly's, half or less); a room the server
+# has just begun to load, its metadata.
+PARTIAL_SHARE = 0.25
+LOAD_QUIET = 0.5
 LOAD_WAIT = 30.0
 LOADING_KEPT = 600.0  # seconds a notebook found still loading is watched at every join
 
