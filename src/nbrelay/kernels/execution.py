@@ -35,8 +35,10 @@ from nbrelay.notebook.outputs import CellOutputs, Output
 # (after an earlier error); cancelled: never started (its run was cancelled while it waited).
 Status = Literal["ok", "error", "interrupted", "aborted", "timeout", "cancelled", "died"]
 
-# How long ``Runner.interrupt`` watches for a kernel the interrupt ended (seconds).
-INTERRUPT_SETTLE = 0.25
+# How long ``Runner.interrupt`` watches for a kernel the interrupt ended (seconds): an idle one
+# that does not answer meanwhile, and one running code.
+INTERRUPT_SETTLE = 3.0
+RUNNING_SETTLE = 0.25
 
 # How long a run waits for a kernel someone else restarted to answer (seconds).
 READY_WAIT = 60.0
@@ -191,31 +193,70 @@ class Runner:
     async def interrupt(self, caller: Caller) -> str | None:
         """Interrupt whatever runs now (a no-op for an idle kernel that handles interrupts).
 
-        A kernel that cannot take an interrupt exits on it (xeus-python's PyPI build, on
-        SIGINT, within milliseconds, as under JupyterLab). Returns what became of such a kernel:
-        restarted here when it was idle; a run in progress reports the death and restarts it.
-        None when the kernel lived through the interrupt.
+        A kernel that cannot take an interrupt exits on it (Deno's, xeus-python's PyPI build;
+        as under JupyterLab). Returns what became of such a kernel, None when it lived through
+        the interrupt. An idle kernel is asked for its ``kernel_info`` meanwhile: its answer
+        ends the wait at once; one that does not answer is watched for up to
+        ``INTERRUPT_SETTLE`` (Deno's took over 0.25 s to exit on a loaded machine) and
+        restarted here if it ended. A run in progress reports a death itself (and restarts the
+        kernel); it is watched only briefly.
         """
         self.last_used = time.monotonic()
         if await self.session.exit_status() is not None:
             return None  # already dead: the next run restarts it and says how it ended
-        await self.session.interrupt(caller)
-        ended = None
-        for _ in range(10):  # polled: a process's exit has no event to wait on here
-            await anyio.sleep(INTERRUPT_SETTLE / 10)
-            if (ended := await self.session.exit_status()) is not None:
-                break
-        if ended is None:
-            return None
-        died = f"the kernel {ended} when interrupted: it does not survive an interrupt (Ctrl-C)"
-        if self._stop is not None:
-            return f"{died}; the run in progress reports it and restarts the kernel"
+        if self._lock.locked():  # a run is going: its readers take the kernel's replies
+            await self.session.interrupt(caller)
+            ended = await self._ended_within(RUNNING_SETTLE)
+            if ended is None:
+                return None
+            return (
+                f"the kernel {ended} when interrupted: it does not survive an interrupt "
+                "(Ctrl-C); the run in progress reports it and restarts the kernel"
+            )
         async with self._lock:
-            if await self.session.exit_status() is not None:  # not restarted by a run meanwhile
-                await self.session.restart(caller)
-                self._last_count = None
-                self.last_used = time.monotonic()
-        return f"{died}; kernel restarted: all variables were lost"
+            await self.session.interrupt(caller)
+            ended = await self._ended_unless_it_answers()
+            if ended is None:
+                return None
+            await self.session.restart(caller)
+            self._last_count = None
+            self.last_used = time.monotonic()
+        return (
+            f"the kernel {ended} when interrupted: it does not survive an interrupt (Ctrl-C); "
+            "kernel restarted: all variables were lost"
+        )
+
+    async def _ended_within(self, seconds: float) -> str | None:
+        """How the kernel ended if it does within ``seconds`` (polled: a process's exit has no
+        event to wait on here), else None."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if (ended := await self.session.exit_status()) is not None:
+                return ended
+            await anyio.sleep(0.05)
+        return None
+
+    async def _ended_unless_it_answers(self) -> str | None:
+        """After an idle kernel's interrupt (the runner's lock held): None as soon as it
+        answers a ``kernel_info_request``; how it ended if it ends first; None after
+        ``INTERRUPT_SETTLE``."""
+        msg_id = await self.session.send("kernel_info_request", {})
+        ended: str | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def answered() -> None:
+                while parent_id(await self.session.shell()) != msg_id:
+                    pass
+                tg.cancel_scope.cancel()
+
+            async def exited() -> None:
+                nonlocal ended
+                ended = await self._ended_within(INTERRUPT_SETTLE)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(answered)
+            tg.start_soon(exited)
+        return ended
 
     def stop_current(self, *, interrupt: bool = True) -> bool:
         """End the running execution (if any), with an interrupt unless ``interrupt`` is false.
