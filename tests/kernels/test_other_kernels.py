@@ -49,17 +49,26 @@ async def test_an_interrupt_that_ends_the_kernel_is_said_and_the_kernel_restarte
 
 
 async def test_the_deno_kernel_an_interrupt_ends_is_said_too(client: Client, root: Path) -> None:
-    """Deno's kernel (TypeScript cells) is killed by SIGINT as well."""
+    """Deno's kernel is killed by SIGINT as well, but not always at once: on a loaded machine it
+    answered the kernel_info request nbrelay sends after the interrupt before it exited. Either
+    way the agent is told its variables were lost before it meets their absence: by the
+    interrupt's result, or else by the next run's."""
     await call(client, "create_notebook", path="d.ipynb", kernel="deno")
     ran = await client.call_tool("execute", {"path": "d.ipynb", "code": "const x = 41; x + 1"})
     assert text_of(ran) == "ok\n42", text_of(ran)
     stopped = await call(client, "interrupt_kernel", path="d.ipynb")
-    assert stopped["note"] == (
-        "the kernel was killed by signal 2 (SIGINT) when interrupted: it does not survive an "
-        "interrupt (Ctrl-C); kernel restarted: all variables were lost"
-    )
-    after = await client.call_tool("execute", {"path": "d.ipynb", "code": "typeof x"})
-    assert text_of(after) == 'ok\n"undefined"', text_of(after)
+    after = text_of(await client.call_tool("execute", {"path": "d.ipynb", "code": "typeof x"}))
+    if stopped["note"] == "interrupted":  # it answered first, and exited after (or while
+        # the next run was sent: that run then ends "died")
+        assert "the kernel was killed by signal 2 (SIGINT)" in after, after
+        assert "kernel restarted; all variables were lost" in after, after
+        assert after.endswith("note: the kernel restarted, so its variables were lost"), after
+    else:
+        assert stopped["note"] == (
+            "the kernel was killed by signal 2 (SIGINT) when interrupted: it does not survive "
+            "an interrupt (Ctrl-C); kernel restarted: all variables were lost"
+        )
+        assert after == 'ok\n"undefined"', after
 
 
 async def test_an_interrupt_a_kernel_lives_through_says_only_that(
