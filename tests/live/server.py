@@ -63,6 +63,12 @@ class JupyterServer:
 
     def _command(self) -> list[str]:
         if self.kind == "gateway":
+            # Listing kernels is on unless the test says otherwise (the gateway's default: off).
+            listing = (
+                []
+                if any("list_kernels" in a for a in self.extra_args)
+                else ["--JupyterWebsocketPersonality.list_kernels=True"]
+            )
             return [
                 sys.executable,
                 "-m",
@@ -72,7 +78,18 @@ class JupyterServer:
                 "--KernelGatewayApp.port_retries=0",
                 f"--KernelGatewayApp.auth_token={self.token}",
                 "--KernelGatewayApp.allow_origin=",
-                "--JupyterWebsocketPersonality.list_kernels=True",
+                *listing,
+                *self.extra_args,
+            ]
+        if self.kind == "enterprise-gateway":
+            from tests.live.enterprise_gateway import ensure
+
+            return [
+                str(ensure()),
+                "--ip=127.0.0.1",
+                f"--port={self.port}",
+                "--port_retries=0",
+                f"--EnterpriseGatewayApp.auth_token={self.token}",
                 *self.extra_args,
             ]
         args = [
@@ -141,7 +158,7 @@ class JupyterServer:
             raise
 
     def _answers(self) -> bool:
-        status = "api/kernelspecs" if self.kind == "gateway" else "api/status"
+        status = "api/kernelspecs" if "gateway" in self.kind else "api/status"
         request = urllib.request.Request(  # noqa: S310 - a loopback http URL
             self.url + status, headers={"Authorization": f"token {self.token}"}
         )

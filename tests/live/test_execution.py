@@ -24,7 +24,7 @@ from nbrelay.kernels.remote import RemoteKernels
 from nbrelay.server import build_server
 from nbrelay.stores.files import FileStore
 from nbrelay.workspace import Workspace
-from tests.helpers import PATIENCE, call, counter_ids, notebook, write_notebook
+from tests.helpers import PATIENCE, call, counter_ids, notebook, text_of, write_notebook
 from tests.live.conftest import agent
 from tests.live.person import person
 from tests.live.rooms import room_agent
@@ -210,6 +210,106 @@ async def test_kernels_on_a_kernel_gateway_run_file_mode_notebooks(
         base_url=gateway.url, headers={"Authorization": f"token {gateway.token}"}
     ) as http:
         assert (await http.get("api/kernels")).json() == []
+
+
+async def test_a_kernel_gateway_with_its_defaults_runs_file_mode_notebooks(
+    start_jupyter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kernel Gateway and Enterprise Gateway list neither kernels nor sessions unless told to
+    (403): every run failed with advice to check the token. nbrelay now starts bare kernels
+    there, passes its ``KERNEL_*`` variables (Enterprise Gateway refuses a kernel without
+    ``KERNEL_USERNAME``), and a kernel the gateway restarts after it died is reported once, by
+    the run it cut short, not restarted again by the next run."""
+    monkeypatch.setenv("KERNEL_USERNAME", "nbrelay-test-user")
+    gateway: JupyterServer = start_jupyter(
+        kind="gateway", args=["--JupyterWebsocketPersonality.list_kernels=False"]
+    )
+    root = tmp_path / "files"
+    write_notebook(root / "g.ipynb", notebook("import os\nx = 6"))
+    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
+    kernels = RemoteKernels(JupyterAPI(gateway.url, Secret(gateway.token)), close_api=True)
+    ws = Workspace(
+        settings,
+        FileStore(root, lock_dir=tmp_path / "locks"),
+        id_factory=counter_ids(),
+        kernels=kernels,
+    )
+    async with Client(build_server(settings, ws)) as client:
+        await call(client, "execute", path="g.ipynb", cells=[0])
+        user = await call(
+            client, "execute", path="g.ipynb", code="print(os.environ.get('KERNEL_USERNAME'))"
+        )
+        assert user["cells"][0]["outputs"][0]["text"] == "nbrelay-test-user\n", user
+        died = await call(client, "execute", path="g.ipynb", code="os._exit(1)", wait=PATIENCE)
+        assert died["cells"][0]["status"] == "died", died
+        after = await call(client, "execute", path="g.ipynb", code="print('x' in dir())")
+        cell = after["cells"][0]
+        assert cell["status"] == "ok", after
+        assert cell["outputs"][0]["text"] == "False\n"
+        assert "died" not in cell.get("note", ""), after  # said once, by the run it cut short
+        restarted = await call(client, "restart_kernel", path="g.ipynb")
+        assert restarted["kernel"]["state"] == "idle", restarted
+        again = await call(client, "execute", path="g.ipynb", code="6 * 7")
+        assert again["cells"][0]["outputs"][0]["text"] == "42"
+
+
+async def test_enterprise_gateway_runs_file_mode_notebooks(
+    start_jupyter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jupyter Enterprise Gateway 3.3 (its own environment: ipykernel 6, jupyter_server 1), which
+    lists neither kernels nor sessions and starts a kernel only for a user it authorizes, named
+    by ``KERNEL_USERNAME``: refused with what to set, then run, interrupted, died and restarted
+    with the gateway killed under it."""
+    gateway: JupyterServer = start_jupyter(
+        kind="enterprise-gateway",
+        args=['--EnterpriseGatewayApp.authorized_users={"nbrelay-test-user"}'],
+    )
+    root = tmp_path / "files"
+    write_notebook(root / "e.ipynb", notebook("import os\nx = 6", "x * 7"))
+    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
+    kernels = RemoteKernels(JupyterAPI(gateway.url, Secret(gateway.token)), close_api=True)
+    ws = Workspace(
+        settings,
+        FileStore(root, lock_dir=tmp_path / "locks"),
+        id_factory=counter_ids(),
+        kernels=kernels,
+    )
+    monkeypatch.delenv("KERNEL_USERNAME", raising=False)
+    async with Client(build_server(settings, ws)) as client:
+        refused = await client.call_tool("execute", {"path": "e.ipynb", "cells": [0]})
+        assert refused.is_error, text_of(refused)
+        assert "KERNEL_USERNAME" in text_of(refused), text_of(refused)
+        monkeypatch.setenv("KERNEL_USERNAME", "nbrelay-test-user")
+        ran = await call(client, "execute", path="e.ipynb", cells="all")
+        assert ran["cells"][1]["outputs"][0]["text"] == "42", ran
+        user = await call(
+            client, "execute", path="e.ipynb", code="print(os.environ.get('KERNEL_USERNAME'))"
+        )
+        assert user["cells"][0]["outputs"][0]["text"] == "nbrelay-test-user\n", user
+
+        polled = await call(
+            client, "execute", path="e.ipynb", code="os.system('sleep 120')", wait=0.5
+        )
+        interrupted = await call(client, "interrupt_kernel", path="e.ipynb")
+        assert interrupted["note"] == "interrupted", interrupted
+        ended = await call(client, "get_execution", handle=polled["handle"], wait=PATIENCE)
+        assert ended["status"] == "done", ended
+        kept = await call(client, "execute", path="e.ipynb", code="print(x)")
+        assert kept["cells"][0]["outputs"][0]["text"] == "6\n", kept
+
+        died = await call(client, "execute", path="e.ipynb", code="os._exit(1)", wait=PATIENCE)
+        assert died["cells"][0]["status"] == "died", died
+        after = await call(client, "execute", path="e.ipynb", code="print('x' in dir())")
+        assert after["cells"][0]["outputs"][0]["text"] == "False\n", after
+        assert "died" not in after["cells"][0].get("note", ""), after  # said once
+
+        gateway.kill()
+        gateway.start()
+        again = await call(client, "execute", path="e.ipynb", code="print('again')")
+        assert again["cells"][0]["status"] == "ok", again
+        assert again["cells"][0]["outputs"][0]["text"] == "again\n"
+        assert again["state_lost"] is True
+        assert "is gone from the" in again["cells"][0]["note"], again
 
 
 async def _open_as_a_person(server: JupyterServer, path: str) -> str:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("nbrelay.jupyter")
 
-_MAX_MESSAGE = 512 * 1024 * 1024
+MAX_MESSAGE = 512 * 1024 * 1024
 _MAX_ERROR_TEXT = 300
 
 
@@ -74,10 +74,14 @@ def ack_at_once(ws: ClientConnection) -> None:
     acknowledgement by up to 40 ms: every answer the server sends in two frames (an edit's echo
     and its sync reply, a kernel's reply and its status) stalled about 40 ms. Linux leaves
     quick-acknowledgement mode on its own, hence once per message. Elsewhere, a no-op."""
+    ack_socket_at_once(ws.transport.get_extra_info("socket"))
+
+
+def ack_socket_at_once(sock: Any) -> None:
+    """``ack_at_once`` for the socket of any connection (None: nothing to do)."""
     import socket
 
     quickack = getattr(socket, "TCP_QUICKACK", None)
-    sock = ws.transport.get_extra_info("socket")
     if quickack is None or sock is None:
         return
     with contextlib.suppress(OSError):  # not TCP (a Unix socket), or already closed
@@ -91,6 +95,8 @@ class JupyterAPI:
         self.base = base_url(url)
         # Which server this is, for what nbrelay keeps about it on disk (its URL by default).
         self.identity = self.base
+        # Whether ``GET api/kernels`` lists the kernels (a Kernel Gateway may refuse it).
+        self.lists_kernels = True
         parts = urlsplit(self.base)
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.label = f"Jupyter Server at {self.origin}"  # how messages name the server
@@ -341,7 +347,7 @@ class JupyterAPI:
             ws = await connect(
                 url,
                 additional_headers=headers,
-                max_size=_MAX_MESSAGE,
+                max_size=MAX_MESSAGE,
                 max_queue=None,
                 open_timeout=self.timeout,
                 ping_interval=20 if keepalive else None,

@@ -343,6 +343,10 @@ class Runner:
                     run, outcome, caller, stop.is_set(), time_limit
                 )
             tg.cancel_scope.cancel()
+        if run.replaced == "during" and run.died is None and not run.finished.is_set():
+            # Replaced because the process died (the server restarted it on its own): said as
+            # a death, and restarted as one, which also clears what the session noted of it.
+            run.died = await self.session.exit_status()
         run.check_gap()  # nothing of the request arrived (it ended unseen, or died)
         if run.replaced is not None:
             self._last_count = None

@@ -6,6 +6,7 @@ WebSocket. ``remote.py`` holds the sessions that use them.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import time
 import uuid
@@ -26,7 +27,22 @@ async def kernelspecs(api: JupyterAPI) -> dict[str, KernelSpecInfo]:
 
 
 async def kernel_model(api: JupyterAPI, kernel_id: str) -> dict[str, Any] | None:
-    """The server's model of a kernel, or None when it has no such kernel."""
+    """The server's model of a kernel, or None when it has no such kernel.
+
+    Read from the list of kernels where the server gives one: a Jupyter Server whose kernels run
+    on a gateway (``--gateway-url``) answers ``api/kernels/{id}`` from its memory, and only its
+    listing asks the gateway (and forgets the kernels the gateway lost: a gateway that restarted
+    has none of them, while the server kept saying they were idle). A Kernel Gateway that does
+    not list kernels (its default) answers 403 there; its own ``api/kernels/{id}`` is exact.
+    """
+    if api.lists_kernels:
+        resp = await api.request("GET", "api/kernels", ok=(200, 403), what="the kernels")
+        if resp.status == 200 and isinstance(resp.body, list):
+            for model in resp.body:
+                if isinstance(model, dict) and model.get("id") == kernel_id:
+                    return model
+            return None
+        api.lists_kernels = False
     try:
         resp = await api.request(
             "GET", api_path("api/kernels", kernel_id), ok=(200,), what="the kernel"
@@ -38,8 +54,12 @@ async def kernel_model(api: JupyterAPI, kernel_id: str) -> dict[str, Any] | None
 
 async def find_session(api: JupyterAPI, path: str) -> dict[str, Any] | None:
     """The session the server has for a notebook path (with a kernel), or None; raises
-    ``NotebookNotFound`` when the server has no sessions API (a kernel gateway)."""
-    resp = await api.request("GET", "api/sessions", ok=(200,), what="the sessions API")
+    ``NotebookNotFound`` when the server has no sessions API, or does not list its sessions: a
+    kernel gateway (Kernel Gateway and Enterprise Gateway answer 403 unless configured to list
+    kernels, which they are not by default; the token was checked by the requests before)."""
+    resp = await api.request("GET", "api/sessions", ok=(200, 403), what="the sessions API")
+    if resp.status == 403:
+        raise NotebookNotFound("the server does not list its sessions.")
     for model in resp.body if isinstance(resp.body, list) else []:
         if isinstance(model, dict) and model.get("path") == path and model.get("kernel"):
             return model
@@ -58,10 +78,28 @@ async def start_session(api: JupyterAPI, key: str, path: str, kernel_name: str) 
     return await _start(api, "api/sessions", body, "a session", failed)
 
 
+def gateway_env() -> dict[str, str]:
+    """What a gateway is told of the kernel to start: the ``KERNEL_*`` variables of nbrelay's
+    environment, as Jupyter Server sends them (``KERNEL_USERNAME``, the user Enterprise Gateway
+    runs the kernel as and refuses to start one without, by default; ``KERNEL_NAMESPACE`` …)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("KERNEL_")}
+
+
 async def start_kernel(api: JupyterAPI, kernel_name: str) -> dict[str, Any]:
     """Start a kernel without a session (a gateway); its model."""
     failed = f"the kernel server could not start a {kernel_name} kernel"
-    return await _start(api, "api/kernels", {"name": kernel_name}, "a kernel", failed)
+    body = {"name": kernel_name, "env": gateway_env()}
+    try:
+        return await _start(api, "api/kernels", body, "a kernel", failed)
+    except KernelError as exc:
+        if "KERNEL_USERNAME" not in exc.message:
+            raise
+        raise KernelError(
+            exc.message,
+            hint="Set KERNEL_USERNAME in nbrelay's environment to the user the gateway should "
+            "run the kernel as (nbrelay passes its KERNEL_* variables to the gateway, as Jupyter "
+            "Server does), then retry.",
+        ) from exc
 
 
 async def _start(

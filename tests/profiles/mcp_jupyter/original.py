@@ -11,45 +11,19 @@ installs it).
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from mcp import StdioServerParameters
 
+from tests import originals
+
 REQUIREMENTS = ("mcp-jupyter==2.0.2", "mcp[cli]<2", "jupyter-kernel-client<1")
-REPO = Path(__file__).resolve().parents[3]
-INSTALL_TIMEOUT = 900.0
-
-
-def venv() -> Path:
-    base = Path(os.environ.get("NBRELAY_ORIGINALS") or REPO / ".originals")
-    return base / "mcp-jupyter-2.0.2"
-
-
-def executable() -> Path:
-    return venv() / "bin" / "mcp-jupyter"
 
 
 def ensure() -> Path:
-    """The original's command, installed from PyPI first if missing (with uv when there is one,
-    else pip); raises ``OSError`` or ``subprocess.SubprocessError`` if it cannot be installed."""
-    folder, marker = venv(), venv() / ".installed"
-    wanted = " ".join(REQUIREMENTS)
-    if marker.exists() and marker.read_text() == wanted and executable().exists():
-        return executable()
-    uv = shutil.which("uv")
-    python = str(folder / "bin" / "python")
-    if uv:
-        subprocess.run([uv, "venv", "-q", "--clear", "-p", sys.executable, str(folder)], check=True)
-        install = [uv, "pip", "install", "-q", "-p", python, *REQUIREMENTS]
-    else:
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(folder)], check=True)
-        install = [python, "-m", "pip", "install", "-q", *REQUIREMENTS]
-    subprocess.run(install, check=True, timeout=INSTALL_TIMEOUT)
-    marker.write_text(wanted)
-    return executable()
+    """The original's command, installed first if missing (``tests.originals``)."""
+    return originals.ensure("mcp-jupyter-2.0.2", REQUIREMENTS, "mcp-jupyter")
 
 
 def server(token: str, cwd: Path) -> StdioServerParameters:
@@ -57,7 +31,7 @@ def server(token: str, cwd: Path) -> StdioServerParameters:
     each ``setup_notebook`` (``server_url``), its token from ``TOKEN``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "NBRELAY"))}
     env["TOKEN"] = token
-    return StdioServerParameters(command=str(executable()), args=[], env=env, cwd=str(cwd))
+    return StdioServerParameters(command=str(ensure()), args=[], env=env, cwd=str(cwd))
 
 
 if __name__ == "__main__":

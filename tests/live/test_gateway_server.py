@@ -1,0 +1,146 @@
+"""A Jupyter Server whose kernels run on a Kernel Gateway (``--gateway-url``), as JupyterHub
+deployments with Enterprise Gateway run them: live mode (nbrelay reaching the server over REST
+and WebSocket) and extension mode (nbrelay inside that server), on one server.
+
+What went wrong here before: in extension mode no code ran at all (nbrelay opened ZeroMQ
+channels the gateway's kernels do not have, and every run was an internal error); in live mode,
+after the gateway restarted, every run waited for ever (the server answered for the lost kernel
+from its memory, "idle", and dropped what nbrelay sent it), and ``restart_kernel`` failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+
+from nbrelay.config import Secret, Settings
+from nbrelay.jupyter_api import JupyterAPI
+from nbrelay.kernels.execution import RESTARTED_ELSEWHERE
+from nbrelay.kernels.remote import RemoteKernels
+from nbrelay.server import build_server
+from nbrelay.stores.rtc import RTCStore
+from nbrelay.workspace import Workspace
+from tests.extension.conftest import ext_client
+from tests.helpers import PATIENCE, call, counter_ids, text_of
+from tests.live.server import JupyterServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+
+MODES = ("live", "extension")
+
+
+@pytest.fixture
+def gateway_and_server(
+    start_jupyter: Callable[..., JupyterServer],
+) -> tuple[JupyterServer, JupyterServer]:
+    """A Kernel Gateway, and a JupyterLab (with nbrelay's extension) whose kernels run on it."""
+    gateway = start_jupyter(kind="gateway")
+    server = start_jupyter(
+        args=[f"--gateway-url={gateway.url}", f"--GatewayClient.auth_token={gateway.token}"]
+    )
+    return gateway, server
+
+
+@contextlib.asynccontextmanager
+async def agent_on(mode: str, server: JupyterServer, tmp_path: Path) -> AsyncIterator[Client]:
+    if mode == "extension":
+        async with ext_client(server) as client:
+            yield client
+        return
+    settings = Settings(root=tmp_path / "root", lock_dir=tmp_path / "locks", kernel_pool=0)
+    api = JupyterAPI(server.url, Secret(server.token))
+    store = RTCStore(api, agent_name="nbrelay test agent")
+    kernels = RemoteKernels(api, server_path=store.paths.server)
+    ws = Workspace(settings, store, id_factory=counter_ids(), kernels=kernels)
+    async with Client(build_server(settings, ws)) as client:
+        yield client
+
+
+async def run(client: Client, **args: Any) -> dict[str, Any]:
+    """``execute`` to its end (bounded: a run that never ends fails the test)."""
+    done = await call(client, "execute", wait=PATIENCE, **args)
+    assert done["status"] == "done", done
+    return done
+
+
+async def restart_as_a_person(server: JupyterServer, path: str) -> None:
+    """JupyterLab's "Restart Kernel": the server restarts the notebook's session kernel."""
+    headers = {"Authorization": f"token {server.token}"}
+    async with httpx2.AsyncClient(base_url=server.url, headers=headers, timeout=PATIENCE) as http:
+        sessions = (await http.get("api/sessions")).json()
+        kernel = next(s["kernel"]["id"] for s in sessions if s["path"] == path)
+        answer = await http.post(f"api/kernels/{kernel}/restart")
+        assert answer.status_code == 200, answer.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_code_runs_on_the_servers_gateway_and_survives_its_faults(
+    mode: str, gateway_and_server: tuple[JupyterServer, JupyterServer], tmp_path: Path
+) -> None:
+    gateway, server = gateway_and_server
+    async with agent_on(mode, server, tmp_path) as c:
+        await call(c, "create_notebook", path="g.ipynb", cells=["x = 41", "x + 1"])
+        ran = await run(c, path="g.ipynb", cells="all")
+        assert [cell["status"] for cell in ran["cells"]] == ["ok", "ok"], ran
+        assert ran["cells"][1]["outputs"][0]["text"] == "42"
+        listed = await call(c, "list_variables", path="g.ipynb")
+        assert [v["name"] for v in listed["variables"]] == ["x"], listed
+
+        # An interrupt reaches a run on the gateway; the variables stay.
+        polled = await call(
+            c, "execute", path="g.ipynb", code="import time\ntime.sleep(120)", wait=0.5
+        )
+        assert polled["status"] == "running", polled
+        interrupted = await call(c, "interrupt_kernel", path="g.ipynb")
+        assert interrupted["note"] == "interrupted", interrupted
+        ended = await call(c, "get_execution", handle=polled["handle"], wait=PATIENCE)
+        assert ended["cells"][0]["status"] == "interrupted", ended
+
+        # A person's "Restart Kernel" is said on the next run.
+        await restart_as_a_person(server, "g.ipynb")
+        after = await c.call_tool(
+            "execute", {"path": "g.ipynb", "code": "print('x' in dir())", "wait": PATIENCE}
+        )
+        assert RESTARTED_ELSEWHERE in text_of(after), text_of(after)
+        assert after.structured_content is not None
+        assert after.structured_content["cells"][0]["outputs"][0]["text"] == "False\n"
+
+        # A kernel that dies on the gateway is said, and replaced.
+        died = await run(c, path="g.ipynb", code="import os\nos._exit(1)")
+        assert died["cells"][0]["status"] == "died", died
+        alive = await run(c, path="g.ipynb", code="y = 6 * 7\nprint(y)")
+        assert alive["cells"][0]["outputs"][0]["text"] == "42\n", alive
+
+        # The gateway restarts (its kernels die with it): the next run says the kernel is gone,
+        # starts another, and runs.
+        gateway.kill()
+        gateway.start()
+        again = await run(c, path="g.ipynb", code="print('y' in dir())")
+        assert again["cells"][0]["status"] == "ok", again
+        assert again["cells"][0]["outputs"][0]["text"] == "False\n"
+        assert again["state_lost"] is True
+        assert "is gone from the" in again["cells"][0]["note"], again
+        next_run = await run(c, path="g.ipynb", code="print('next')")
+        assert next_run["cells"][0]["outputs"][0]["text"] == "next\n"
+
+        # While the gateway is down, nothing is an internal error. (Live mode lists the
+        # kernelspecs it read before; the extension asks the server, which asks the gateway.)
+        gateway.stop(grace=5)
+        down = await c.call_tool("list_kernels", {})
+        assert "internal error" not in text_of(down), text_of(down)
+        if mode == "extension":
+            assert down.is_error, text_of(down)
+            assert "could not list its kernelspecs" in text_of(down), text_of(down)
+
+        # Back up after a clean stop: restart_kernel works and the notebook runs.
+        gateway.start()
+        restarted = await call(c, "restart_kernel", path="g.ipynb")
+        assert restarted["kernel"]["state"] != "dead", restarted
+        last = await run(c, path="g.ipynb", code="print(6 * 7)")
+        assert last["cells"][0]["outputs"][0]["text"] == "42\n", last
