@@ -52,13 +52,16 @@ async def test_the_deno_kernel_an_interrupt_ends_is_said_too(client: Client, roo
     """Deno's kernel is killed by SIGINT as well, but not always at once: on a loaded machine it
     answered the kernel_info request nbrelay sends after the interrupt before it exited. Either
     way the agent is told its variables were lost before it meets their absence: by the
-    interrupt's result, or else by the next run's."""
+    interrupt's result, or else by the next run's. (Deno has also lived through it, once in a
+    full run: then its variables are there, and nothing was lost to tell.)"""
     await call(client, "create_notebook", path="d.ipynb", kernel="deno")
     ran = await client.call_tool("execute", {"path": "d.ipynb", "code": "const x = 41; x + 1"})
     assert text_of(ran) == "ok\n42", text_of(ran)
     stopped = await call(client, "interrupt_kernel", path="d.ipynb")
     after = text_of(await client.call_tool("execute", {"path": "d.ipynb", "code": "typeof x"}))
-    if stopped["note"] == "interrupted":  # it answered first, and exited after (or while
+    if stopped["note"] == "interrupted" and after == 'ok\n"number"':
+        pass  # it lived through the interrupt: x is still defined
+    elif stopped["note"] == "interrupted":  # it answered first, and exited after (or while
         # the next run was sent: that run then ends "died")
         assert "the kernel was killed by signal 2 (SIGINT)" in after, after
         assert "kernel restarted; all variables were lost" in after, after

@@ -388,6 +388,11 @@ class RoomHost(LockedEdits):
                 fresh.forgotten = 0
                 if fresh.journal is not None:
                     await fresh.journal.replace(fresh.key, [])
+            # Told from the moment a read can see the restored edits (reads take no lock): a
+            # call made while they travel to the server or are saved is the one told.
+            note = recovery_note(rel, found, reloaded=reloaded)
+            if note:
+                self._lost[rel] = note
             if found.edits:
                 before = Snapshot(path=rel, notebook=nb, version=version, problems=problems)
                 try:
@@ -396,6 +401,7 @@ class RoomHost(LockedEdits):
                 except NbrelayError as exc:
                     logger.warning("restoring edits to %s failed: %s", rel, exc)
                     found = Recovery((), (), (*found.restored, *found.lost), found.forgotten)
+                    self._lost[rel] = note = recovery_note(rel, found, reloaded=reloaded)
                 else:
                     after, version, problems = fresh.snapshot()
                     plan = Plan(edits=found.edits, touched=())
@@ -403,9 +409,6 @@ class RoomHost(LockedEdits):
                     await keep(fresh, EditOutcome(before, snap, plan))
             with contextlib.suppress(NbrelayError, RoomLost):
                 await save_room(fresh)  # also clears the journal
-        note = recovery_note(rel, found, reloaded=reloaded)
-        if note:
-            self._lost[rel] = note
         return bool(note)
 
     async def _follow_reloads(self, rel: str, room: SharedRoom) -> None:
