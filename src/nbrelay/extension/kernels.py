@@ -18,6 +18,8 @@ forgotten by the server and replaced.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import posixpath
@@ -25,6 +27,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+import anyio
 from jupyter_core.utils import ensure_async
 
 from nbrelay.caller import Caller
@@ -32,7 +35,7 @@ from nbrelay.errors import KernelError, RemoteError
 from nbrelay.extension.access import require
 from nbrelay.jupyter_api import MAX_MESSAGE, ack_socket_at_once
 from nbrelay.kernels.base import KernelSpecInfo, specs_by_name
-from nbrelay.kernels.sessions import JupyterKernels, JupyterSession, ZmqChannels
+from nbrelay.kernels.sessions import READY_TIMEOUT, JupyterKernels, JupyterSession, ZmqChannels
 from nbrelay.kernels.ws_channels import ChannelClosed, Frames, WebSocketChannels, connect_in
 
 if TYPE_CHECKING:
@@ -114,6 +117,31 @@ class _InServer(JupyterSession):
             await ensure_async(self.provider.kernel_manager.shutdown_kernel(self.kernel_id))
 
 
+async def _launched(kernel: Any, name: str) -> None:
+    """Until the server has launched ``kernel``. With pending kernels
+    (``c.MappingKernelManager.use_pending_kernels``) the server answers a new session (or a
+    restart) while the kernel is still being launched, before its ports are known: a client
+    made then never reaches it. Its ``ready`` future says when it is launched, or why not."""
+    ready = getattr(kernel, "ready", None)
+    if isinstance(ready, concurrent.futures.Future):
+        ready = asyncio.wrap_future(ready)
+    if not isinstance(ready, asyncio.Future):
+        return
+    try:
+        with anyio.fail_after(READY_TIMEOUT):
+            await asyncio.shield(ready)
+    except TimeoutError:
+        raise KernelError(
+            f"the Jupyter Server did not launch the {name} kernel within {READY_TIMEOUT:g} s.",
+            hint="Check the Jupyter Server's log for the kernel's errors, then retry.",
+        ) from None
+    except Exception as exc:
+        raise KernelError(
+            f"the Jupyter Server could not launch the {name} kernel: {_reason(exc)}.",
+            hint="Check the Jupyter Server's log for the kernel's errors, then retry.",
+        ) from exc
+
+
 class ServerSession(ZmqChannels, _InServer):
     """One kernel of the server, through a ZeroMQ client of its own (see ``KernelSession``)."""
 
@@ -121,6 +149,7 @@ class ServerSession(ZmqChannels, _InServer):
         kernel = self._kernel()
         if kernel is None:
             raise KernelError(f"the Jupyter Server has no kernel {self.kernel_id!r} any more.")
+        await _launched(kernel, self.name)
         self.kc = kernel.client()
         self.kc.start_channels()
 

@@ -1,11 +1,14 @@
-"""A Jupyter Server whose kernels run on a Kernel Gateway (``--gateway-url``), as JupyterHub
-deployments with Enterprise Gateway run them: live mode (nbrelay reaching the server over REST
-and WebSocket) and extension mode (nbrelay inside that server), on one server.
+"""How a Jupyter Server runs its kernels, as deployments configure it, in live mode (nbrelay
+reaching the server over REST and WebSocket) and extension mode (nbrelay inside that server), on
+one server: kernels on a Kernel Gateway (``--gateway-url``), as JupyterHub deployments with
+Enterprise Gateway run them, and pending kernels (``use_pending_kernels``).
 
 What went wrong here before: in extension mode no code ran at all (nbrelay opened ZeroMQ
 channels the gateway's kernels do not have, and every run was an internal error); in live mode,
 after the gateway restarted, every run waited for ever (the server answered for the lost kernel
 from its memory, "idle", and dropped what nbrelay sent it), and ``restart_kernel`` failed.
+With pending kernels, extension mode ran nothing: it made its client of a kernel the server was
+still launching, whose ports were not known yet, and waited 60 s for an answer on each call.
 """
 
 from __future__ import annotations
@@ -144,3 +147,22 @@ async def test_code_runs_on_the_servers_gateway_and_survives_its_faults(
         assert restarted["kernel"]["state"] != "dead", restarted
         last = await run(c, path="g.ipynb", code="print(6 * 7)")
         assert last["cells"][0]["outputs"][0]["text"] == "42\n", last
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_code_runs_on_a_server_that_launches_kernels_pending(
+    mode: str, start_jupyter: Callable[..., JupyterServer], tmp_path: Path
+) -> None:
+    server = start_jupyter(args=["--MappingKernelManager.use_pending_kernels=True"])
+    async with agent_on(mode, server, tmp_path) as c:
+        await call(c, "create_notebook", path="p.ipynb", cells=["x = 41", "x + 1"])
+        ran = await run(c, path="p.ipynb", cells="all")
+        assert ran["cells"][1]["outputs"][0]["text"] == "42", ran
+        restarted = await call(c, "restart_kernel", path="p.ipynb")
+        assert restarted["kernel"]["state"] == "idle", restarted
+        after = await run(c, path="p.ipynb", code="print('x' in dir())")
+        assert after["cells"][0]["outputs"][0]["text"] == "False\n", after
+        died = await run(c, path="p.ipynb", code="import os\nos._exit(1)")
+        assert died["cells"][0]["status"] == "died", died
+        again = await run(c, path="p.ipynb", code="print(6 * 7)")
+        assert again["cells"][0]["outputs"][0]["text"] == "42\n", again
