@@ -1,7 +1,8 @@
 """How a Jupyter Server runs its kernels, as deployments configure it, in live mode (nbrelay
 reaching the server over REST and WebSocket) and extension mode (nbrelay inside that server), on
 one server: kernels on a Kernel Gateway (``--gateway-url``), as JupyterHub deployments with
-Enterprise Gateway run them, and pending kernels (``use_pending_kernels``).
+Enterprise Gateway run them, pending kernels (``use_pending_kernels``), and idle kernels culled
+(``cull_idle_timeout``).
 
 What went wrong here before: in extension mode no code ran at all (nbrelay opened ZeroMQ
 channels the gateway's kernels do not have, and every run was an internal error); in live mode,
@@ -31,7 +32,7 @@ from nbrelay.stores.rtc import RTCStore
 from nbrelay.workspace import Workspace
 from tests.extension.conftest import ext_client
 from tests.helpers import PATIENCE, call, counter_ids, text_of
-from tests.live.server import JupyterServer
+from tests.live.server import JupyterServer, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
 
@@ -166,3 +167,36 @@ async def test_code_runs_on_a_server_that_launches_kernels_pending(
         assert died["cells"][0]["status"] == "died", died
         again = await run(c, path="p.ipynb", code="print(6 * 7)")
         assert again["cells"][0]["outputs"][0]["text"] == "42\n", again
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_kernel_the_server_culled_is_said_and_replaced(
+    mode: str, start_jupyter: Callable[..., JupyterServer], tmp_path: Path
+) -> None:
+    """The server shuts down kernels idle for a while (``cull_connected``: even with nbrelay
+    connected, as JupyterHub deployments often set it): the next run says the variables were
+    lost, and runs in a new kernel."""
+    server = start_jupyter(
+        args=[
+            "--MappingKernelManager.cull_idle_timeout=3",
+            "--MappingKernelManager.cull_interval=1",
+            "--MappingKernelManager.cull_connected=True",
+        ]
+    )
+    headers = {"Authorization": f"token {server.token}"}
+    async with (
+        agent_on(mode, server, tmp_path) as c,
+        httpx2.AsyncClient(base_url=server.url, headers=headers, timeout=PATIENCE) as http,
+    ):
+        await call(c, "create_notebook", path="c.ipynb", cells=["x = 41"])
+        await run(c, path="c.ipynb", cells="all")
+
+        async def culled() -> bool:
+            return bool((await http.get("api/kernels")).json() == [])
+
+        await wait_for(culled, seconds=PATIENCE, interval=0.5)
+        after = await run(c, path="c.ipynb", code="print('x' in dir())")
+        cell = after["cells"][0]
+        assert cell["outputs"][0]["text"] == "False\n", after
+        assert after["state_lost"] is True
+        assert "is gone from the Jupyter Server" in cell["note"], after
