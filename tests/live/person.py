@@ -18,6 +18,7 @@ from jupyter_ydoc import YNotebook
 from pycrdt import Doc, Provider, Text
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.helpers import PATIENCE
 from tests.live.server import JupyterServer
 
 
@@ -120,3 +121,13 @@ async def fresh_sources(server: JupyterServer, path: str) -> tuple[list[str], li
     """(ids, sources) as a client that joins now sees them."""
     async with person(server, path) as p:
         return p.ids(), p.sources()
+
+
+async def restart_kernel_as_a_person(server: JupyterServer, path: str) -> None:
+    """JupyterLab's "Restart Kernel": the server restarts notebook ``path``'s session kernel."""
+    headers = {"Authorization": f"token {server.token}"}
+    async with httpx2.AsyncClient(base_url=server.url, headers=headers, timeout=PATIENCE) as http:
+        sessions = (await http.get("api/sessions")).json()
+        kernel = next(s["kernel"]["id"] for s in sessions if s["path"] == path)
+        answer = await http.post(f"api/kernels/{kernel}/restart")
+        assert answer.status_code == 200, answer.text

@@ -7,9 +7,11 @@ JupyterLab's running state (``[*]``), which must be reset however the run ends.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -178,21 +180,25 @@ async def test_the_agent_runs_code_in_the_persons_kernel_and_leaves_it_running(
     assert [s["kernel"]["id"] for s in mine] == [kernel_id]  # one session: the person's, alive
 
 
+@contextlib.asynccontextmanager
+async def file_mode_on(gateway: JupyterServer, root: Path, locks: Path) -> AsyncIterator[Client]:
+    """nbrelay in file mode on ``root``, its kernels on ``gateway`` (``--kernel-gateway-url``)."""
+    settings = Settings(root=root, lock_dir=locks, kernel_pool=0)
+    kernels = RemoteKernels(JupyterAPI(gateway.url, Secret(gateway.token)), close_api=True)
+    ws = Workspace(
+        settings, FileStore(root, lock_dir=locks), id_factory=counter_ids(), kernels=kernels
+    )
+    async with Client(build_server(settings, ws)) as client:
+        yield client
+
+
 async def test_kernels_on_a_kernel_gateway_run_file_mode_notebooks(
     start_jupyter: Any, tmp_path: Path
 ) -> None:
     gateway: JupyterServer = start_jupyter(kind="gateway")
     root = tmp_path / "files"
     write_notebook(root / "g.ipynb", notebook("import os\nx = 6", "x * 7", "print(os.getpid())"))
-    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
-    kernels = RemoteKernels(JupyterAPI(gateway.url, Secret(gateway.token)), close_api=True)
-    ws = Workspace(
-        settings,
-        FileStore(root, lock_dir=tmp_path / "locks"),
-        id_factory=counter_ids(),
-        kernels=kernels,
-    )
-    async with Client(build_server(settings, ws)) as client:
+    async with file_mode_on(gateway, root, tmp_path / "locks") as client:
         result = await call(client, "execute", path="g.ipynb", cells=[":"])
         assert [c["status"] for c in result["cells"]] == ["ok", "ok", "ok"]
         assert result["cells"][1]["outputs"][0]["text"] == "42"
@@ -226,15 +232,7 @@ async def test_a_kernel_gateway_with_its_defaults_runs_file_mode_notebooks(
     )
     root = tmp_path / "files"
     write_notebook(root / "g.ipynb", notebook("import os\nx = 6"))
-    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
-    kernels = RemoteKernels(JupyterAPI(gateway.url, Secret(gateway.token)), close_api=True)
-    ws = Workspace(
-        settings,
-        FileStore(root, lock_dir=tmp_path / "locks"),
-        id_factory=counter_ids(),
-        kernels=kernels,
-    )
-    async with Client(build_server(settings, ws)) as client:
+    async with file_mode_on(gateway, root, tmp_path / "locks") as client:
         await call(client, "execute", path="g.ipynb", cells=[0])
         user = await call(
             client, "execute", path="g.ipynb", code="print(os.environ.get('KERNEL_USERNAME'))"
@@ -266,16 +264,8 @@ async def test_enterprise_gateway_runs_file_mode_notebooks(
     )
     root = tmp_path / "files"
     write_notebook(root / "e.ipynb", notebook("import os\nx = 6", "x * 7"))
-    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
-    kernels = RemoteKernels(JupyterAPI(gateway.url, Secret(gateway.token)), close_api=True)
-    ws = Workspace(
-        settings,
-        FileStore(root, lock_dir=tmp_path / "locks"),
-        id_factory=counter_ids(),
-        kernels=kernels,
-    )
     monkeypatch.delenv("KERNEL_USERNAME", raising=False)
-    async with Client(build_server(settings, ws)) as client:
+    async with file_mode_on(gateway, root, tmp_path / "locks") as client:
         refused = await client.call_tool("execute", {"path": "e.ipynb", "cells": [0]})
         assert refused.is_error, text_of(refused)
         assert "KERNEL_USERNAME" in text_of(refused), text_of(refused)
@@ -375,15 +365,7 @@ async def test_after_a_kernel_gateway_restarts_its_notebooks_run_again(
     gateway: JupyterServer = start_jupyter(kind="gateway")
     root = tmp_path / "files"
     write_notebook(root / "g.ipynb", notebook("x = 6"))
-    settings = Settings(root=root, lock_dir=tmp_path / "locks", kernel_pool=0)
-    kernels = RemoteKernels(JupyterAPI(gateway.url, Secret(gateway.token)), close_api=True)
-    ws = Workspace(
-        settings,
-        FileStore(root, lock_dir=tmp_path / "locks"),
-        id_factory=counter_ids(),
-        kernels=kernels,
-    )
-    async with Client(build_server(settings, ws)) as client:
+    async with file_mode_on(gateway, root, tmp_path / "locks") as client:
         await call(client, "execute", path="g.ipynb", cells=[0])
         gateway.kill()
         gateway.start()

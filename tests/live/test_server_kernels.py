@@ -32,6 +32,7 @@ from nbrelay.stores.rtc import RTCStore
 from nbrelay.workspace import Workspace
 from tests.extension.conftest import ext_client
 from tests.helpers import PATIENCE, call, counter_ids, text_of
+from tests.live.person import restart_kernel_as_a_person
 from tests.live.server import JupyterServer, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
@@ -73,16 +74,6 @@ async def run(client: Client, **args: Any) -> dict[str, Any]:
     return done
 
 
-async def restart_as_a_person(server: JupyterServer, path: str) -> None:
-    """JupyterLab's "Restart Kernel": the server restarts the notebook's session kernel."""
-    headers = {"Authorization": f"token {server.token}"}
-    async with httpx2.AsyncClient(base_url=server.url, headers=headers, timeout=PATIENCE) as http:
-        sessions = (await http.get("api/sessions")).json()
-        kernel = next(s["kernel"]["id"] for s in sessions if s["path"] == path)
-        answer = await http.post(f"api/kernels/{kernel}/restart")
-        assert answer.status_code == 200, answer.text
-
-
 @pytest.mark.parametrize("mode", MODES)
 async def test_code_runs_on_the_servers_gateway_and_survives_its_faults(
     mode: str, gateway_and_server: tuple[JupyterServer, JupyterServer], tmp_path: Path
@@ -107,7 +98,7 @@ async def test_code_runs_on_the_servers_gateway_and_survives_its_faults(
         assert ended["cells"][0]["status"] == "interrupted", ended
 
         # A person's "Restart Kernel" is said on the next run.
-        await restart_as_a_person(server, "g.ipynb")
+        await restart_kernel_as_a_person(server, "g.ipynb")
         after = await c.call_tool(
             "execute", {"path": "g.ipynb", "code": "print('x' in dir())", "wait": PATIENCE}
         )

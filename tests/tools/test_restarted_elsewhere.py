@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 
-import httpx2
 import pytest
 
 from nbrelay.kernels.execution import CUT_SHORT_ELSEWHERE, RESTARTED_ELSEWHERE
 from tests.helpers import PATIENCE, call, text_of
+from tests.live.person import restart_kernel_as_a_person
 from tests.modes import Mode
 
 pytestmark = pytest.mark.anyio
@@ -27,13 +27,9 @@ async def restart_as_a_person(mode: Mode, name: str) -> None:
     """What JupyterLab's "Restart Kernel" does: restart the notebook's session kernel."""
     server = mode.server
     assert server is not None
-    path = (mode.folder / name).relative_to(server.root).as_posix()
-    headers = {"Authorization": f"token {server.token}"}
-    async with httpx2.AsyncClient(base_url=server.url, headers=headers, timeout=PATIENCE) as http:
-        sessions = (await http.get("api/sessions")).json()
-        kernel = next(s["kernel"]["id"] for s in sessions if s["path"] == path)
-        answer = await http.post(f"api/kernels/{kernel}/restart")
-        assert answer.status_code == 200, answer.text
+    await restart_kernel_as_a_person(
+        server, (mode.folder / name).relative_to(server.root).as_posix()
+    )
 
 
 @pytest.mark.parametrize("anymode", SHARED, indirect=True)

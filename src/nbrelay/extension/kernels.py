@@ -36,7 +36,7 @@ from nbrelay.extension.access import require
 from nbrelay.jupyter_api import MAX_MESSAGE, ack_socket_at_once
 from nbrelay.kernels.base import KernelSpecInfo, specs_by_name
 from nbrelay.kernels.sessions import READY_TIMEOUT, JupyterKernels, JupyterSession, ZmqChannels
-from nbrelay.kernels.ws_channels import ChannelClosed, Frames, WebSocketChannels, connect_in
+from nbrelay.kernels.ws_channels import ChannelClosed, Frames, WebSocketSession, connect_in
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -187,7 +187,7 @@ class _GatewayFrames:
         ack_socket_at_once(getattr(stream, "socket", None))
 
 
-class GatewaySession(WebSocketChannels, _InServer):
+class GatewaySession(WebSocketSession, _InServer):
     """One kernel of the server that runs on its gateway (``--gateway-url``), reached through
     the gateway's WebSocket (see the module docstring)."""
 
@@ -259,18 +259,6 @@ class GatewaySession(WebSocketChannels, _InServer):
         if not self._died and await self._lost():
             self._died = GONE_FROM_GATEWAY
         return self._died
-
-    async def _after_restart(self) -> None:
-        self._died = None
-        self._drain()
-
-    async def wait_ready(self) -> None:
-        await super().wait_ready()
-        self._drain()
-
-    async def shutdown(self) -> None:
-        self._close_channels()
-        await super().shutdown()
 
 
 class ServerKernels(JupyterKernels["ServerSession | GatewaySession"]):

@@ -30,8 +30,8 @@ from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once, api_path
 from nbrelay.kernels import remote_api
 from nbrelay.kernels.base import KernelSpecInfo
-from nbrelay.kernels.sessions import JupyterKernels, JupyterSession
-from nbrelay.kernels.ws_channels import ChannelClosed, Frames, WebSocketChannels, connect_in
+from nbrelay.kernels.sessions import JupyterKernels
+from nbrelay.kernels.ws_channels import ChannelClosed, Frames, WebSocketSession, connect_in
 
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
@@ -68,7 +68,7 @@ class _Socket:
         ack_at_once(self._ws)
 
 
-class RemoteSession(WebSocketChannels, JupyterSession):
+class RemoteSession(WebSocketSession):
     """One kernel of the server, reached through its WebSocket (see ``KernelSession``)."""
 
     provider: RemoteKernels
@@ -136,18 +136,6 @@ class RemoteSession(WebSocketChannels, JupyterSession):
             if not gone:
                 raise self._restart_failed(exc.message) from exc
             await self.provider.replace(self)
-
-    async def _after_restart(self) -> None:
-        self._died = None
-        self._drain()
-
-    async def wait_ready(self) -> None:
-        await super().wait_ready()
-        self._drain()
-
-    async def shutdown(self) -> None:
-        self._close_channels()
-        await super().shutdown()
 
     async def _delete(self) -> None:
         await remote_api.delete(self.api, self.session_id, self.kernel_id)

@@ -30,7 +30,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from nbrelay.errors import KernelError, NbrelayError, RemoteError, act
 from nbrelay.kernels import remote_api, sequence
 from nbrelay.kernels.base import Msg, msg_type
-from nbrelay.kernels.sessions import SessionCore
+from nbrelay.kernels.sessions import JupyterSession, SessionCore
 
 logger = logging.getLogger("nbrelay.kernels.remote")
 
@@ -212,6 +212,23 @@ class WebSocketChannels(SessionCore):
     def _close_channels(self) -> None:
         for stream in (self._iopub_send, self._iopub_recv, self._shell_send, self._shell_recv):
             stream.close()
+
+
+class WebSocketSession(WebSocketChannels, JupyterSession):
+    """A Jupyter Server's session kernel reached through a WebSocket: what the channels add to
+    its lifecycle (queues drained after a restart and once it answers, closed at shutdown)."""
+
+    async def _after_restart(self) -> None:
+        self._died = None
+        self._drain()
+
+    async def wait_ready(self) -> None:
+        await super().wait_ready()
+        self._drain()
+
+    async def shutdown(self) -> None:
+        self._close_channels()
+        await super().shutdown()
 
 
 async def connect_in(tg: TaskGroup | None, session: WebSocketChannels) -> None:
