@@ -37,6 +37,7 @@ from nbrelay.jupyter_api import MAX_MESSAGE, ack_socket_at_once
 from nbrelay.kernels.base import KernelSpecInfo, specs_by_name
 from nbrelay.kernels.sessions import READY_TIMEOUT, JupyterKernels, JupyterSession, ZmqChannels
 from nbrelay.kernels.ws_channels import ChannelClosed, Frames, WebSocketSession, connect_in
+from nbrelay.redaction import redact, safe_url
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -48,8 +49,9 @@ GONE_FROM_GATEWAY = "is gone from the gateway (shut down, culled, or the gateway
 
 
 def _reason(exc: Exception) -> str:
-    """What a server-side exception says (tornado's HTTPError keeps it in ``log_message``)."""
-    return str(getattr(exc, "log_message", None) or str(exc) or type(exc).__name__)
+    """What a server-side exception says (tornado's HTTPError keeps it in ``log_message``),
+    without credentials (a gateway's messages name its URL)."""
+    return redact(str(getattr(exc, "log_message", None) or str(exc) or type(exc).__name__))
 
 
 class _InServer(JupyterSession):
@@ -221,7 +223,7 @@ class GatewaySession(WebSocketSession, _InServer):
         except Exception as exc:
             raise RemoteError(
                 f"cannot open the {self.name} kernel's WebSocket on the gateway at "
-                f"{gateway.url}: {type(exc).__name__}: {exc}",
+                f"{safe_url(gateway.url or '')}: {type(exc).__name__}: {_reason(exc)}",
                 hint="Check that the gateway is running and the server's gateway settings, "
                 "then retry.",
             ) from exc
