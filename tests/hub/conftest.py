@@ -204,17 +204,26 @@ class Hub:
             [str(PROXY.parent), str(Path(sys.executable).parent), env.get("PATH", "")]
         )
         env["PYTHONUNBUFFERED"] = "1"
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.command(config),
-                cwd=self.work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self._wait(self._answers, "the Hub did not answer on its public port")
+        # JupyterHub gives its Node proxy a fixed 10 s to answer, then exits ("Failed to start
+        # proxy"): seen on a loaded 2-core run. That start is made once more, then it fails.
+        for attempt in (1, 2):
+            with self.log.open("ab") as log:
+                self.proc = subprocess.Popen(
+                    self.command(config),
+                    cwd=self.work,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            try:
+                self._wait(self._answers, "the Hub did not answer on its public port")
+                return
+            except RuntimeError:
+                if attempt == 2 or "Failed to start proxy" not in self.tail():
+                    raise
+                self.stop()
 
     def _answers(self) -> bool:
         try:
