@@ -32,12 +32,16 @@ async def type_while_the_agent_moves_cells(
     connect: Callable[[], AbstractAsyncContextManager[Client]],
     path: str,
     seed: int,
+    *,
+    via_file_browser: bool = False,
 ) -> None:
     """The person types 60 letters at the end of the 4th of 7 cells while the agent (``connect``,
     which names the notebook ``path``) moves the other cells to random places and changes their
     types; then every keystroke must be in the person's cell, in order, no other cell touched or
     added (a letter typed in command mode is a command: ``b`` adds a cell), and the notebook
-    still in edit mode."""
+    still in edit mode. ``via_file_browser``: the person opens the notebook from JupyterLab's
+    file browser (before JupyterLab 4.3 only that opens it in its collaboration room; a
+    notebook's URL opens it alone)."""
     from playwright.async_api import async_playwright
 
     if not Path(CHROMIUM).exists():
@@ -47,7 +51,8 @@ async def type_while_the_agent_moves_cells(
     write_notebook(local / "n.ipynb", notebook(*sources.values()))
     rng = random.Random(seed)
     typed = "".join(rng.choice(string.ascii_lowercase) for _ in range(60))
-    url = f"{server.url}lab/workspaces/{folder}/tree/{folder}/n.ipynb?reset&token={server.token}"
+    opened = folder if via_file_browser else f"{folder}/n.ipynb"
+    url = f"{server.url}lab/workspaces/{folder}/tree/{opened}?reset&token={server.token}"
     room_path = f"{folder}/n.ipynb"
     want = sources | {mine: sources[mine] + typed}
     changes = 0
@@ -58,6 +63,9 @@ async def type_while_the_agent_moves_cells(
         try:
             page = await browser.new_page(viewport={"width": 1280, "height": 900})
             await page.goto(url)
+            if via_file_browser:
+                entry = page.locator(".jp-DirListing-item", has_text="n.ipynb").first
+                await entry.dblclick(timeout=PATIENCE * 1000)
             cells = page.locator(f"{PANEL} .jp-Cell")
 
             async def loaded() -> bool:
@@ -101,5 +109,7 @@ async def type_while_the_agent_moves_cells(
             await browser.close()
     assert changes >= 5
     # Every keystroke in the person's cell, in order; no other cell touched, none added.
-    assert now == want
+    assert now == want, {
+        c: (now.get(c), want.get(c)) for c in {*now, *want} if now.get(c) != want.get(c)
+    }
     assert edit_mode, "the person's notebook fell into command mode"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.live.older_collaboration import WITH_NBRELAY
 from tests.live.rooms import WAYS
 from tests.live.server import JupyterServer
 from tests.servers import Folders, free_port, running, servers_of_a_test
@@ -56,7 +57,7 @@ def start_jupyter(tmp_path: Path) -> Iterator[Callable[..., JupyterServer]]:
             collaboration=collaboration,
             kind=kind,
             extra_args=list(args),
-            nbrelay=kind == "lab",
+            nbrelay=kind == "lab" or kind.removeprefix("collaboration-") in WITH_NBRELAY,
         )
 
     with servers_of_a_test(make) as start:

@@ -92,10 +92,15 @@ class JupyterServer:
                 f"--EnterpriseGatewayApp.auth_token={self.token}",
                 *self.extra_args,
             ]
+        python = sys.executable
+        if self.kind.startswith("collaboration-"):  # JupyterLab with an older release of it
+            from tests.live.older_collaboration import ensure as older
+
+            python = str(older(self.kind.removeprefix("collaboration-")))
         args = [
-            sys.executable,
+            python,
             "-m",
-            "jupyterlab" if self.kind == "lab" else "jupyter_server",
+            "jupyter_server" if self.kind == "server" else "jupyterlab",
             "--no-browser",
             "--ip=127.0.0.1",
             f"--port={self.port}",

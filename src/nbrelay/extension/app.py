@@ -136,8 +136,10 @@ class _Relay:
 
     async def start(self) -> None:
         if self._task is None:
-            if self.collab is not None:
+            if self.collab is not None and self.collab.broken is None:
                 # Save the rooms before jupyter-collaboration lets them go when the server stops.
+                # (With a release nbrelay cannot work with, the tools still answer: each use of a
+                # room refuses, naming what is missing and what to install.)
                 self.collab.before_stop(self.save_rooms)
             self._task = asyncio.create_task(self._run())
         ready = asyncio.create_task(self._ready.wait())

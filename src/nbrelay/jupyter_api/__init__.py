@@ -97,6 +97,9 @@ class JupyterAPI:
         self.identity = self.base
         # Whether ``GET api/kernels`` lists the kernels (a Kernel Gateway may refuse it).
         self.lists_kernels = True
+        # Whether the server's rooms answer a request to save (jupyter-collaboration 4.1 and
+        # later; older ones only save on their own): None until a save told.
+        self.answers_saves: bool | None = None
         parts = urlsplit(self.base)
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.label = f"Jupyter Server at {self.origin}"  # how messages name the server

@@ -82,8 +82,10 @@ def youtput(output: Mapping[str, Any]) -> pycrdt.Map[Any]:
     return pycrdt.Map(value)
 
 
-def ycell(cell: Mapping[str, Any]) -> pycrdt.Map[Any]:
-    """A new Y cell for an nbformat cell dict, shaped as JupyterLab makes them."""
+def ycell(cell: Mapping[str, Any], *, run_state: bool = True) -> pycrdt.Map[Any]:
+    """A new Y cell for an nbformat cell dict, shaped as JupyterLab makes them: a code cell
+    with its run state (``execution_state``) unless ``run_state`` is false (a server on
+    jupyter_ydoc before 3.0 would write that key into the file, which nbformat then rejects)."""
     import pycrdt
 
     value = copy.deepcopy(dict(cell))
@@ -91,7 +93,10 @@ def ycell(cell: Mapping[str, Any]) -> pycrdt.Map[Any]:
     value["metadata"] = pycrdt.Map(dict(value.get("metadata") or {}))
     if value.get("cell_type") == "code":
         value["outputs"] = pycrdt.Array([youtput(o) for o in value.get("outputs") or []])
-        value.setdefault("execution_state", "idle")
+        if run_state:
+            value.setdefault("execution_state", "idle")
+    if not run_state:
+        value.pop("execution_state", None)
     return pycrdt.Map(value)
 
 
@@ -196,10 +201,12 @@ def _index(order: list[str], cid: str) -> int:
 class _Transactions:
     """The transactions of one ``apply_edits``: content changes join the open transaction; a
     change to the list of cells opens a new one if the open one changed the list already.
-    Without a document, the caller's transaction holds everything."""
+    Without a document, the caller's transaction holds everything. ``run_states``: whether new
+    code cells get a run state (``ycell``)."""
 
-    def __init__(self, doc: pycrdt.Doc[Any] | None) -> None:
+    def __init__(self, doc: pycrdt.Doc[Any] | None, *, run_states: bool = True) -> None:
         self._doc = doc
+        self.run_states = run_states
         self._open: Any = None
         self._listed = False
 
@@ -258,7 +265,7 @@ def _insert(
 ) -> None:
     tx.listing()
     for k, cell in enumerate(cells):
-        ycells.insert(at + k, ycell(cell))
+        ycells.insert(at + k, ycell(cell, run_state=tx.run_states))
         order.insert(at + k, str(cell.get("id")))
 
 
@@ -378,6 +385,8 @@ def apply_edits(
     order: list[str],
     edits: Iterable[Edit],
     ymeta: pycrdt.Map[Any] | None = None,
+    *,
+    run_states: bool = True,
 ) -> None:
     """Apply primitive edits as granular operations. ``order`` is the ids of the cells as the
     snapshot gave them (Y index = list index); it is kept in step.
@@ -393,10 +402,10 @@ def apply_edits(
 
     With the document's ``ymeta``, the notebook's metadata edits are applied too, and a
     notebook older than nbformat 4.5 becomes 4.5 (the room then saves its cell ids), as every
-    store writes it."""
+    store writes it. ``run_states`` false: new code cells get no run state (see ``ycell``)."""
     import pycrdt
 
-    tx = _Transactions(doc)
+    tx = _Transactions(doc, run_states=run_states)
     try:
         for edit in edits:
             if not isinstance(edit, SetMetadata):
@@ -417,16 +426,21 @@ def apply_edits(
 
 
 def replace_all(
-    doc: pycrdt.Doc[Any], ymeta: pycrdt.Map[Any], ycells: pycrdt.Array[Any], nb: Notebook
+    doc: pycrdt.Doc[Any],
+    ymeta: pycrdt.Map[Any],
+    ycells: pycrdt.Array[Any],
+    nb: Notebook,
+    *,
+    run_states: bool = True,
 ) -> None:
     """Make the document hold ``nb`` (create with overwrite): cells deleted and inserted, the
-    notebook metadata set key by key, in one transaction."""
+    notebook metadata set key by key, in one transaction (``run_states``: see ``ycell``)."""
     import pycrdt
 
     with doc.transaction(origin="nbrelay"):
         if len(ycells):
             del ycells[0 : len(ycells)]
-        ycells.extend([ycell(c) for c in nb.cells])
+        ycells.extend([ycell(c, run_state=run_states) for c in nb.cells])
         ymeta["nbformat"] = int(nb.data.get("nbformat", 4))
         # Stored as 4.5 at least, with cell ids, as model.serialize writes every notebook.
         ymeta["nbformat_minor"] = max(_CURRENT_MINOR, int(nb.data.get("nbformat_minor", 5)))

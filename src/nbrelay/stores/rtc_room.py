@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from nbrelay.stores.rtc_journal import Journal
 
 EMPTY_UPDATE = b"\x00\x00"  # a Yjs update with no structs and an empty delete set
+# ``SharedRoom.save``'s status when the server saved the edits on its own (not an answer).
+SAVED_ALONE = "saved on its own"
 _REMEMBERED = 100  # acknowledged edits remembered until saved (beyond that, only counted)
 
 
@@ -79,6 +81,11 @@ class SharedRoom(ABC):
         self.held = False  # an open session keeps the room joined, however idle
         self.reloads = 0
         self.hashes = 0  # saves of the file the server recorded in the document's state
+        # Times the server reset the document state's ``dirty`` flag: after each save, whether
+        # the save held every change or a change interrupted it, and after a reload.
+        self.cleaned = 0
+        self._hash_kept = False  # the document's state was seen holding a hash (``records_hashes``)
+        self._state_news = anyio.Event()  # set at the next change of the state by the server
         self.edits = 0  # edits nbrelay made in this room (acknowledged) …
         self.saved = 0  # … of which the file holds the first ``saved`` (a confirmed save)
         self.sent = 0  # nbrelay's own transactions that changed the document
@@ -97,6 +104,9 @@ class SharedRoom(ABC):
         # are a run's outputs streaming in (``show_running``).
         self.running: set[str] = set()
         self.key = room_id.rsplit(":", 1)[-1]  # the notebook's file id
+        # Whether the server's document keeps code cells' run state (``execution_state``,
+        # jupyter_ydoc 3.0 and later; an older one would write it into the file).
+        self.run_states = True
         self._own = False  # nbrelay is applying a transaction of its own
         # The room's empty cell of a file without cells, when the store checked the file.
         self.placeholder_id: str | None = None
@@ -123,12 +133,49 @@ class SharedRoom(ABC):
             self.sent += 1
 
     def _on_state(self, event: Any) -> None:
+        if self._own:
+            return
         change = event.keys.get("hash")
-        if change is not None and change.get("action") == "delete" and not self._own:
+        if change is not None:
+            self._hash_kept = True
+        if change is not None and change.get("action") == "delete":
             self.reloads += 1
             self.reloaded.set()
-        elif change is not None and not self._own:
+        elif change is not None:
             self.hashes += 1  # the server saved the file (it sets the hash of what it wrote)
+        dirty = event.keys.get("dirty")
+        if dirty is not None and dirty.get("newValue") is False:
+            self.cleaned += 1
+        self._state_news.set()
+        self._state_news = anyio.Event()
+
+    @property
+    def records_hashes(self) -> bool:
+        """Whether the server records the hash of the file it saved in the document's state
+        (jupyter-collaboration 3 and later; 2.x only resets ``dirty``)."""
+        if not self._hash_kept:
+            self._hash_kept = "hash" in self.ystate
+        return self._hash_kept
+
+    def save_mark(self) -> tuple[int, int]:
+        """Where the server's record of its saves stands (for ``saved_after``)."""
+        return self.hashes, self.cleaned
+
+    def saved_after(self, mark: tuple[int, int]) -> bool:
+        """Whether the server recorded a save since ``mark`` (``save_mark``): it set the hash
+        of the file or, on a server that records none, it reset ``dirty``."""
+        hashes, cleaned = mark
+        if self.hashes > hashes:
+            return True
+        return not self.records_hashes and self.cleaned > cleaned
+
+    async def saved_since(self, mark: tuple[int, int]) -> None:
+        """Wait until the server recorded a save since ``mark`` (``saved_after``), or the room
+        ended."""
+        while not self.saved_after(mark) and not self.closed.is_set():
+            news = self._state_news
+            with anyio.move_on_after(1.0):  # the room's end sets no state
+                await news.wait()
 
     # -- what differs between the ways in ----------------------------------------------------
 
@@ -145,7 +192,8 @@ class SharedRoom(ABC):
     @abstractmethod
     async def save(self, within: float = 30.0) -> str:
         """Have the server write the room's notebook to its file now; its status ("success",
-        "skipped" while it cannot, "failed", "timeout")."""
+        ``SAVED_ALONE`` when the server saved the edits on its own meanwhile, "skipped" while it
+        cannot, "failed", "timeout")."""
 
     @abstractmethod
     async def close(self) -> None:
@@ -207,18 +255,19 @@ class SharedRoom(ABC):
                 edits.append(DeleteCells((found,)))
         self._own = True
         try:
-            apply_edits(self.doc, self.ycells, order, edits, self.ymeta)
+            apply_edits(self.doc, self.ycells, order, edits, self.ymeta, run_states=self.run_states)
         finally:
             self._own = False
 
     def show_running(self, running: Collection[str], idle: Collection[str]) -> None:
         """Show cells ``running`` as running and ``idle`` as not (``ydoc.set_run_states``)."""
         states = dict.fromkeys(idle, "idle") | dict.fromkeys(running, "running")
-        self._own = True
-        try:
-            set_run_states(self.doc, self.ycells, self.snapshot()[0].ids, states)
-        finally:
-            self._own = False
+        if self.run_states:
+            self._own = True
+            try:
+                set_run_states(self.doc, self.ycells, self.snapshot()[0].ids, states)
+            finally:
+                self._own = False
         self.running.difference_update(idle)
         self.running.update(running)
 
@@ -240,7 +289,7 @@ class SharedRoom(ABC):
         unsaved edits before it are no longer the notebook's: none is ever applied again."""
         self._own = True
         try:
-            replace_all(self.doc, self.ymeta, self.ycells, nb)
+            replace_all(self.doc, self.ymeta, self.ycells, nb, run_states=self.run_states)
         finally:
             self._own = False
         self.unsaved.clear()

@@ -36,7 +36,7 @@ from nbrelay.notebook.edits import (
 )
 from nbrelay.notebook.model import Cell, Notebook
 from nbrelay.stores.base import EditOutcome
-from nbrelay.stores.rtc_room import RoomLost, SharedRoom
+from nbrelay.stores.rtc_room import SAVED_ALONE, RoomLost, SharedRoom
 
 logger = logging.getLogger("nbrelay.rtc")
 
@@ -73,6 +73,8 @@ async def save(room: SharedRoom) -> str | None:
             break
         await anyio.sleep(delay)
     await room.barrier()
+    if status == SAVED_ALONE:  # the server saved the edits on its own (``SharedRoom.save``)
+        return None
     if status == "success" and room.saves_apart and room.hashes == before:
         # The server records a save's hash once the file holds the room, and says "success"
         # all the same when it did not: it failed (caught and logged by the server, which says

@@ -67,6 +67,7 @@ class WebSocketWay(RoomWay):
         self._events_retry = 0.0  # monotonic time before which a refused socket is not asked
         self._loading: dict[str, float] = {}  # notebooks found still loading, until when
         self._events_opening = anyio.Lock()  # one socket, however many rooms join at once
+        self._run_states: bool | None = None  # what the last room told (``_keeps_run_states``)
 
     def attach(self, tg: TaskGroup) -> None:
         self._tg = tg
@@ -109,6 +110,7 @@ class WebSocketWay(RoomWay):
             session_id=str(session.get("sessionId") or ""),
             name=rel,
             user=self.user,
+            path=full,
             events=self.events,
         )
         await self._start(room)
@@ -128,8 +130,23 @@ class WebSocketWay(RoomWay):
             await room.close()
             raise
         self._loading.pop(rel, None)
+        room.run_states = self._keeps_run_states(room)
         await self._hear_events()
         return room
+
+    def _keeps_run_states(self, room: Room) -> bool:
+        """Whether the server's documents keep code cells' run state (``execution_state``).
+
+        jupyter_ydoc 3.0 and later gives every code cell it loads one (and JupyterLab shows
+        ``[*]`` from it); an older one (jupyter-collaboration 2.x, and 3.x may have it) writes
+        the key into the file, which nbformat then rejects. The first code cell of the room
+        tells (the placeholder of an empty notebook is one); a room without one goes by what
+        another room of the server told, or gets none."""
+        for cell in room.ycells:
+            if cell.get("cell_type") == "code":
+                self._run_states = "execution_state" in cell
+                return self._run_states
+        return bool(self._run_states)
 
     async def _loaded(self, room: Room, rel: str, size: object) -> None:
         """Wait for the rest of a notebook the server is still loading a few cells at a time.

@@ -31,7 +31,7 @@ from nbrelay.errors import NbrelayError, RemoteError
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once
 from nbrelay.stores import paths
 from nbrelay.stores.rtc_events import SaveEvents
-from nbrelay.stores.rtc_room import EMPTY_UPDATE, RoomLost, SharedRoom
+from nbrelay.stores.rtc_room import EMPTY_UPDATE, SAVED_ALONE, RoomLost, SharedRoom
 
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
@@ -48,8 +48,25 @@ LATE_SAVE = 300.0
 # jupyter-collaboration's close code for a room whose file the contents manager could not read as
 # a notebook (a bad request; not 4500, its own error, which may pass).
 UNLOADABLE_CODES = frozenset({4400})
+# A server that answers no request to save (jupyter-collaboration before 4.1) and did not save
+# on its own either.
+UNASKED = (
+    "the server did not save within {within:g} s: this jupyter-collaboration (before 4.1) cannot "
+    "be asked to save and saves on its own about a second after a change, unless its "
+    "YDocExtension.document_save_delay setting is null (autosave off)"
+)
 
-__all__ = ["GLOBAL_AWARENESS", "Room", "RoomLost", "agent_user"]
+__all__ = ["GLOBAL_AWARENESS", "Room", "RoomLost", "agent_user", "client_id"]
+
+
+def client_id() -> int:
+    """A document's Yjs client id, as a browser picks one: 32 random bits (never 0).
+
+    pycrdt draws 53 bits by default, and a server on pycrdt before 0.13 (jupyter-collaboration
+    up to 3.x pins it) reads no more than 32: it holds nbrelay's edits under another client id
+    and sends them back as someone else's, which this document then applies a second time (an
+    inserted word twice, a moved cell twice, outputs twice)."""
+    return secrets.randbelow(2**32 - 1) + 1
 
 
 class Room(SharedRoom):
@@ -65,13 +82,15 @@ class Room(SharedRoom):
         session_id: str | None,
         name: str,
         user: Mapping[str, Any],
+        path: str | None = None,
         state: Mapping[str, Any] | None = None,
         events: SaveEvents | None = None,
     ) -> None:
         import pycrdt
 
-        super().__init__(pycrdt.Doc(), name=name, room_id=room_id)
+        super().__init__(pycrdt.Doc(client_id=client_id()), name=name, room_id=room_id)
         self.api = api
+        self.path = name if path is None else path  # the notebook's path on the server
         self.events = events  # what the server's events WebSocket says of saves
         if events is not None:
             events.on_reload[room_id] = self.server_reloaded
@@ -370,6 +389,12 @@ class Room(SharedRoom):
         orders it after the edits it saves (a barrier first) and checks the result (``saves_apart``:
         an edit arriving during the save can cancel it, and the server still says "success").
 
+        A save the server makes on its own meanwhile (its autosave, a second after a change)
+        holds the edits too: the first of the answer and such a save ends the wait
+        (``_saved_alone``). jupyter-collaboration before 4.1 never answers a request to save; a
+        server that let one go unanswered for ``within`` seconds while it saved on its own is
+        no longer asked (``JupyterAPI.answers_saves``), only waited for.
+
         The save goes on in the server when nbrelay stops waiting for it ("timeout" after
         ``within`` seconds, or the call cancelled), and the server still answers once the file is
         written: the room listens for that answer in the background (``_listen``), and counts the
@@ -380,28 +405,96 @@ class Room(SharedRoom):
         self.check()
         if self._tg is None:
             raise RoomLost(self.close_reason or "the room is not running")
+        recorded = self.save_mark()
+        if self.api.answers_saves is False:
+            with anyio.move_on_after(within):
+                return await self._saved_alone(recorded)
+            self.check()
+            return UNASKED.format(within=within)
         sid = next(self._save_ids)
         encoder = pycrdt.Encoder()
         encoder.write_var_uint(RAW)
         encoder.write_var_string("save")
         encoder.write_var_uint(sid)
         self.save_requests += 1
-        asked = _Save(encoder.to_bytes(), sid, self.save_begins(), self.hashes)
+        asked = _Save(encoder.to_bytes(), sid, self.save_begins(), recorded)
         self._tg.start_soon(self._listen, asked, within + LATE_SAVE)
+        alone: str | None = None
         try:
             with anyio.move_on_after(within):
-                await asked.answered.wait()
+                async with anyio.create_task_group() as tg:
+
+                    async def answered() -> None:
+                        await asked.answered.wait()
+                        tg.cancel_scope.cancel()
+
+                    async def saved_alone() -> None:
+                        nonlocal alone
+                        try:
+                            alone = await self._saved_alone(recorded)
+                        except (RoomLost, NbrelayError):
+                            return  # the answer decides (and the room's end, checked below)
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(answered)
+                    tg.start_soon(saved_alone)
         finally:
             asked.late = True  # from now on, nobody waits for the answer but the room
         self.check()
-        return asked.status if asked.answered.is_set() else "timeout"
+        if asked.answered.is_set():
+            return asked.status
+        if alone is not None:
+            if self.api.answers_saves is None:
+                self._tg.start_soon(self._unanswered, asked, within)
+            return alone
+        return "timeout"
+
+    async def _saved_alone(self, recorded: tuple[int, int]) -> str:
+        """Wait for a save the server makes on its own after ``recorded`` (see ``save``); its
+        status. Such a save began after the edits before it were applied (each change cancels
+        an autosave under way, and a save it cancelled records no hash); but a server that
+        records no hash (jupyter-collaboration 2.x) resets ``dirty`` after a cancelled save
+        too, so there the file is read to check that it holds nbrelay's unsaved edits."""
+        while True:
+            await self.saved_since(recorded)
+            self.check()
+            recorded = self.save_mark()
+            if self.records_hashes or await self._file_holds_unsaved():
+                return SAVED_ALONE
+
+    async def _file_holds_unsaved(self) -> bool:
+        """Whether the file holds nbrelay's last unsaved edit: then the save read the document
+        after it, with every edit before it."""
+        from nbrelay.notebook.model import from_dict
+        from nbrelay.stores.rtc_saving import landed
+
+        if not self.unsaved:
+            return True
+        model = await self.api.get_contents(self.path, content=True, type="notebook")
+        return landed(self.unsaved[-1][1], from_dict(model.get("content"), name=self.name))
+
+    async def _unanswered(self, asked: _Save, within: float) -> None:
+        """A save request the server's own save overtook: a server that leaves it unanswered
+        ``within`` seconds after it was made answers none (see ``save``), and the connection
+        that waits for the answer is closed."""
+        with anyio.move_on_after(within):
+            await asked.answered.wait()
+        if not asked.answered.is_set():
+            self.api.answers_saves = False
+            if asked.scope is not None:
+                asked.scope.cancel()
 
     async def _listen(self, asked: _Save, within: float) -> None:
         """Ask for a save (``_ask``) and hold the server's answer in ``asked``; an answer that
         comes after nbrelay stopped waiting for it (``late``) is judged here (``_ended``)."""
         status = "failed (the room ended)"  # unless asking ends otherwise
         try:
-            status = await self._ask(asked, within)
+            with anyio.CancelScope() as asked.scope:
+                status = await self._ask(asked, within)
+                if status != "timeout":
+                    self.api.answers_saves = True
+            if asked.scope.cancelled_caught:  # ``_unanswered`` gave up on it
+                status = "timeout"
         except NbrelayError as exc:
             status = f"failed ({exc})"
         except Exception as exc:
@@ -443,21 +536,24 @@ class Room(SharedRoom):
             await self.barrier()
         except (RoomLost, NbrelayError):
             return
-        if self.hashes != asked.hashes:
+        if self.saved_after(asked.recorded):
             self.ended_late(asked.begun)
 
 
 class _Save:
     """One save request of ``Room.save``, and the server's answer once it came."""
 
-    def __init__(self, request: bytes, sid: int, begun: tuple[int, int], hashes: int) -> None:
+    def __init__(
+        self, request: bytes, sid: int, begun: tuple[int, int], recorded: tuple[int, int]
+    ) -> None:
         self.request = request
         self.sid = sid
         self.begun = begun  # ``SharedRoom.save_begins`` as the request was made
-        self.hashes = hashes  # the saves the room had recorded then
+        self.recorded = recorded  # the room's ``save_mark`` then
         self.status = "timeout"
         self.answered = anyio.Event()
         self.late = False  # nbrelay stopped waiting for the answer
+        self.scope: anyio.CancelScope | None = None  # while the answer is waited for
 
 
 def _save_reply(message: Any, sid: int) -> str | None:
