@@ -481,6 +481,9 @@ class ScriptedKernels:
     def running(self) -> list[KernelInfo]:
         return [s.info for s in self._sessions.values()]
 
+    async def refresh(self) -> None:
+        return None  # scripted kernels change only as scripted
+
     async def kernelspecs(self, caller: Caller) -> list[KernelSpecInfo]:
         return [
             KernelSpecInfo(name=name, display_name=name, language=language)

@@ -186,6 +186,9 @@ async def test_a_kernel_the_server_culled_is_said_and_replaced(
             return bool((await http.get("api/kernels")).json() == [])
 
         await wait_for(culled, seconds=PATIENCE, interval=0.5)
+        # Listed as it is (it was "idle" in live mode, as last heard), and replaced on the next run.
+        listed = await call(c, "list_kernels")
+        assert [k["state"] for k in listed["kernels"] if k["path"] == "c.ipynb"] == ["dead"]
         after = await run(c, path="c.ipynb", code="print('x' in dir())")
         cell = after["cells"][0]
         assert cell["outputs"][0]["text"] == "False\n", after

@@ -341,6 +341,11 @@ class KernelProvider(Protocol):
         """Every kernel this provider started and has not shut down. Called by ``list_kernels``."""
         ...
 
+    async def refresh(self) -> None:
+        """Bring what ``running`` says up to date where another holds the kernels (a server
+        may have culled one, or a person shut it down). Called by ``list_kernels`` first."""
+        ...
+
     async def kernelspecs(self, caller: Caller) -> list[KernelSpecInfo]:
         """The kernelspecs a notebook may name (asked by ``caller``). Called by ``list_kernels``."""
         ...

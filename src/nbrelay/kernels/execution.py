@@ -627,9 +627,15 @@ class _Run:
                 return
 
     async def watch_liveness(self) -> None:
+        # A kernel process the server's restarter replaced between two polls (it died, and was
+        # started again) is alive, but the request died with the old one; with pending kernels
+        # (``use_pending_kernels``) nothing else tells this client.
+        pid = self.session.info.pid
         while True:
             await anyio.sleep(self.policy.poll_interval)
             ended = await self.session.exit_status()
+            if ended is None and pid is not None and self.session.info.pid not in (pid, None):
+                ended = "died"
             if ended is not None:
                 self.died = ended
                 self.wake.set()

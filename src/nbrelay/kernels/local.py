@@ -170,6 +170,9 @@ class LocalKernels:
     def running(self) -> list[KernelInfo]:
         return [s.info for s in self._sessions.values()]
 
+    async def refresh(self) -> None:
+        return None  # nbrelay's own processes: it knows their state
+
     async def session(
         self, key: str, caller: Caller, *, kernel_name: str, cwd: str
     ) -> LocalSession:

@@ -199,6 +199,13 @@ class RemoteKernels(JupyterKernels[RemoteSession]):
         specs = self._specs or {}
         return specs[name].language if name in specs else language
 
+    async def refresh(self) -> None:
+        """Ask the server for each kernel still taken for running: one it culled, or a person
+        shut down, is listed dead (the next run starts another, saying so), not as it last was."""
+        for session in list(self._sessions.values()):
+            if not session._closed and not session._died:
+                await session.exit_status()
+
     async def connect(self, session: RemoteSession) -> None:
         """Open (or reopen) a session's WebSocket in the background task group."""
         if session._ws is None and (resumed := self._resume.pop(session.kernel_id, None)):

@@ -289,6 +289,9 @@ class JupyterKernels(ABC, Generic[S]):
     def running(self) -> list[KernelInfo]:
         return [s.info for s in self._sessions.values()]
 
+    async def refresh(self) -> None:
+        return None  # in process, the server's kernel manager says it at once (``_gone``)
+
     async def kernelspecs(self, caller: Caller) -> list[KernelSpecInfo]:
         await self._authorize(caller, "read", "kernelspecs")
         return list((await self._kernelspecs()).values())

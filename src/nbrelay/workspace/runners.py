@@ -313,6 +313,7 @@ class Kernels:
 
     async def list_kernels(self, caller: Caller) -> tuple[list[KernelInfo], list[KernelSpecInfo]]:
         provider = self.provider()
+        await provider.refresh()
         running = [*provider.running(), *self._suspended.values()]
         return running, await provider.kernelspecs(caller)
 
