@@ -134,6 +134,23 @@ def stop_by_pid(
             _signal(proc.pid, signal.SIGKILL, group=True)
 
 
+def start_logged(
+    command: list[str], *, cwd: Path, env: dict[str, str], log: Path
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` in a process group of its own (``stop_by_pid`` ends the group), its
+    output appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def tail(log: Path, lines: int) -> str:
     """The last ``lines`` lines of a server's log ("" before it has one)."""
     try:

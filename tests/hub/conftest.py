@@ -35,7 +35,7 @@ import pytest
 
 from tests.helpers import PATIENCE, missing_tool
 from tests.http.harness import summarize
-from tests.servers import free_port, running, stop_by_pid, tail, wait_until
+from tests.servers import free_port, running, start_logged, stop_by_pid, tail, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PROXY = REPO / ".tools" / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -207,16 +207,7 @@ class Hub:
         # JupyterHub gives its Node proxy a fixed 10 s to answer, then exits ("Failed to start
         # proxy"): seen on a loaded 2-core run. That start is made once more, then it fails.
         for attempt in (1, 2):
-            with self.log.open("ab") as log:
-                self.proc = subprocess.Popen(
-                    self.command(config),
-                    cwd=self.work,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            self.proc = start_logged(self.command(config), cwd=self.work, env=env, log=self.log)
             try:
                 self._wait(self._answers, "the Hub did not answer on its public port")
                 return

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.servers import free_port as free_port
-from tests.servers import stop_by_pid, tail, wait_until
+from tests.servers import start_logged, stop_by_pid, tail, wait_until
 from tests.servers import wait_for as wait_for
 
 TOKEN = "nbrelay-test-token"  # a fixed token for a loopback test server
@@ -139,16 +139,7 @@ class JupyterServer:
         config = self.work / "config" / "jupyter_server_config.json"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(json.dumps({"ServerApp": {"jpserver_extensions": extensions}}))
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self._command(),
-                cwd=self.work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.proc = start_logged(self._command(), cwd=self.work, env=env, log=self.log)
         self.starts += 1
         try:
             wait_until(
