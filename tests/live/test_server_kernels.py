@@ -160,6 +160,73 @@ async def test_code_runs_on_a_server_that_launches_kernels_pending(
         assert again["cells"][0]["outputs"][0]["text"] == "42\n", again
 
 
+# A kernel manager that refuses the next restarts asked of it (their number in a file), as
+# Jupyter Server refuses one asked while its restarter is restarting the kernel (it died): a race
+# that a busy server lost now and then, and no test can bring about at will.
+REFUSING_RESTARTS = """
+from pathlib import Path
+
+from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+from traitlets import Unicode
+
+
+class RefusingRestarts(AsyncMappingKernelManager):
+    refusals = Unicode("", config=True)
+
+    async def restart_kernel(self, kernel_id, now=False):
+        count = Path(self.refusals)
+        left = int(count.read_text() or 0) if count.is_file() else 0
+        if left > 0:
+            count.write_text(str(left - 1))
+            raise RuntimeError("the kernel is being restarted by its restarter")
+        return await super().restart_kernel(kernel_id, now=now)
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_restart_refused_while_the_server_restarts_the_kernel_is_retried(
+    mode: str,
+    start_jupyter: Callable[..., JupyterServer],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kernel that died is restarted by the server's own restarter, which tells its clients
+    ("restarting"); nbrelay's restart, asked meanwhile, failed (500 "Exception restarting
+    kernel"), the run said the restart failed, and the next run said the kernel had died again.
+    Now a refused restart is tried again; refused every time, it fails saying why."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "nbrelay_test_restarts.py").write_text(REFUSING_RESTARTS)
+    monkeypatch.setenv("PYTHONPATH", str(modules))
+    refusals = tmp_path / "refusals"
+    server = start_jupyter(
+        args=[
+            "--ServerApp.kernel_manager_class=nbrelay_test_restarts.RefusingRestarts",
+            f"--RefusingRestarts.refusals={refusals}",
+        ]
+    )
+    async with agent_on(mode, server, tmp_path) as c:
+        await call(c, "create_notebook", path="r.ipynb", cells=["x = 41"])
+        await run(c, path="r.ipynb", cells="all")
+        refusals.write_text("2")
+        died = await run(c, path="r.ipynb", code="import os\nos._exit(1)")
+        cell = died["cells"][0]
+        assert cell["status"] == "died", died
+        assert "kernel restarted" in cell["note"], died
+        assert refusals.read_text() == "0"  # refused twice, then restarted
+        after = await run(c, path="r.ipynb", code="print('x' in dir())")
+        cell = after["cells"][0]
+        assert (cell["status"], cell["outputs"][0]["text"]) == ("ok", "False\n"), after
+        assert "died" not in cell.get("note", ""), after  # said once, by the run it cut short
+        refusals.write_text("3")
+        failed = await c.call_tool("restart_kernel", {"path": "r.ipynb"})
+        assert failed.is_error, text_of(failed)
+        assert "could not be restarted" in text_of(failed), text_of(failed)
+        assert refusals.read_text() == "0"  # asked three times
+        again = await run(c, path="r.ipynb", code="print(6 * 7)")
+        assert again["cells"][0]["outputs"][0]["text"] == "42\n", again
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_kernel_the_server_culled_is_said_and_replaced(
     mode: str, start_jupyter: Callable[..., JupyterServer], tmp_path: Path

@@ -35,7 +35,13 @@ from nbrelay.errors import KernelError, RemoteError
 from nbrelay.extension.access import require
 from nbrelay.jupyter_api import MAX_MESSAGE, ack_socket_at_once
 from nbrelay.kernels.base import KernelSpecInfo, specs_by_name
-from nbrelay.kernels.sessions import READY_TIMEOUT, JupyterKernels, JupyterSession, ZmqChannels
+from nbrelay.kernels.sessions import (
+    READY_TIMEOUT,
+    RESTART_RETRIES,
+    JupyterKernels,
+    JupyterSession,
+    ZmqChannels,
+)
 from nbrelay.kernels.ws_channels import ChannelClosed, Frames, WebSocketSession, connect_in
 from nbrelay.redaction import redact, safe_url
 
@@ -101,16 +107,18 @@ class _InServer(JupyterSession):
 
     async def _restart_kernel(self) -> None:
         km = self.provider.kernel_manager
-        try:
-            if self.kernel_id in km and not await self._lost():
-                await ensure_async(km.restart_kernel(self.kernel_id))
-            else:  # the kernel is gone (culled): a new session for the notebook
-                await self.provider.replace(cast("ServerSession | GatewaySession", self))
-        except KernelError:
-            self._state = "dead"
-            raise
-        except Exception as exc:
-            raise self._restart_failed(f"{exc}.") from exc
+        for pause in (*RESTART_RETRIES, None):
+            try:
+                if self.kernel_id in km and not await self._lost():
+                    await ensure_async(km.restart_kernel(self.kernel_id))
+                else:  # the kernel is gone (culled): a new session for the notebook
+                    await self.provider.replace(cast("ServerSession | GatewaySession", self))
+                return
+            except KernelError:
+                self._state = "dead"
+                raise
+            except Exception as exc:  # the server's restarter may be restarting it: retried
+                await self._refused(exc, f"{exc}.", pause)
 
     async def _delete(self) -> None:
         if self.session_id:

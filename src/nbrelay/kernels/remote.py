@@ -30,7 +30,7 @@ from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once, api_path
 from nbrelay.kernels import remote_api
 from nbrelay.kernels.base import KernelSpecInfo
-from nbrelay.kernels.sessions import JupyterKernels
+from nbrelay.kernels.sessions import RESTART_RETRIES, JupyterKernels
 from nbrelay.kernels.ws_channels import ChannelClosed, Frames, WebSocketSession, connect_in
 
 if TYPE_CHECKING:
@@ -122,20 +122,24 @@ class RemoteSession(WebSocketSession):
         await remote_api.interrupt(self.api, self.kernel_id, self.name)
 
     async def _restart_kernel(self) -> None:
-        try:
-            await remote_api.restart(self.api, self.kernel_id)
-        except NotebookNotFound:
-            await self.provider.replace(self)  # the kernel is gone: a new one (or the person's)
-        except NbrelayError as exc:
-            # Jupyter Server and Kernel Gateway answer 500 ("Exception restarting kernel") for
-            # a kernel they do not have (culled, or the server restarted and forgot it): ask.
+        for pause in (*RESTART_RETRIES, None):
             try:
-                gone = await remote_api.kernel_model(self.api, self.kernel_id) is None
-            except NbrelayError:
-                gone = False
-            if not gone:
-                raise self._restart_failed(exc.message) from exc
-            await self.provider.replace(self)
+                await remote_api.restart(self.api, self.kernel_id)
+                return
+            except NotebookNotFound:
+                break  # the kernel is gone: a new one (or the person's), below
+            except NbrelayError as exc:
+                # Jupyter Server and Kernel Gateway answer 500 ("Exception restarting kernel")
+                # for a kernel they do not have (culled, or the server restarted and forgot
+                # it), and for one their own restarter is restarting (it died): ask which.
+                try:
+                    gone = await remote_api.kernel_model(self.api, self.kernel_id) is None
+                except NbrelayError:
+                    gone = False
+                if gone:
+                    break
+                await self._refused(exc, exc.message, pause)
+        await self.provider.replace(self)
 
     async def _delete(self) -> None:
         await remote_api.delete(self.api, self.session_id, self.kernel_id)

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
 READY_TIMEOUT = 60.0
+# Seconds between the tries of a restart the server refused for a kernel it still has: its own
+# restarter may be restarting it (the kernel died), and a second restart fails meanwhile.
+RESTART_RETRIES = (0.5, 1.5)
 State = Literal["starting", "idle", "busy", "dead"]
 
 
@@ -185,6 +188,14 @@ class JupyterSession(SessionCore, ABC):
     async def _restart_kernel(self) -> None:
         """Have the server restart the kernel, or ``provider.replace`` a lost one; raise a
         ``KernelError`` (through ``_restart_failed``) when it cannot."""
+
+    async def _refused(self, exc: Exception, detail: str, pause: float | None) -> None:
+        """After the server refused to restart a kernel it still has (``exc``): wait ``pause``
+        seconds before the next try, or, after the last (``None``), raise the error."""
+        if pause is None:
+            raise self._restart_failed(detail) from exc
+        self._log.info("kernel %s: restart refused (%s); retrying", self.kernel_id, detail)
+        await anyio.sleep(pause)
 
     async def _after_restart(self) -> None:
         """Get the channels ready for the restarted kernel."""
