@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from nbrelay.caller import Caller
-from nbrelay.errors import KernelError
+from nbrelay.errors import KernelError, act
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, Msg
 from nbrelay.kernels.sessions import SessionCore
 
@@ -465,7 +465,7 @@ class ScriptedKernels:
             known = ", ".join(sorted(self.script.kernelspecs))
             raise KernelError(
                 f"no kernelspec named {kernel_name!r} is installed.",
-                hint=f"Installed kernelspecs: {known}.",
+                hint=f"Installed kernelspecs: {known}. {act('set_kernel')}",
             )
         found = self._sessions.get(key)
         if found is not None and found.name == kernel_name:

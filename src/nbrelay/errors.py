@@ -67,6 +67,7 @@ NEUTRAL: Mapping[str, str] = {
     "start_kernel": "Run a cell to start one.",
     "save_state": "Save the kernel's state first.",
     "run_first": "Run it first",
+    "set_kernel": "Set the notebook's kernelspec to one of them.",
 }
 
 # The canonical profile's words (also what ``str(error)`` says).
@@ -92,6 +93,7 @@ CANONICAL: Mapping[str, str] = {
     "start_kernel": "Run a cell with execute to start one; list_kernels shows the running kernels.",
     "save_state": "Call save_kernel_state first.",
     "run_first": "Run it first (execute)",
+    "set_kernel": "Switch the notebook to one of them: notebook_metadata(path=…, kernel=…).",
 }
 
 

@@ -236,6 +236,8 @@ async def test_a_kernel_that_fails_to_start_names_the_spec_and_its_stderr(
     with pytest.raises(KernelError) as info:
         await kernels.session("a.ipynb", ME, kernel_name="no-such-spec", cwd=str(tmp_path))
     assert info.value.message == "no kernelspec named 'no-such-spec' is installed."
+    assert "python3" in info.value.hint
+    assert "notebook_metadata(path=…, kernel=…)" in info.value.hint  # the call that fixes it
     assert kernels.running() == []
 
 

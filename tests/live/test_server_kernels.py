@@ -15,6 +15,7 @@ still launching, whose ports were not known yet, and waited 60 s for an answer o
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,38 @@ async def test_code_runs_on_a_server_that_launches_kernels_pending(
         assert died["cells"][0]["status"] == "died", died
         again = await run(c, path="p.ipynb", code="print(6 * 7)")
         assert again["cells"][0]["outputs"][0]["text"] == "42\n", again
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_notebook_from_a_machine_with_other_kernels_is_switched_and_runs(
+    mode: str, start_jupyter: Callable[..., JupyterServer], tmp_path: Path
+) -> None:
+    """A notebook made in a conda environment names a kernelspec this server does not have: the
+    run is refused naming the server's kernelspecs and the call that switches it, which works."""
+    server = start_jupyter()
+    made_elsewhere = {
+        "cells": [{"cell_type": "code", "metadata": {}, "source": "6 * 7", "outputs": []}],
+        "metadata": {
+            "kernelspec": {
+                "name": "conda-env-analysis-py",
+                "display_name": "Python [conda env:analysis]",
+                "language": "python",
+            }
+        },
+        "nbformat": 4,
+        "nbformat_minor": 2,
+    }
+    (server.root / "conda.ipynb").write_text(json.dumps(made_elsewhere))
+    async with agent_on(mode, server, tmp_path) as c:
+        refused = await c.call_tool("execute", {"path": "conda.ipynb", "cells": "all"})
+        said = text_of(refused)
+        assert refused.is_error, said
+        assert "no kernelspec 'conda-env-analysis-py'" in said, said
+        assert "python3" in said, said
+        assert "notebook_metadata(path=…, kernel=…)" in said, said
+        await call(c, "notebook_metadata", path="conda.ipynb", kernel="python3")
+        ran = await run(c, path="conda.ipynb", cells="all")
+        assert ran["cells"][0]["outputs"][0]["text"] == "42", ran
 
 
 # A kernel manager that refuses the next restarts asked of it (their number in a file), as

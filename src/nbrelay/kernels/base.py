@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 
 from nbrelay.caller import Caller
-from nbrelay.errors import KernelError
+from nbrelay.errors import KernelError, act
 from nbrelay.redaction import is_credential_name
 
 if TYPE_CHECKING:
@@ -142,8 +142,7 @@ def server_spec(specs: Mapping[str, KernelSpecInfo], kernel_name: str) -> Kernel
     if kernel_name not in specs:
         raise KernelError(
             f"the Jupyter Server has no kernelspec {kernel_name!r}.",
-            hint=f"Its kernelspecs: {', '.join(sorted(specs)) or 'none'}; set the "
-            "notebook's kernel to one of them.",
+            hint=f"Its kernelspecs: {', '.join(sorted(specs)) or 'none'}. {act('set_kernel')}",
         )
     return specs[kernel_name]
 

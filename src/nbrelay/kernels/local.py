@@ -30,7 +30,7 @@ import anyio
 
 from nbrelay import runtime
 from nbrelay.caller import Caller
-from nbrelay.errors import KernelError
+from nbrelay.errors import KernelError, act
 from nbrelay.kernels import deno
 from nbrelay.kernels.base import KernelInfo, KernelSpecInfo, LaunchPolicy
 from nbrelay.kernels.launch import (
@@ -146,7 +146,7 @@ class LocalKernels:
                     hint += " The Deno kernel comes with `pip install nbrelay[deno]`."
                 raise KernelError(
                     f"no kernelspec named {name!r} is installed.",
-                    hint=hint + " Set the notebook's kernelspec to one of them.",
+                    hint=f"{hint} {act('set_kernel')}",
                 ) from exc
             except (OSError, ValueError) as exc:  # unreadable folder, broken kernel.json
                 raise KernelError(
