@@ -104,6 +104,7 @@ class Settings:
     kernel_net_deny: tuple[str, ...] = _default("kernel_net_deny")
     kernel_env: tuple[str, ...] = _default("kernel_env")
     cell_output_limit: int = _default("cell_output_limit")
+    cell_display_limit: int = _default("cell_display_limit")
     # From $NBRELAY_TOKEN only: never a flag (argv is visible to every local user).
     token: Secret | None = field(default=None, repr=False, compare=False)
     jupyter_url: str | None = _default("jupyter_url")

@@ -313,10 +313,19 @@ OPTIONS: tuple[Option, ...] = (
         "cell_output_limit",
         int,
         1_000_000,
-        "Characters of output stored per cell; beyond it the start and the end are kept, with a "
-        "notice of what was dropped.",
+        "Characters of text output (printed text, errors) stored per cell; beyond it the start "
+        "and the end are kept, with a notice of what was dropped.",
         lo=1000,
         hi=100_000_000,
+    ),
+    Option(
+        "cell_display_limit",
+        int,
+        50_000_000,
+        "Characters of displays (images, HTML, other rich output) stored per cell; a display "
+        "past it is dropped, with a notice.",
+        lo=1000,
+        hi=1_000_000_000,
     ),
     Option(
         "jupyter_url",

@@ -202,13 +202,54 @@ def test_an_output_flood_keeps_the_start_a_notice_and_the_end() -> None:
     assert "characters dropped; the last 100 characters follow] …\n" in notice
     assert notice.endswith("line 09999 " + "x" * 40 + "\n")
     assert len(notice) < 400
-    cell.feed(display({"text/plain": "late"}))
-    assert " characters and 1 output dropped; " in cell.outputs()[-1]["text"]
+    # A plot drawn after the flood is kept (displays have their own budget), before the notice.
+    cell.feed(display({"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}))
+    assert [o["output_type"] for o in cell.outputs()] == ["stream", "display_data", "stream"]
     # an error still gets through: it is what the agent needs most
     cell.feed(msg("error", ename="E", evalue="v", traceback=[]))
-    assert [o["output_type"] for o in cell.outputs()] == ["stream", "stream", "error"]
+    kinds = [o["output_type"] for o in cell.outputs()]
+    assert kinds == ["stream", "display_data", "stream", "error"]
     valid(cell.outputs())
     assert cell.printed > 500_000
+
+
+PNG = "iVBORw0KGgo" + "A" * 120_000  # a 90 KB plot, as base64
+
+
+def test_a_dozen_plots_are_all_kept_and_displays_past_their_budget_are_dropped_whole() -> None:
+    """Twelve 90 KB figures in one cell (a loop over columns): Jupyter keeps them all. They
+    shared the text's 1,000,000 characters, and five were dropped."""
+    cell = CellOutputs(Limits())
+    for i in range(12):
+        cell.feed(out(f"column {i}\n"))
+        cell.feed(display({"image/png": PNG, "text/plain": f"<Figure {i}>"}))
+    outputs = cell.outputs()
+    figures = [o for o in outputs if o["output_type"] == "display_data"]
+    assert [f["data"]["text/plain"] for f in figures] == [f"<Figure {i}>" for i in range(12)]
+    assert not cell.truncated
+    valid(outputs)
+    # Past the displays' own budget a display is dropped whole, counted; text goes on.
+    small = CellOutputs(Limits(display_limit=300_000))
+    for i in range(4):
+        small.feed(display({"image/png": PNG, "text/plain": f"<Figure {i}>"}))
+        small.feed(out(f"after {i}\n"))
+    outputs = small.outputs()
+    kept = [o["data"]["text/plain"] for o in outputs if o["output_type"] == "display_data"]
+    assert kept == ["<Figure 0>", "<Figure 1>"]
+    texts = [o["text"] for o in outputs if o["output_type"] == "stream"]
+    assert "after 3\n" in "".join(texts)  # printed text after a dropped display is kept
+    assert texts[-1] == (
+        "\n… [2 displays (images, HTML …) dropped: past the 300,000 characters of displays "
+        "stored per cell] …\n"
+    )
+    valid(outputs)
+    # An update that replaces a display keeps the budget right (a live plot redrawn in place).
+    live = CellOutputs(Limits(display_limit=300_000))
+    live.feed(display({"image/png": PNG}, display_id="d"))
+    for _ in range(10):
+        live.update_display("d", {"data": {"image/png": PNG}, "metadata": {}})
+    live.feed(display({"image/png": PNG}))
+    assert [o["output_type"] for o in live.outputs()] == ["display_data", "display_data"]
 
 
 NOTICE = re.compile(

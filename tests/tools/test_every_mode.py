@@ -362,3 +362,29 @@ async def test_execute_saves_outputs_and_the_kernel_tools_work(anymode: Mode) ->
     assert p not in [k["path"] for k in (await call(c, "list_kernels"))["kernels"]]
     # Scratch code ran in the kernel only: the notebook is what the cells' run left.
     assert [x.source for x in (await saved(m, "sub/run.ipynb")).cells][1] == "print('hi')"
+
+
+@pytest.mark.kernel
+async def test_a_cell_that_draws_a_dozen_plots_keeps_them_all(anymode: Mode) -> None:
+    """Twelve ~90 KB images and a flood of text in one cell (a loop over columns with its log):
+    every image reaches the file, as Jupyter keeps them; the text is bounded as before. Images
+    shared the text's 1,000,000 characters, and five of the twelve were dropped."""
+    m, c = anymode, anymode.client
+    draw = (
+        "import base64, os\n"
+        "from IPython.display import display\n"
+        "for i in range(12):\n"
+        "    print(f'column {i}: ' + 'x' * 100_000)\n"
+        "    png = base64.b64encode(b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(90_000)).decode()\n"
+        "    display({'image/png': png, 'text/plain': f'<Figure {i}>'}, raw=True)"
+    )
+    write_notebook(m.local("plots.ipynb"), new_notebook([code(draw, "p0")]))
+    ran = await call(c, "execute", path=m.path("plots.ipynb"), cells="all", wait=PATIENCE)
+    assert ran["cells"][0]["status"] == "ok", ran
+    nb = await saved(m, "plots.ipynb")
+    outputs = nb.cells[0].outputs
+    figures = [o["data"]["text/plain"] for o in outputs if o["output_type"] == "display_data"]
+    assert figures == [f"<Figure {i}>" for i in range(12)]
+    text = "".join(o["text"] for o in outputs if o["output_type"] == "stream")
+    assert "-character limit stored per cell: " in text  # 1.2 MB printed: bounded, said
+    assert len(text) < 1_100_000

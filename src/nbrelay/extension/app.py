@@ -55,6 +55,7 @@ EXTENSION_OPTIONS: tuple[str, ...] = (
     "persist_sessions",
     "max_sessions",
     "cell_output_limit",
+    "cell_display_limit",
     "notebook",
 )
 

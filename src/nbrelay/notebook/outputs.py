@@ -17,10 +17,13 @@ cell's outputs as Jupyter front ends show them:
 * text that is not valid Unicode (unpaired surrogates, which a kernel's JSON can escape) is stored
   as U+FFFD, and ``unencodable`` counts it.
 
-Memory stays bounded whatever the kernel prints: past ``limit`` characters of stored text a cell
-keeps its start (``limit - tail`` characters), a notice saying how much was dropped, and the last
-``tail`` characters, however the text arrived (many small messages, or one message far over the
-limit). Pure: no I/O, no clock.
+Memory stays bounded whatever the kernel prints: past ``limit`` characters of stored text (streams
+and errors) a cell keeps its start (``limit - tail`` characters), a notice saying how much was
+dropped, and the last ``tail`` characters, however the text arrived (many small messages, or one
+message far over the limit). Displays (``display_data``, ``execute_result``: images, HTML …) have
+a budget of their own, ``display_limit``: a loop that draws a dozen plots keeps them all, as
+Jupyter does, and a display past that budget is dropped whole, counted in the notice. Pure: no
+I/O, no clock.
 """
 
 from __future__ import annotations
@@ -85,11 +88,13 @@ def terminal_text(text: str) -> str:
 
 @dataclass(frozen=True)
 class Limits:
-    """How much output text one cell may store: ``limit`` in total, of which ``tail`` is kept
-    from the end once the limit is passed (at most half the limit, for small limits)."""
+    """How much output one cell may store: ``limit`` characters of text in total, of which
+    ``tail`` is kept from the end once the limit is passed (at most half the limit, for small
+    limits); ``display_limit`` characters of displays."""
 
     limit: int = 1_000_000
     tail: int = 20_000
+    display_limit: int = 50_000_000
 
     @property
     def kept_tail(self) -> int:
@@ -133,11 +138,12 @@ class CellOutputs:
         self._clear_pending = False
         self._displays: dict[str, list[int]] = {}
         self._stored = 0  # characters of text in _outputs
+        self._shown = 0  # characters of displays in _outputs
         self._dropped = 0  # characters past the limit (the last ``tail`` of them are kept)
-        self._dropped_outputs = 0
+        self._dropped_outputs = 0  # displays past the display limit
         self._kernel_cut = 0  # characters the kernel's own cap cut before sending
         self._kernel_marks = 0  # characters of the markers it put there
-        self._after: list[Output] = []  # errors that arrived past the limit
+        self._after: list[Output] = []  # errors that arrived past the limit (after the notice)
         self._tail: deque[str] = deque()
         self._tail_len = 0
         self._tail_name = "stdout"
@@ -160,7 +166,7 @@ class CellOutputs:
         out = [copy.deepcopy(o) for o in self._outputs]
         if self.truncated:
             out.append(self._notice())
-            out.extend(copy.deepcopy(o) for o in self._after)
+        out.extend(copy.deepcopy(o) for o in self._after)
         return out
 
     def _kept_tail(self) -> str:
@@ -169,8 +175,18 @@ class CellOutputs:
         return joined[len(joined) - self.limits.kept_tail :] if joined else ""
 
     def _notice(self) -> Output:
-        """What was dropped, counted in full: characters past the start that are not in the kept
-        tail, characters the kernel's own cap cut from single huge writes, whole outputs."""
+        """What was dropped, counted in full: displays past their budget, characters past the
+        start that are not in the kept tail, characters the kernel's own cap cut from single
+        huge writes."""
+        shown = ""
+        if self._dropped_outputs:
+            n = self._dropped_outputs
+            shown = (
+                f"\n… [{n:,} display{'s' if n != 1 else ''} (images, HTML …) dropped: past the "
+                f"{self.limits.display_limit:,} characters of displays stored per cell] …\n"
+            )
+        if not self._dropped:
+            return {"output_type": "stream", "name": "stderr", "text": shown}
         parts = []
         raw_tail = self._kept_tail()
         dropped = self._dropped - len(raw_tail) + self._kernel_cut
@@ -185,14 +201,11 @@ class CellOutputs:
                     f" ({self._kernel_cut:,} of them cut by the kernel from writes too big to send)"
                 )
             parts.append(part)
-        if self._dropped_outputs:
-            n = self._dropped_outputs
-            parts.append(f"{n:,} output{'s' if n != 1 else ''}")
         tail = terminal_text(raw_tail)
         what = f"{' and '.join(parts)} dropped" if parts else "nothing dropped"
         follows = f"; the last {len(tail):,} characters follow" if tail else ""
         text = (
-            f"\n… [output past the {self.limits.limit:,}-character limit stored per cell: "
+            f"{shown}\n… [output past the {self.limits.limit:,}-character limit stored per cell: "
             f"{what}{follows}] …\n{tail}"
         )
         return {"output_type": "stream", "name": self._tail_name, "text": text}
@@ -247,16 +260,21 @@ class CellOutputs:
             self.execution_count = output["execution_count"]
         size = _size(output)
         self.printed += size
-        if self.truncated or self._stored + size > self.limits.limit:
-            if kind == "error":
+        if kind == "error":
+            if self._dropped or self._after or self._stored + size > self.limits.limit:
                 # The error is what the agent needs most: keep it, after the notice.
                 self._after.append(output)
             else:
-                self._dropped_outputs += 1
+                self._outputs.append(output)
+                self._stored += size
             return True
+        if self._shown + size > self.limits.display_limit:
+            self._dropped_outputs += 1
+            return True
+        # A display is kept past the text's limit too (before the notice: it stays updatable).
         self._outputs.append(output)
-        self._stored += size
-        if display_id and kind in ("display_data", "execute_result"):
+        self._shown += size
+        if display_id:
             self._displays.setdefault(display_id, []).append(len(self._outputs) - 1)
         return True
 
@@ -286,16 +304,17 @@ class CellOutputs:
                 new = dict(old)
                 new["data"] = _bundle(content.get("data"))
                 new["metadata"] = dict(content.get("metadata") or {})
-                self._stored += _size(new) - _size(old)
+                self._shown += _size(new) - _size(old)
                 self._outputs[k] = new
                 found = True
         return found
 
     def _clear(self) -> bool:
-        had = bool(self._outputs) or self.truncated
+        had = bool(self._outputs or self._after) or self.truncated
         self._outputs = []
         self._displays = {}
         self._stored = 0
+        self._shown = 0
         self._dropped = 0
         self._dropped_outputs = 0
         self._kernel_cut = 0
@@ -331,7 +350,7 @@ class CellOutputs:
         cut, marks = kernel_cut(text)
         self._kernel_cut += cut
         self._kernel_marks += marks
-        if self.truncated:
+        if self._dropped:
             self._add_tail(name, text)
             return True
         last = self._outputs[-1] if self._outputs else None

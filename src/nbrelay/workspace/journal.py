@@ -254,6 +254,7 @@ class RunJournal:
                 "timeout": job.timeout,
                 "stop_on_error": job.stop_on_error,
                 "output_limit": job.outputs.limits.limit,
+                "display_limit": job.outputs.limits.display_limit,
                 "pid": os.getpid(),
                 "at": time.time(),
                 "cells": [{"id": c.id, "index": c.index, "source": c.source} for c in job.cells],
@@ -571,7 +572,10 @@ class Replay:
             kernel=str(start.get("kernel", "")),
             timeout=start.get("timeout"),
             stop_on_error=bool(start.get("stop_on_error", True)),
-            limits=Limits(limit=start.get("output_limit") or Limits().limit),
+            limits=Limits(
+                limit=start.get("output_limit") or Limits().limit,
+                display_limit=start.get("display_limit") or Limits().display_limit,
+            ),
         )
         job.notes = list(start.get("notes") or [])
         self._wall = float(start.get("at") or time.time())

@@ -129,7 +129,10 @@ class Runs:
             kernel=runner.session.info.name,
             timeout=limit,
             stop_on_error=stop_on_error,
-            limits=Limits(limit=self._settings.cell_output_limit),
+            limits=Limits(
+                limit=self._settings.cell_output_limit,
+                display_limit=self._settings.cell_display_limit,
+            ),
         )
         resumed = self._kernels.take_note(snap.path)
         if resumed is not None:
