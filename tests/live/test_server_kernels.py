@@ -161,6 +161,38 @@ async def test_code_runs_on_a_server_that_launches_kernels_pending(
         assert again["cells"][0]["outputs"][0]["text"] == "42\n", again
 
 
+@pytest.mark.parametrize("form", ["binary", "json"])
+async def test_code_runs_in_the_kernel_websocket_form_the_server_picks(
+    form: str, start_jupyter: Callable[..., JupyterServer], tmp_path: Path
+) -> None:
+    """nbrelay offers the binary protocol JupyterLab uses (``v1.kernel.websocket.jupyter.org``),
+    which Jupyter Server picks unless told to keep the JSON form; some servers speak nothing
+    else (jupyter-server-documents). Output of every kind arrives whole in either form."""
+    args = [] if form == "binary" else ["--ZMQChannelsWebsocketConnection.kernel_ws_protocol="]
+    server = start_jupyter(args=args)
+    settings = Settings(root=tmp_path / "root", lock_dir=tmp_path / "locks", kernel_pool=0)
+    api = JupyterAPI(server.url, Secret(server.token))
+    store = RTCStore(api, agent_name="nbrelay test agent")
+    kernels = RemoteKernels(api, server_path=store.paths.server)
+    ws = Workspace(settings, store, id_factory=counter_ids(), kernels=kernels)
+    cells = [
+        "print('naïve ✓')",
+        "from IPython.display import display, HTML\ndisplay(HTML('<b>bold</b>'))",
+        "{'k': [1, 2]}",
+        "1 / 0",
+    ]
+    async with Client(build_server(settings, ws)) as c:
+        await call(c, "create_notebook", path="f.ipynb", cells=cells)
+        ran = await run(c, path="f.ipynb", cells="all", stop_on_error=False)
+        outs = [cell["outputs"][0] for cell in ran["cells"]]
+        assert outs[0]["text"] == "naïve ✓\n", ran
+        assert "bold" in outs[1]["text"], ran
+        assert outs[2]["text"] == "{'k': [1, 2]}", ran
+        assert "ZeroDivisionError" in outs[3]["text"], ran
+        used = [s._ws.binary for s in kernels._sessions.values() if s._ws is not None]
+        assert used == [form == "binary"]
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_notebook_from_a_machine_with_other_kernels_is_switched_and_runs(
     mode: str, start_jupyter: Callable[..., JupyterServer], tmp_path: Path

@@ -175,7 +175,10 @@ class ServerSession(ZmqChannels, _InServer):
 
 
 class _GatewayFrames:
-    """A Tornado WebSocket client connection as ``ws_channels.Frames``."""
+    """A Tornado WebSocket client connection as ``ws_channels.Frames`` (the JSON form: no
+    subprotocol is offered, every gateway speaks it)."""
+
+    binary = False
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
@@ -184,11 +187,11 @@ class _GatewayFrames:
         while (frame := await self._conn.read_message()) is not None:
             yield frame
 
-    async def send(self, text: str) -> None:
+    async def send(self, data: str | bytes) -> None:
         from tornado.websocket import WebSocketClosedError
 
         try:
-            await self._conn.write_message(text)
+            await self._conn.write_message(data, binary=isinstance(data, bytes))
         except WebSocketClosedError as exc:
             raise ChannelClosed from exc
 

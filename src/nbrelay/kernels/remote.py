@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 from nbrelay.caller import Caller
 from nbrelay.errors import NbrelayError, NotebookNotFound, RemoteError
 from nbrelay.jupyter_api import JupyterAPI, ack_at_once, api_path
-from nbrelay.kernels import remote_api
+from nbrelay.kernels import remote_api, ws_v1
 from nbrelay.kernels.base import KernelSpecInfo
 from nbrelay.kernels.sessions import RESTART_RETRIES, JupyterKernels
 from nbrelay.kernels.ws_channels import ChannelClosed, Frames, WebSocketSession, connect_in
@@ -46,6 +46,7 @@ class _Socket:
 
     def __init__(self, ws: ClientConnection) -> None:
         self._ws = ws
+        self.binary = ws.subprotocol == ws_v1.SUBPROTOCOL
 
     async def __aiter__(self) -> AsyncIterator[str | bytes]:
         from websockets.exceptions import ConnectionClosed
@@ -56,11 +57,11 @@ class _Socket:
         except ConnectionClosed as exc:
             raise ChannelClosed from exc
 
-    async def send(self, text: str) -> None:
+    async def send(self, data: str | bytes) -> None:
         from websockets.exceptions import ConnectionClosed
 
         try:
-            await self._ws.send(text)
+            await self._ws.send(data)
         except ConnectionClosed as exc:
             raise ChannelClosed from exc
 
@@ -86,6 +87,7 @@ class RemoteSession(WebSocketSession):
         async with self.api.websocket(
             api_path("api/kernels", self.kernel_id, "channels"),
             params={"session_id": self.client_session},
+            subprotocols=(ws_v1.SUBPROTOCOL,),
         ) as ws:
             yield _Socket(ws)
 

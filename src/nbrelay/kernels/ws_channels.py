@@ -1,5 +1,7 @@
-"""Requests and messages over a kernel's WebSocket: the JSON form of the Jupyter protocol that
-Jupyter Server, Kernel Gateway and Enterprise Gateway speak at ``api/kernels/{id}/channels``.
+"""Requests and messages over a kernel's WebSocket at ``api/kernels/{id}/channels``, in the form
+the server picked: the binary ``v1.kernel.websocket.jupyter.org`` (``kernels.ws_v1``) when nbrelay
+offered it and the server took it, as JupyterLab's connections do, else the JSON form that Jupyter
+Server, Kernel Gateway and Enterprise Gateway all speak.
 
 ``WebSocketChannels`` is the channel half of a ``KernelSession`` whose kernel is reached that
 way: one reader task (``run``, in a task group of the provider's) holds the WebSocket open and
@@ -28,7 +30,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from nbrelay.errors import KernelError, NbrelayError, RemoteError, act
-from nbrelay.kernels import remote_api, sequence
+from nbrelay.kernels import remote_api, sequence, ws_v1
 from nbrelay.kernels.base import Msg, msg_type
 from nbrelay.kernels.sessions import JupyterSession, SessionCore
 
@@ -40,14 +42,26 @@ class ChannelClosed(Exception):
 
 
 class Frames(Protocol):
-    """An open kernel WebSocket: the frames it receives, and a way to send one."""
+    """An open kernel WebSocket: the frames it receives, and a way to send one. ``binary``:
+    the server picked ``ws_v1.SUBPROTOCOL`` (messages are binary frames, not JSON text)."""
+
+    binary: bool
 
     def __aiter__(self) -> AsyncIterator[str | bytes]: ...
 
-    async def send(self, text: str) -> None: ...
+    async def send(self, data: str | bytes) -> None: ...
 
     def acknowledge(self) -> None:
         """Called after each frame received (see ``jupyter_api.ack_at_once``)."""
+
+
+def _parsed(frame: str) -> Msg | None:
+    """A message in the JSON form, or None if ``frame`` is not one."""
+    try:
+        parsed: Any = json.loads(frame)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def _stream() -> tuple[MemoryObjectSendStream[Msg], MemoryObjectReceiveStream[Msg]]:
@@ -100,7 +114,9 @@ class WebSocketChannels(SessionCore):
                         async for frame in ws:
                             ws.acknowledge()
                             if isinstance(frame, str):
-                                self._dispatch(frame)
+                                self._dispatch(_parsed(frame))
+                            elif ws.binary:
+                                self._dispatch(ws_v1.decode(frame))
         except Exception as exc:
             if not started:
                 if isinstance(exc, NbrelayError):
@@ -118,14 +134,9 @@ class WebSocketChannels(SessionCore):
             if not self._closed and started:
                 self._log.info("kernel %s: its WebSocket closed", self.kernel_id)
 
-    def _dispatch(self, frame: str) -> None:
-        try:
-            parsed: Any = json.loads(frame)
-        except ValueError:
+    def _dispatch(self, msg: Msg | None) -> None:
+        if msg is None:
             return
-        if not isinstance(parsed, dict):
-            return
-        msg: Msg = parsed
         self.last_activity = time.time()
         self.received.see(msg)
         channel = msg.get("channel")
@@ -173,7 +184,7 @@ class WebSocketChannels(SessionCore):
         msg_id = str(msg["header"]["msg_id"])
         self.last_activity = time.time()
         try:
-            await ws.send(json.dumps(msg))
+            await ws.send(ws_v1.encode(msg) if ws.binary else json.dumps(msg))
         except ChannelClosed as exc:
             raise KernelError(
                 f"the connection to the {self.name} kernel closed while sending a request.",
