@@ -87,12 +87,18 @@ class Person:
 
 
 async def session(server: JupyterServer, path: str) -> dict[str, Any]:
+    """The room of ``path`` as JupyterLab's page finds it: jupyter-collaboration's session, or
+    on jupyter-server-documents (no such endpoint) the file id its page asks for."""
     async with httpx2.AsyncClient(
         base_url=server.url, headers={"Authorization": f"token {server.token}"}
     ) as http:
         resp = await http.put(
             f"api/collaboration/session/{path}", json={"format": "json", "type": "notebook"}
         )
+        if resp.status_code == 404 and server.kind == "server-documents":
+            indexed = await http.post("api/fileid/index", params={"path": path})
+            indexed.raise_for_status()
+            return {"fileId": indexed.json()["id"], "sessionId": ""}
         resp.raise_for_status()
         data: dict[str, Any] = resp.json()
         return data
@@ -102,10 +108,9 @@ async def session(server: JupyterServer, path: str) -> dict[str, Any]:
 async def person(server: JupyterServer, path: str) -> AsyncIterator[Person]:
     """Join a notebook's room as a person would and yield once it is synced."""
     sess = await session(server, path)
-    url = (
-        f"ws://127.0.0.1:{server.port}/api/collaboration/room/json:notebook:{sess['fileId']}"
-        f"?sessionId={sess['sessionId']}"
-    )
+    url = f"ws://127.0.0.1:{server.port}/api/collaboration/room/json:notebook:{sess['fileId']}"
+    if sess["sessionId"]:
+        url += f"?sessionId={sess['sessionId']}"
     async with connect(
         url, additional_headers={"Authorization": f"token {server.token}"}, max_size=None
     ) as ws:

@@ -97,6 +97,10 @@ class JupyterServer:
             from tests.live.older_collaboration import ensure as older
 
             python = str(older(self.kind.removeprefix("collaboration-")))
+        elif self.kind == "server-documents":  # JupyterLab with jupyter-server-documents
+            from tests.live.server_documents import ensure as server_documents
+
+            python = str(server_documents())
         args = [
             python,
             "-m",

@@ -295,8 +295,11 @@ class JupyterAPI:
     async def collaboration_session(self, path: str) -> dict[str, Any] | None:
         """``PUT /api/collaboration/session/<path>``: the room of a notebook.
 
-        Returns ``{"fileId", "sessionId", ...}``, or None when the server has no
-        jupyter-collaboration (the endpoint does not exist).
+        Returns ``{"fileId", "sessionId", ...}``, or None when the server has no real-time
+        collaboration. jupyter-server-documents (the other server side of it, in Jupyter AI's
+        ``rtc-jsd`` deployments) has no such endpoint: its rooms are named by the file id that
+        ``POST /api/fileid/index?path=<path>`` gives, as its JupyterLab page finds them, and
+        take no session id (``"sessionId": ""``).
 
         Raises:
             NotebookNotFound: the notebook does not exist.
@@ -311,11 +314,30 @@ class JupyterAPI:
             )
         except NotebookNotFound:
             if await self.exists(path):
-                return None  # the file is there, so the endpoint is missing
+                return await self._indexed_room(path)  # the endpoint is missing
             raise
         if not isinstance(resp.body, dict) or "fileId" not in resp.body:
             return None
         return resp.body
+
+    async def _indexed_room(self, path: str) -> dict[str, Any] | None:
+        """The room of ``path`` on jupyter-server-documents (see ``collaboration_session``),
+        or None when the server has no file-id index either (no collaboration)."""
+        from urllib.parse import urlencode
+
+        try:
+            resp = await self.request(
+                "POST",
+                "api/fileid/index?" + urlencode({"path": path}),
+                ok=(200, 201),
+                what=repr(path),
+            )
+        except (NotebookNotFound, RemoteError):
+            return None
+        found = resp.body.get("id") if isinstance(resp.body, dict) else None
+        if not isinstance(found, str) or not found:
+            return None
+        return {"fileId": found, "sessionId": "", "server": "jupyter-server-documents"}
 
     # -- WebSockets ---------------------------------------------------------------------------
 

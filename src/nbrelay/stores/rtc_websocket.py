@@ -108,6 +108,7 @@ class WebSocketWay(RoomWay):
             self.api,
             f"json:notebook:{session['fileId']}",
             session_id=str(session.get("sessionId") or ""),
+            handshakes=session.get("server") == "jupyter-server-documents",
             name=rel,
             user=self.user,
             path=full,

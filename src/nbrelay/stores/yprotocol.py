@@ -36,12 +36,17 @@ from nbrelay.stores.rtc_room import EMPTY_UPDATE, SAVED_ALONE, RoomLost, SharedR
 if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
 
+    from nbrelay.notebook.model import Notebook
+
 logger = logging.getLogger("nbrelay.rtc")
 
 SYNC, AWARENESS, RAW = 0, 1, 2
 STEP1, STEP2 = 0, 1
 
 GLOBAL_AWARENESS = "JupyterLab:globalAwareness"
+# The field of nbrelay's awareness state that numbers its barriers on a server that answers each
+# SYNC_STEP1 with a whole handshake (``Room.barrier``).
+ECHO = "nbrelayBarrier"
 # Seconds nbrelay still listens, in the background, for the end of a save it stopped waiting for
 # (``Room.save``), at most (and never past the room's end).
 LATE_SAVE = 300.0
@@ -57,6 +62,11 @@ UNASKED = (
 )
 
 __all__ = ["GLOBAL_AWARENESS", "Room", "RoomLost", "agent_user", "client_id"]
+
+
+def _outline(nb: Notebook) -> list[tuple[Any, Any, Any]]:
+    """What a person sees of a notebook's cells: their ids, types and sources."""
+    return [(c.get("id"), c.get("cell_type"), c.get("source")) for c in nb.cells]
 
 
 def client_id() -> int:
@@ -85,6 +95,7 @@ class Room(SharedRoom):
         path: str | None = None,
         state: Mapping[str, Any] | None = None,
         events: SaveEvents | None = None,
+        handshakes: bool = False,
     ) -> None:
         import pycrdt
 
@@ -102,6 +113,13 @@ class Room(SharedRoom):
         self.close_message = ""  # the reason the server gave when it closed the room
         self._out_send, self._out_recv = anyio.create_memory_object_stream[bytes](math.inf)
         self._barriers: deque[anyio.Event] = deque()
+        # A server that answers each SYNC_STEP1 with a whole handshake (jupyter-server-documents:
+        # it holds back every client's updates meanwhile, then sends them as one, and a move
+        # that is one update puts a person's typing in another cell): barriers are nbrelay's
+        # own awareness state, numbered, coming back in order instead (``barrier``).
+        self.handshakes = handshakes
+        self._echoes: deque[tuple[int, anyio.Event]] = deque()
+        self._echo_ids = itertools.count(1)
         self._save_ids = itertools.count(1)
         self._remote = False
         self._scope: anyio.CancelScope | None = None
@@ -178,7 +196,7 @@ class Room(SharedRoom):
             del self.events.on_reload[self.room_id]
         self._out_send.close()
         self._out_recv.close()
-        for ev in self._barriers:
+        for ev in (*self._barriers, *(ev for _, ev in self._echoes)):
             ev.set()
         self.save_wanted.set()  # wakes the saver, which then ends
 
@@ -340,7 +358,10 @@ class Room(SharedRoom):
                     self._barriers.popleft().set()
         elif kind == AWARENESS:
             with contextlib.suppress(Exception):
-                self.awareness.apply_awareness_update(pycrdt.read_message(message[1:]), "remote")
+                update = pycrdt.read_message(message[1:])
+                if self._echoes:
+                    self._echoed(update)
+                self.awareness.apply_awareness_update(update, "remote")
         elif kind == RAW:
             try:
                 decoder = pycrdt.Decoder(message)
@@ -357,6 +378,21 @@ class Room(SharedRoom):
 
     # -- operations (called by the store) ---------------------------------------------------
 
+    def _echoed(self, update: bytes) -> None:
+        """Set the barriers (``barrier``) whose number nbrelay's own awareness state, as the
+        server sent it back in ``update``, has reached."""
+        import pycrdt
+
+        decoder = pycrdt.Decoder(update)
+        for _ in range(decoder.read_var_uint()):
+            client, _clock = decoder.read_var_uint(), decoder.read_var_uint()
+            state = json.loads(decoder.read_var_string())
+            if client != self.awareness.client_id or not isinstance(state, dict):
+                continue
+            reached = state.get(ECHO)
+            while isinstance(reached, int) and self._echoes and self._echoes[0][0] <= reached:
+                self._echoes.popleft()[1].set()
+
     def check(self) -> None:
         if self.closed.is_set():
             raise RoomLost(self.close_reason)
@@ -366,14 +402,22 @@ class Room(SharedRoom):
         here (a SYNC_STEP1 it answers in order)."""
         self.check()
         event = anyio.Event()
-        self._barriers.append(event)
-        self._send_sync_step1()
+        if self.handshakes:
+            echo = (next(self._echo_ids), event)
+            self._echoes.append(echo)
+            self.set_state(ECHO, echo[0])  # sent at once (``_on_awareness``)
+        else:
+            self._barriers.append(event)
+            self._send_sync_step1()
         with anyio.move_on_after(within):
             await event.wait()
         self.check()
         if not event.is_set():
             with contextlib.suppress(ValueError):
-                self._barriers.remove(event)
+                if self.handshakes:
+                    self._echoes.remove(echo)
+                else:
+                    self._barriers.remove(event)
             raise RemoteError(
                 f"the Jupyter Server did not answer within {within:g} s (room of {self.name!r}).",
                 hint="The server may be overloaded; retry.",
@@ -453,8 +497,13 @@ class Room(SharedRoom):
         """Wait for a save the server makes on its own after ``recorded`` (see ``save``); its
         status. Such a save began after the edits before it were applied (each change cancels
         an autosave under way, and a save it cancelled records no hash); but a server that
-        records no hash (jupyter-collaboration 2.x) resets ``dirty`` after a cancelled save
-        too, so there the file is read to check that it holds nbrelay's unsaved edits."""
+        records no hash (jupyter-collaboration 2.x, jupyter-server-documents) resets ``dirty``
+        after a cancelled save too, so there the file is read to check that it holds nbrelay's
+        unsaved edits; it is read first as well: such a server may have saved them already,
+        before the call (jupyter-server-documents saves within a second of a change), and then
+        makes no save after it."""
+        if not self.records_hashes and await self._file_holds_unsaved():
+            return SAVED_ALONE
         while True:
             await self.saved_since(recorded)
             self.check()
@@ -463,15 +512,18 @@ class Room(SharedRoom):
                 return SAVED_ALONE
 
     async def _file_holds_unsaved(self) -> bool:
-        """Whether the file holds nbrelay's last unsaved edit: then the save read the document
-        after it, with every edit before it."""
+        """Whether the file holds the room as it is here: its cells (ids, types and sources)
+        as here, which a person's typing the server has not saved yet keeps it from, and
+        nbrelay's last unsaved edit (then the save read the document after it, with every edit
+        before it)."""
         from nbrelay.notebook.model import from_dict
         from nbrelay.stores.rtc_saving import landed
 
-        if not self.unsaved:
-            return True
         model = await self.api.get_contents(self.path, content=True, type="notebook")
-        return landed(self.unsaved[-1][1], from_dict(model.get("content"), name=self.name))
+        on_disk = from_dict(model.get("content"), name=self.name)
+        if _outline(on_disk) != _outline(self.mirror.read()[0]):
+            return False
+        return not self.unsaved or landed(self.unsaved[-1][1], on_disk)
 
     async def _unanswered(self, asked: _Save, within: float) -> None:
         """A save request the server's own save overtook: a server that leaves it unanswered
