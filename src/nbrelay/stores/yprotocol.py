@@ -44,6 +44,14 @@ SYNC, AWARENESS, RAW = 0, 1, 2
 STEP1, STEP2 = 0, 1
 
 GLOBAL_AWARENESS = "JupyterLab:globalAwareness"
+# What a barrier that timed out adds on jupyter-server-documents: its room stops reading every
+# client's messages for good when one comes from a client that has just left (0.3.3 raises
+# UnboundLocalError in ``YjsClientGroup.get``, which ends the room's message task).
+STALLED = (
+    " If it keeps failing: jupyter-server-documents stops reading a room's messages when a"
+    " client leaves just after sending one (its log shows an UnboundLocalError); restart"
+    " JupyterLab, or close the notebook everywhere until the server drops the room."
+)
 # The field of nbrelay's awareness state that numbers its barriers on a server that answers each
 # SYNC_STEP1 with a whole handshake (``Room.barrier``).
 ECHO = "nbrelayBarrier"
@@ -206,6 +214,12 @@ class Room(SharedRoom):
         if self._scope is None:  # it never began: nothing runs to end it
             self._end("closed before it began", lost=False)
             return
+        if self.handshakes and self.alive:
+            # jupyter-server-documents stops reading the room's messages, for every client,
+            # when it reads a change from a client that has left (``STALLED``): leave once the
+            # server has read all of nbrelay's.
+            with contextlib.suppress(NbrelayError, RoomLost), anyio.CancelScope(shield=True):
+                await self.barrier(within=5.0)
         self._scope.cancel()
         with anyio.move_on_after(5, shield=True):
             await self.closed.wait()
@@ -418,9 +432,12 @@ class Room(SharedRoom):
                     self._echoes.remove(echo)
                 else:
                     self._barriers.remove(event)
+            hint = "The server may be overloaded; retry."
+            if self.handshakes:
+                hint += STALLED
             raise RemoteError(
                 f"the Jupyter Server did not answer within {within:g} s (room of {self.name!r}).",
-                hint="The server may be overloaded; retry.",
+                hint=hint,
             )
 
     async def save(self, within: float = 30.0) -> str:
