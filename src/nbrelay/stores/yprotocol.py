@@ -516,10 +516,12 @@ class Room(SharedRoom):
         an autosave under way, and a save it cancelled records no hash); but a server that
         records no hash (jupyter-collaboration 2.x, jupyter-server-documents) resets ``dirty``
         after a cancelled save too, so there the file is read to check that it holds nbrelay's
-        unsaved edits; it is read first as well: such a server may have saved them already,
-        before the call (jupyter-server-documents saves within a second of a change), and then
-        makes no save after it."""
-        if not self.records_hashes and await self._file_holds_unsaved():
+        unsaved edits. It is read first as well, unless the server is known to answer requests
+        to save: one that does not may have saved the edits on its own already, before the call
+        (a second after a change), and then makes no save after it."""
+        if (
+            not self.records_hashes or self.api.answers_saves is not True
+        ) and await self._file_holds_unsaved():
             return SAVED_ALONE
         while True:
             await self.saved_since(recorded)
